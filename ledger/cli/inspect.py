@@ -1,0 +1,102 @@
+"""``rewind sessions``, ``rewind log`` and ``rewind tree``: the read-only commands.
+
+Why it exists: formatting only. The answers come from :mod:`ledger.inspect`; this module turns
+them into grep-able text lines or JSON (one object per line where a command lists things).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ledger.cli.context import CliContext
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("sessions", parents=[common], help="list the repository's sessions, newest first",
+                       description="List the sessions whose cwd lies inside the repository, newest first.")
+    p.set_defaults(run=run_sessions)
+
+    p = sub.add_parser("log", parents=[common], help="the ledger: one line per snapshot reference",
+                       description="Print the session's rewind ledger, one grep-able line per reference: "
+                                   "entry, kind, snapshot, record, entry type or role, text.")
+    p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
+    p.add_argument("--lineage", action="store_true", help="also list the references of the ancestor sessions")
+    p.set_defaults(run=run_log)
+
+    p = sub.add_parser("tree", parents=[common], help="draw the session tree with its rewind points",
+                       description="Draw the session tree: one line per entry, with the leaf, labels and "
+                                   "the entries that have an exact rewind point (through lineage).")
+    p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
+    p.set_defaults(run=run_tree)
+
+
+def resolve_session_path(ctx: CliContext, name: str) -> Path:
+    """SESSION → a file path. Paths need no repository; ids and ``@`` search the repo's sessions."""
+    from ledger.session.discovery import looks_like_path, repo_sessions, resolve_session
+
+    if looks_like_path(name):
+        return Path(name)
+    repo = ctx.repo()
+    agent_dir = ctx.agent_dir()
+    candidates = repo_sessions(agent_dir, repo.root)
+    return resolve_session(name, candidates, scope=f"the sessions of {repo.root} (agent dir {agent_dir})")
+
+
+def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.inspect import summarize_sessions
+    from ledger.lineage import LineageReader
+    from ledger.session.discovery import repo_sessions
+
+    repo = ctx.repo()
+    infos = repo_sessions(ctx.agent_dir(), repo.root)
+    rows, warnings = summarize_sessions(infos, LineageReader())
+    for warning in warnings:
+        ctx.warn(warning)
+    if not rows and not ctx.json:
+        ctx.emit(None, f"no sessions for {repo.root} in {ctx.agent_dir() / 'sessions'}")
+        return 0
+    for row in rows:
+        payload = {"id": row.id, "file": str(row.file), "entries": row.entries, "points": row.points,
+                   "parentSession": row.parent_session}
+        parent = f"  parent={row.parent_session}" if row.parent_session else ""
+        ctx.emit_line(payload, f"{row.id}  entries={row.entries}  points={row.points}  {row.file}{parent}")
+    return 0
+
+
+def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.inspect import ledger_log
+    from ledger.lineage import LineageReader
+
+    path = resolve_session_path(ctx, args.session)
+    report = ledger_log(path, LineageReader(), lineage=args.lineage)
+    for warning in report.warnings:
+        ctx.warn(warning)
+    for row in report.rows:
+        prefix = f"{row.session[:8]}  " if args.lineage else ""
+        text = f"{prefix}{row.entry_id or '-'}  {row.kind:<12}  {row.snapshot}  {row.record}  {row.role or '-':<10}  {row.text or ''}"
+        ctx.emit_line(row.to_json(), text.rstrip())
+    return 0
+
+
+def run_tree(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.inspect import session_tree
+    from ledger.lineage import LineageReader
+    from ledger.session.store import read_header
+
+    path = resolve_session_path(ctx, args.session)
+    header = read_header(path)
+    cwd = header.get("cwd")
+    near = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
+    repo = ctx.try_repo(near=near)
+    if repo is None:
+        ctx.warn("not in a git repository: rewind points are shown without checking that their commits exist")
+    report = session_tree(path, LineageReader(), repo.commit_exists if repo is not None else None)
+    for warning in report.warnings:
+        ctx.warn(warning)
+    if ctx.json:
+        for row in report.rows:
+            ctx.emit_line(row.to_json(), "")
+    else:
+        ctx.emit(None, "\n".join(report.lines) if report.lines else "(empty session)")
+    return 0

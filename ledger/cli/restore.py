@@ -1,0 +1,238 @@
+"""``rewind restore``, ``undo``, ``fork``, ``checkpoint`` and ``diff``: the writing commands.
+
+Why it exists: formatting and confirmation only. The operations live in
+:mod:`ledger.engine.operations`; this module resolves names, builds the engine on a session
+file, asks before changing files (or requires ``--yes`` without a terminal), and prints reports.
+
+Invariants: a dry run, a refused confirmation and a refused plan change and append nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ledger.cli.context import CliContext
+from ledger.errors import LedgerError
+
+SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
+ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
+
+
+class ConfirmationRequired(LedgerError):
+    def __init__(self, action: str) -> None:
+        super().__init__(f"{action} needs confirmation and there is no terminal to ask",
+                         hint="pass --yes to confirm, or --dry-run to see the plan")
+
+
+class Declined(LedgerError):
+    def __init__(self) -> None:
+        super().__init__("cancelled: nothing was changed")
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("restore", parents=[common], help="restore files and/or conversation to an entry",
+                       description="Restore the files of an entry's exact rewind point (files), move the "
+                                   "conversation back to it durably (conversation), or both.")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
+    p.add_argument("--mode", choices=("both", "files", "conversation"), default="both")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(run=run_restore)
+
+    p = sub.add_parser("undo", parents=[common], help="undo the last file rewind of the session",
+                       description="Restore the latest undo snapshot on the session's branch (undo of undo works).")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(run=run_undo)
+
+    p = sub.add_parser("fork", parents=[common], help="fork the session at an entry (Pi's /fork)",
+                       description="Write a child session file with the path up to ENTRY (for a user message: "
+                                   "up to its parent), and restore files for --mode all or code.")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
+    p.add_argument("--mode", choices=("conversation", "all", "code"), default="conversation")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(run=run_fork)
+
+    p = sub.add_parser("checkpoint", parents=[common], help="snapshot now and bind it to an entry",
+                       description="Snapshot the work tree now and bind it to ENTRY (default: the latest "
+                                   "user, assistant, summary or compaction entry on the branch).")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("entry", metavar="ENTRY", nargs="?", help=ENTRY_HELP)
+    p.set_defaults(run=run_checkpoint)
+
+    p = sub.add_parser("diff", parents=[common], help="what a restore to an entry would change",
+                       description="Show what restoring ENTRY's files would change, as a stat or a patch.")
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
+    p.add_argument("--patch", action="store_true", help="print a unified diff")
+    p.set_defaults(run=run_diff)
+
+
+# --- shared ---------------------------------------------------------------------------------
+
+
+def open_engine(ctx: CliContext, session_name: str) -> Any:
+    """The engine on a session file, in the repository of the session's cwd."""
+    from ledger.cli.inspect import resolve_session_path
+    from ledger.engine.engine import Engine
+    from ledger.engine.host import FileHost
+    from ledger.settings import load_settings
+
+    path = resolve_session_path(ctx, session_name)
+    agent_dir = ctx.agent_dir()
+    host = FileHost(path, agent_dir / "sessions")
+    session = host.session()
+    cwd = Path(session.cwd) if session.cwd else None
+    repo = ctx.repo(near=cwd if cwd is not None and cwd.is_dir() else None)
+    if session.cwd is not None and not repo.contains(session.cwd):
+        raise LedgerError(f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",
+                          hint="run the command inside that repository or pass --repo")
+    settings, warnings = load_settings(agent_dir)
+    for warning in warnings:
+        ctx.warn(warning)
+    engine = Engine(host, repo, settings=settings)
+    for notice in engine.session_start("startup").notices:
+        ctx.warn(notice.text)
+    return engine
+
+
+def resolve_entry_name(engine: Any, name: str) -> str:
+    from ledger.session.discovery import resolve_entry
+
+    return resolve_entry(engine.session(), name)
+
+
+def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: str) -> None:
+    if getattr(args, "yes", False):
+        return
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise ConfirmationRequired(action)
+    ctx.stderr.write(plan_text.rstrip("\n") + "\n")
+    ctx.stderr.write(f"{action}? [y/N] ")
+    ctx.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise Declined()
+
+
+def plan_lines(report: Any) -> list[str]:
+    lines = [f"  A {p}" for p in report.added] + [f"  M {p}" for p in report.modified] + [f"  D {p}" for p in report.deleted]
+    return lines or ["  (no file changes)"]
+
+
+def _summary(report: Any) -> str:
+    return f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted"
+
+
+def _warn_all(ctx: CliContext, warnings: list[str]) -> None:
+    for warning in warnings:
+        ctx.warn(warning)
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.engine import operations
+
+    engine = open_engine(ctx, args.session)
+    entry = resolve_entry_name(engine, args.entry)
+    if args.yes and not args.dry_run:  # no plan to show: skip the extra capture
+        report = operations.restore(engine, entry, args.mode)
+        _warn_all(ctx, report.warnings)
+        ctx.emit(report.to_json(), lambda: _restore_text(report, args.session))
+        return 0
+    plan = operations.restore(engine, entry, args.mode, dry_run=True)
+    if args.dry_run:
+        _warn_all(ctx, plan.warnings)
+        ctx.emit(plan.to_json(), lambda: "\n".join(
+            [f"restore {args.mode} to entry {entry}" + (f" (snapshot {plan.target[:12]})" if plan.target else "")
+             + f": would change {_summary(plan)}" + (f"; leaf would move to {plan.leaf or '(new root)'}" if args.mode != "files" else ""),
+             *plan_lines(plan)]))
+        return 0
+    confirm(ctx, args, f"Restore {args.mode} to entry {entry}", "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
+    report = operations.restore(engine, entry, args.mode)
+    _warn_all(ctx, report.warnings)
+    ctx.emit(report.to_json(), lambda: _restore_text(report, args.session))
+    return 0
+
+
+def _restore_text(report: Any, session_name: str) -> str:
+    lines = []
+    if report.mode in ("both", "files"):
+        if report.changed:
+            lines.append(f"restored the files of entry {report.entry} (snapshot {report.target[:12]}): {_summary(report)}")
+            lines.extend(plan_lines(report))
+        else:
+            lines.append(f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed")
+    if report.mode in ("both", "conversation"):
+        lines.append(f"conversation moved to {report.leaf or '(a new root)'} (record {report.record})")
+    if report.undo:
+        lines.append(f"undo with: rewind undo {session_name}")
+    return "\n".join(lines)
+
+
+def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.engine import operations
+
+    engine = open_engine(ctx, args.session)
+    plan = operations.undo(engine, dry_run=True)
+    if args.dry_run:
+        ctx.emit(plan.to_json(), lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]))
+        return 0
+    confirm(ctx, args, "Undo the last file rewind", "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]))
+    report = operations.undo(engine)
+    ctx.emit(report.to_json(), lambda: "\n".join(
+        [f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}", *plan_lines(report),
+         "undo again to swap back"]))
+    return 0
+
+
+def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.engine import operations
+
+    engine = open_engine(ctx, args.session)
+    entry = resolve_entry_name(engine, args.entry)
+    if args.mode != "conversation":
+        target = engine.resolve_point(entry)
+        if target is not None:
+            plan = operations.plan_for(engine, target)
+            if not plan.noop:
+                confirm(ctx, args, f"Fork at {entry} and restore its files",
+                        "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
+    report = operations.fork(engine, entry, args.mode)
+    _warn_all(ctx, report.warnings)
+    ctx.emit(report.to_json(), lambda: "\n".join(
+        ([f"restored the files of entry {entry}: {_summary(report.restore)}", *plan_lines(report.restore)] if report.restore else [])
+        + [f"forked session: {report.child}"]))
+    return 0
+
+
+def run_checkpoint(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.engine import operations
+
+    engine = open_engine(ctx, args.session)
+    entry = resolve_entry_name(engine, args.entry) if args.entry else None
+    report = operations.checkpoint(engine, entry)
+    ctx.emit(report.to_json(), f"bound snapshot {report.commit} to entry {report.entry} (record {report.record})")
+    return 0
+
+
+def run_diff(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.engine import operations
+
+    engine = open_engine(ctx, args.session)
+    entry = resolve_entry_name(engine, args.entry)
+    report = operations.diff(engine, entry, patch=args.patch)
+    if report.patch is not None and not ctx.json:
+        ctx.emit(None, report.patch or "(no differences)")
+        return 0
+    ctx.emit(report.to_json(), lambda: "\n".join(
+        [f"restoring entry {entry} (snapshot {report.target[:12]}) would change {_summary(report)}", *plan_lines(report)]))
+    return 0

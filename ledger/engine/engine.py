@@ -1,0 +1,417 @@
+"""The rewind engine: an agent's lifecycle events in, ledger records and file restores out.
+
+Why it exists: this is the behaviour of pi-rewind-hook v2 (rewind-v2.md §6–§12) as a library
+that any host can drive — our CLI through a session file, Pi through the bridge, a Python agent
+directly — with the reference's defects fixed:
+
+- D1: the pre-prompt snapshot is taken at ``turn_start`` of turn 0 and bound to **this**
+  prompt's user entry once it exists (the first user message after the leaf seen at
+  ``turn_start``); never to an older entry, never overwriting an earlier binding.
+- D3: ``current``/``undo`` come from :meth:`LedgerView.branch_state` (branch order).
+- D9: no capture at session start; the dedup compares a capture with the recorded ``current``.
+- D11: a compaction is bound to ``current`` only if a capture shows the files still equal it.
+- D12: a headless ``/tree`` behaves as "Keep current files" and is recorded.
+- D13: restores roll back on failure (the restore layer); a fork-pending record is imported only
+  by the fork it was written for; a fork that did not happen gets its restore recorded in the
+  parent, where it can be undone.
+
+Invariants: the engine never prints; every handler returns the notices to show. Every handler
+that changes the work tree goes through ``restore_commit``, which snapshots first and rolls back
+on failure. Records are appended only through the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ledger.clock import Clock, SystemClock
+from ledger.engine import messages as M
+from ledger.engine.conversation import assistant_entry, prompt_user_entry
+from ledger.engine.host import SessionHost
+from ledger.errors import LedgerError
+from ledger.git.objects import tree_of
+from ledger.git.repo import GitRepo
+from ledger.git.snapshot import LastExact, take_snapshot
+from ledger.ledgerview import BranchState, LedgerView
+from ledger.lineage import LineageReader
+from ledger.records import FORK_PENDING, OP, TURN
+from ledger.session.model import Session, is_restorable
+from ledger.settings import Settings
+
+Choose = Callable[[str, list[str]], "str | None"]
+SessionStartReason = Literal["startup", "resume", "new", "fork", "reload"]
+FORK_PREFERENCE_SOURCES = frozenset({"fork-from-first"})
+CHECKPOINT_SOURCES = frozenset({"pi-custom-compaction"})
+
+
+@dataclass
+class EventResult:
+    """What a handler tells the host: notices to show, and for ``before_*`` events the answer."""
+
+    notices: list[M.Notice] = field(default_factory=list)
+    cancel: bool = False
+    skip_conversation_restore: bool = False
+
+    def info(self, text: str) -> None:
+        self.notices.append(M.Notice("info", text))
+
+    def warn(self, text: str) -> None:
+        self.notices.append(M.Notice("warning", text))
+
+    def error(self, text: str) -> None:
+        self.notices.append(M.Notice("error", text))
+
+
+@dataclass
+class _Collector:
+    """The snapshots of one prompt, from ``turn_start`` to ``agent_end``."""
+
+    leaf_at_start: str | None
+    pending_user_commit: str | None
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def bound(self) -> set[str]:
+        return {entry_id for entry_id, _ in self.pairs}
+
+
+@dataclass
+class _FileState:
+    current: str
+    undo: str | None = None
+
+
+class Engine:
+    """One session's rewind state. Create it at session start; feed it the host's events."""
+
+    def __init__(self, host: SessionHost, repo: GitRepo, *, settings: Settings | None = None,
+                 clock: Clock | None = None, reader: LineageReader | None = None) -> None:
+        self.host = host
+        self.repo = repo
+        self.settings = settings or Settings()
+        self.clock = clock or SystemClock()
+        self.reader = reader or LineageReader()
+        self.prompt_text: str | None = None
+        self.last_exact: LastExact | None = None
+        self.new_snapshots = 0
+        self._collector: _Collector | None = None
+        self._pending_tree: _FileState | None = None
+        self._fork_preference: str | None = None
+        self._unconsumed_fork: tuple[str, _FileState] | None = None
+        self.boomerang_collapse = False
+        self.restore_fault: Callable[[str], None] | None = None
+        """Test seam: called at each step of a restore; raising there injects a failure."""
+
+    # --- state ----------------------------------------------------------------------------
+
+    def session(self) -> Session:
+        return self.host.session()
+
+    def branch_state(self) -> BranchState:
+        session = self.session()
+        return LedgerView.of(session).branch_state(session, self.host.leaf_id())
+
+    def resolve_point(self, entry_id: str) -> str | None:
+        """The entry's exact rewind point through lineage, if its commit still exists."""
+        session = self.session()
+        found = self.reader.lineage(session).resolve(entry_id, self.repo.commit_exists)
+        return found[0] if found else None
+
+    def undo_point(self) -> str | None:
+        undo = self.branch_state().undo
+        return undo if undo and self.repo.commit_exists(undo) else None
+
+    def _reconstruct(self) -> None:
+        """The reference's ``reconstructState``, minus its capture (D9): remember ``current``
+        as the dedup candidate; a later capture decides whether it still matches."""
+        current = self.branch_state().current
+        tree = tree_of(self.repo, current) if current else None
+        self.last_exact = LastExact(current, tree) if current and tree else None
+
+    def snapshot(self) -> str:
+        """Capture the work tree; reuse the latest exact snapshot when the tree is unchanged."""
+        report = take_snapshot(self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock)
+        self.last_exact = LastExact(report.commit, report.tree)
+        if not report.reused:
+            self.new_snapshots += 1
+        return report.commit
+
+    def _append(self, custom_type: str, data: dict[str, Any], *, parent_id: Any = None, at_leaf: bool = True) -> str:
+        if at_leaf:
+            return self.host.append_custom(custom_type, data)
+        return self.host.append_custom(custom_type, data, parent_id=parent_id)
+
+    def _append_op(self, *, current: str | None = None, undo: str | None = None,
+                   bindings: list[tuple[str, str]] | None = None, parent_id: Any = None, at_leaf: bool = True) -> str:
+        from ledger.record_models import build_op
+
+        data = build_op(current=current, undo=undo, bindings=bindings).to_data()
+        record = self._append(OP, data, parent_id=parent_id, at_leaf=at_leaf)
+        self._reconstruct()
+        return record
+
+    def _restore(self, commit: str) -> Any:
+        from ledger.git.restore import restore_commit
+
+        outcome = restore_commit(self.repo, commit, self.settings.snapshot, last_exact=self.last_exact,
+                                 clock=self.clock, fault=self.restore_fault)
+        self.last_exact = LastExact(commit, outcome.plan.target_tree)
+        return outcome
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def session_start(self, reason: SessionStartReason = "startup", previous_session_file: str | None = None) -> EventResult:
+        result = EventResult()
+        self._collector = None
+        self._pending_tree = None
+        self._unconsumed_fork = None
+        self._reconstruct()
+        if reason == "fork" and previous_session_file:
+            self._import_fork(previous_session_file, result)
+        return result
+
+    def _import_fork(self, parent_file: str, result: EventResult) -> None:
+        try:
+            parent = self.reader.load(parent_file, full=True)
+        except LedgerError as exc:
+            result.warn(f"Rewind: parent session unreadable, fork state not imported ({exc.message})")
+            return
+        pending = parent.view.fork_pending
+        session = parent.session
+        # D13: the hand-off is for this fork only if nothing was appended to the parent after it
+        # (a cancelled fork's record is followed by the parent's next entries, or superseded).
+        if pending is None or session is None or not session.entries or session.entries[-1].id != pending.record_id:
+            return
+        if any(e.custom_type == OP and e.id not in session.by_id for e in self.session().entries):
+            return  # already imported (a reload of the child); copied records share the parent's ids
+        if not pending.current or not self.repo.commit_exists(pending.current):
+            return
+        undo = pending.undo if pending.undo and self.repo.commit_exists(pending.undo) else None
+        self._append_op(current=pending.current, undo=undo)
+
+    def before_agent_start(self, prompt: str) -> EventResult:
+        self.prompt_text = prompt
+        return EventResult()
+
+    def turn_start(self, turn_index: int) -> EventResult:
+        result = EventResult()
+        if turn_index != 0:
+            return result
+        self._settle_unconsumed_fork()
+        try:
+            commit = self.snapshot()
+        except LedgerError as exc:
+            self._collector = None
+            result.warn(f"Rewind: could not snapshot before this prompt ({exc.message})")
+            return result
+        self._collector = _Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
+        return result
+
+    def _bind_pending_user(self, *, final: bool, result: EventResult) -> None:
+        collector = self._collector
+        if collector is None or collector.pending_user_commit is None:
+            return
+        session = self.session()
+        user = prompt_user_entry(session, collector.leaf_at_start, self.host.leaf_id())
+        if user is None:
+            if final:
+                result.warn("Rewind: this prompt's user entry was not found; its pre-prompt snapshot is not bound")
+                collector.pending_user_commit = None
+            return
+        already = LedgerView.of(session).entry_to_commit
+        if user.id not in collector.bound and user.id not in already:
+            collector.pairs.insert(0, (user.id, collector.pending_user_commit))
+        collector.pending_user_commit = None
+
+    def turn_end(self, turn_index: int, *, assistant_entry_id: str | None = None,
+                 message: dict[str, Any] | None = None) -> EventResult:
+        result = EventResult()
+        if self._collector is None:
+            return result
+        self._bind_pending_user(final=False, result=result)
+        if message is not None and message.get("role") != "assistant":
+            return result
+        session = self.session()
+        entry = session.get(assistant_entry_id) if assistant_entry_id else None
+        if entry is None and message is not None:
+            entry = assistant_entry(session, message, self.host.leaf_id())
+        if entry is None:
+            return result
+        try:
+            commit = self.snapshot()
+        except LedgerError as exc:
+            result.warn(f"Rewind: could not snapshot after this turn ({exc.message})")
+            return result
+        if entry.id not in self._collector.bound:
+            self._collector.pairs.append((entry.id, commit))
+        return result
+
+    def agent_end(self) -> EventResult:
+        result = EventResult()
+        if self._collector is None:
+            return result
+        self._bind_pending_user(final=True, result=result)
+        pairs = self._collector.pairs
+        self._collector = None
+        self.prompt_text = None
+        if pairs:
+            from ledger.record_models import build_turn
+
+            self._append(TURN, build_turn(pairs).to_data())
+            self._reconstruct()
+        return result
+
+    def compact(self, compaction_entry_id: str) -> EventResult:
+        """Bind a compaction to the current files (D11: verified by a capture, not assumed)."""
+        result = EventResult()
+        try:
+            commit = self.snapshot()
+        except LedgerError as exc:
+            result.warn(f"Rewind: could not snapshot at compaction ({exc.message})")
+            return result
+        self._append_op(bindings=[(compaction_entry_id, commit)])
+        return result
+
+    def checkpoint_entry(self, entry_id: str, source: str | None = None) -> EventResult:
+        """The reference's ``rewind:checkpoint-entry``: bind the current files to an entry."""
+        result = EventResult()
+        if source is not None and source not in CHECKPOINT_SOURCES:
+            return result
+        session = self.session()
+        entry = session.get(entry_id)
+        if entry is None or not is_restorable(entry) or entry_id in LedgerView.of(session).entry_to_commit:
+            return result
+        try:
+            commit = self.snapshot()
+        except LedgerError as exc:
+            result.warn(f"Rewind: could not snapshot for checkpoint ({exc.message})")
+            return result
+        self._append_op(bindings=[(entry_id, commit)])
+        return result
+
+    def fork_preference(self, mode: str, source: str) -> None:
+        if mode == "conversation-only" and source in FORK_PREFERENCE_SOURCES:
+            self._fork_preference = source
+
+    # --- /tree ----------------------------------------------------------------------------
+
+    def before_tree(self, target_id: str, choose: Choose | None = None, *, has_ui: bool = True) -> EventResult:
+        result = EventResult()
+        self._settle_unconsumed_fork()
+        try:
+            if self.boomerang_collapse or not has_ui or choose is None:
+                # D12: headless navigation keeps the files, and says so in the ledger.
+                self._pending_tree = _FileState(self.snapshot())
+                return result
+            entry = self.session().get(target_id)
+            target = self.resolve_point(target_id) if entry is not None and is_restorable(entry) else None
+            undo = self.undo_point()
+            choice = choose(M.MENU_TITLE, M.tree_options(has_target=target is not None, has_undo=undo is not None))
+            if choice is None or choice == M.TREE_CANCEL:
+                result.info(M.NAVIGATION_CANCELLED)
+                result.cancel = True
+            elif choice == M.UNDO and undo is not None:
+                outcome = self._restore(undo)
+                self._append_op(current=undo, undo=outcome.undo_commit)
+                result.info(M.FILES_RESTORED_BEFORE_REWIND)
+                result.cancel = True
+            elif choice == M.TREE_KEEP:
+                self._pending_tree = _FileState(self.snapshot())
+            elif choice == M.TREE_RESTORE:
+                if target is None:
+                    result.error(M.TREE_NOT_RESTORABLE)
+                    result.cancel = True
+                else:
+                    outcome = self._restore(target)
+                    self._pending_tree = _FileState(target, outcome.undo_commit)
+                    result.info(M.FILES_RESTORED_TO_POINT)
+            else:
+                result.info(M.NAVIGATION_CANCELLED)
+                result.cancel = True
+        except LedgerError as exc:
+            self._pending_tree = None
+            result.error(M.TREE_FAILED.format(error=exc.message))
+            result.cancel = True
+        return result
+
+    def tree(self, new_leaf_id: str | None, *, summary_entry_id: str | None = None) -> EventResult:
+        """After navigation: record the files of the new position at the new leaf."""
+        result = EventResult()
+        state, self._pending_tree = self._pending_tree, None
+        if state is None:
+            self._reconstruct()
+            return result
+        bindings = [(summary_entry_id, state.current)] if summary_entry_id else None
+        self._append_op(current=state.current, undo=state.undo, bindings=bindings, parent_id=new_leaf_id, at_leaf=False)
+        return result
+
+    # --- /fork ----------------------------------------------------------------------------
+
+    def before_fork(self, entry_id: str, choose: Choose | None = None, *, has_ui: bool = True) -> EventResult:
+        result = EventResult()
+        self._settle_unconsumed_fork()
+        forced, self._fork_preference = self._fork_preference, None
+        try:
+            if not has_ui or choose is None:
+                self._write_fork_pending(_FileState(self.snapshot()))
+                return result
+            target = self.resolve_point(entry_id)
+            undo = self.undo_point()
+            if forced is not None:
+                self._write_fork_pending(_FileState(self.snapshot()))
+                result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
+                return result
+            choice = choose(M.MENU_TITLE, M.fork_options(has_target=target is not None, has_undo=undo is not None))
+            if choice is None:
+                result.info(M.REWIND_CANCELLED)
+                result.cancel = True
+            elif choice == M.UNDO and undo is not None:
+                outcome = self._restore(undo)
+                self._write_fork_pending(_FileState(undo, outcome.undo_commit))
+                result.info(M.FILES_RESTORED_BEFORE_REWIND)
+            elif choice == M.FORK_CONVERSATION_ONLY:
+                self._write_fork_pending(_FileState(self.snapshot()))
+            elif choice in (M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY):
+                if target is None:
+                    result.error(M.NO_EXACT_POINT)
+                    result.cancel = True
+                else:
+                    outcome = self._restore(target)
+                    self._write_fork_pending(_FileState(target, outcome.undo_commit))
+                    result.info(M.FILES_RESTORED_FROM_POINT)
+                    result.skip_conversation_restore = choice == M.FORK_CODE_ONLY
+            else:
+                result.info(M.REWIND_CANCELLED)
+                result.cancel = True
+        except LedgerError as exc:
+            result.error(M.FORK_FAILED.format(error=exc.message))
+            result.cancel = True
+        return result
+
+    def _write_fork_pending(self, state: _FileState) -> None:
+        from ledger.record_models import ForkPendingData
+
+        data = ForkPendingData(v=2, current=state.current, undo=state.undo).to_data()
+        record = self._append(FORK_PENDING, data)
+        self._unconsumed_fork = (record, state)
+
+    def _settle_unconsumed_fork(self) -> None:
+        """D13: a fork we prepared did not happen (we are still in the parent): record its file
+        state here, so that a restore it made can be undone."""
+        pending, self._unconsumed_fork = self._unconsumed_fork, None
+        if pending is None:
+            return
+        _, state = pending
+        if state.undo is not None:
+            self._append_op(current=state.current, undo=state.undo)
+
+    def shutdown(self, reason: str = "quit") -> EventResult:
+        """``session_shutdown``. With ``reason="fork"`` the prepared fork is happening: the child
+        imports its state; otherwise a prepared fork did not happen and is recorded here."""
+        if reason == "fork":
+            self._unconsumed_fork = None
+        else:
+            self._settle_unconsumed_fork()
+        return EventResult()

@@ -1,0 +1,89 @@
+"""The engine's view of a session: a small host interface, and the session-file host.
+
+Why it exists: the same engine serves our CLI, which owns the session file while it runs, and a
+running agent (Pi through the bridge, or a Python agent), which owns its session and must do
+every write itself. The engine only ever asks a host for the session's entries and live leaf,
+to append a custom entry, and to create a forked session file.
+
+Invariants:
+- ``append_custom`` returns the new entry's id, and the entry becomes the host's leaf.
+- ``parent_id`` is a request: a running agent appends at its own leaf and may refuse a
+  different parent; the file host honours it (that is how ``rewind restore --mode
+  conversation`` moves the leaf durably, pi-session-format.md §11 rule 4).
+- ``session()`` reflects every append made through the host.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from ledger.clock import Clock, IdSource, RandomIds, SystemClock
+from ledger.session.model import Session
+from ledger.session.store import UNSET, SessionAppender, create_session_file, read_session
+
+
+class SessionHost(Protocol):
+    @property
+    def session_file(self) -> Path | None:
+        """The session's file, when it has one (lineage starts there)."""
+        ...
+
+    def session(self) -> Session:
+        """All entries of the session, current."""
+        ...
+
+    def leaf_id(self) -> str | None:
+        """The live leaf (a running agent may have moved it without writing anything)."""
+        ...
+
+    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
+        """Append a ``custom`` entry; returns its id."""
+        ...
+
+    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
+        """Write a new session file whose ``parentSession`` is this session's file."""
+        ...
+
+
+class FileHost:
+    """A session file that we own for the duration of a command (the CLI's host).
+
+    Never use it on a file that a running Pi process has open: Pi keeps its entries in memory
+    and would chain its next append off its own leaf (pi-session-format.md §11 rule 5).
+    """
+
+    def __init__(self, path: Path | str, sessions_dir: Path, *, clock: Clock | None = None,
+                 ids: IdSource | None = None) -> None:
+        self.path = Path(path)
+        self.sessions_dir = sessions_dir
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self._appender = SessionAppender(self.path, clock=self.clock, ids=self.ids)
+        self._session: Session | None = None
+        self._key: tuple[int, int, int] | None = None
+
+    @property
+    def session_file(self) -> Path:
+        return self.path
+
+    def session(self) -> Session:
+        stat = os.stat(self.path)
+        key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if self._session is None or key != self._key:
+            self._session = read_session(self.path)
+            self._key = key
+        return self._session
+
+    def leaf_id(self) -> str | None:
+        return self.session().leaf_id
+
+    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
+        entry = self._appender.append_custom(custom_type, data, parent_id=parent_id)
+        self._session = None
+        return str(entry["id"])
+
+    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
+        return create_session_file(self.sessions_dir, cwd, entries,
+                                   parent_session=os.path.realpath(self.path), clock=self.clock, ids=self.ids)

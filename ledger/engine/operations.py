@@ -1,0 +1,240 @@
+"""The writing commands as library calls: restore, undo, fork, checkpoint, diff.
+
+Why it exists: ``rewind restore/undo/fork/checkpoint/diff`` and a Python agent's own commands
+need the same operations, with a plan first and a report after. Each function takes an
+:class:`~ledger.engine.engine.Engine` and returns a report value; the CLI only formats it.
+
+Invariants:
+- A refused operation (no rewind point, unsafe plan, nothing to undo) raises before anything is
+  changed or appended.
+- A restore that changes nothing records no undo; a dry run changes and appends nothing.
+- Every record is appended the way the reference would write it for the equivalent menu choice:
+  ``files`` = "Code only" (an op at the leaf), ``conversation`` = a durable leaf move (an op whose
+  parent is the new position), ``both`` = "Restore all" (both in one op).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ledger.engine.conversation import fork_path, rewind_parent
+from ledger.engine.engine import Engine, _FileState
+from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
+from ledger.git.objects import tree_of
+from ledger.session.model import is_restorable
+
+RestoreMode = Literal["both", "files", "conversation"]
+ForkMode = Literal["conversation", "all", "code"]
+
+
+@dataclass
+class RestoreReport:
+    mode: str
+    entry: str | None
+    target: str | None
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    changed: bool = False
+    dry_run: bool = False
+    undo: str | None = None
+    record: str | None = None
+    leaf: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "added": self.added, "modified": self.modified, "deleted": self.deleted,
+            "mode": self.mode, "entry": self.entry, "target": self.target, "changed": self.changed,
+            "dryRun": self.dry_run, "undo": self.undo, "record": self.record, "leaf": self.leaf,
+            "warnings": self.warnings,
+        }
+
+
+def _entry(engine: Engine, entry_id: str) -> Any:
+    entry = engine.session().get(entry_id)
+    if entry is None:
+        raise NoRewindPointError(entry_id, reason="no such entry")
+    return entry
+
+
+def _point(engine: Engine, entry_id: str) -> str:
+    target = engine.resolve_point(entry_id)
+    if target is None:
+        raise NoRewindPointError(entry_id)
+    return target
+
+
+def _fill_plan(report: RestoreReport, plan: Any) -> None:
+    report.added, report.modified, report.deleted = list(plan.added), list(plan.modified), list(plan.deleted)
+    report.warnings.extend(plan.warnings)
+
+
+def plan_for(engine: Engine, target: str) -> Any:
+    from ledger.git.restore import plan_restore
+
+    return plan_restore(engine.repo, target, engine.settings.snapshot)
+
+
+def restore(engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_run: bool = False) -> RestoreReport:
+    entry = _entry(engine, entry_id)
+    report = RestoreReport(mode=mode, entry=entry_id, target=None, dry_run=dry_run)
+    position = rewind_parent(entry)
+    if mode == "conversation":
+        report.leaf = position
+        if dry_run:
+            return report
+        kept = engine.snapshot()
+        report.target = kept
+        report.record = engine._append_op(current=kept, parent_id=position, at_leaf=False)
+        return report
+    target = _point(engine, entry_id)
+    report.target = target
+    plan = plan_for(engine, target)
+    _fill_plan(report, plan)
+    if dry_run:
+        report.leaf = position if mode == "both" else engine.host.leaf_id()
+        return report
+    outcome = engine._restore(target)
+    report.changed = outcome.changed
+    report.undo = outcome.undo_commit
+    if mode == "both":
+        report.record = engine._append_op(current=target, undo=outcome.undo_commit, parent_id=position, at_leaf=False)
+        report.leaf = report.record
+    elif outcome.changed or engine.branch_state().current != target:
+        report.record = engine._append_op(current=target, undo=outcome.undo_commit)
+        report.leaf = report.record
+    return report
+
+
+def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
+    session = engine.session()
+    state = engine.branch_state()
+    if state.undo is None:
+        raise NothingToUndoError(session.id)
+    if not engine.repo.commit_exists(state.undo):
+        raise NothingToUndoError(session.id, reason=f"its snapshot {state.undo[:12]} was pruned")
+    report = RestoreReport(mode="undo", entry=state.undo_from, target=state.undo, dry_run=dry_run)
+    _fill_plan(report, plan_for(engine, state.undo))
+    if dry_run:
+        return report
+    outcome = engine._restore(state.undo)
+    report.changed = outcome.changed
+    report.undo = outcome.undo_commit
+    report.record = engine._append_op(current=state.undo, undo=outcome.undo_commit)
+    report.leaf = report.record
+    return report
+
+
+@dataclass
+class ForkReport:
+    mode: str
+    entry: str
+    child: Path
+    restore: RestoreReport | None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        files = self.restore.to_json() if self.restore else {"added": [], "modified": [], "deleted": []}
+        return {**files, "mode": self.mode, "entry": self.entry, "child": str(self.child), "warnings": self.warnings}
+
+
+def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> ForkReport:
+    """Pi's ``/fork`` from ``entry_id`` into a new session file, with the reference's options."""
+    from ledger.engine.host import FileHost
+
+    session = engine.session()
+    entry = _entry(engine, entry_id)
+    cwd = session.cwd
+    if cwd is None:
+        raise LedgerError(f"session {session.id} has no cwd in its header", hint="a Pi session header records its cwd")
+    restored: RestoreReport | None = None
+    if mode == "conversation":
+        state = _FileState(engine.snapshot())
+    else:
+        target = _point(engine, entry.id)
+        restored = RestoreReport(mode=mode, entry=entry.id, target=target)
+        _fill_plan(restored, plan_for(engine, target))
+        outcome = engine._restore(target)
+        restored.changed, restored.undo = outcome.changed, outcome.undo_commit
+        state = _FileState(target, outcome.undo_commit)
+    engine._write_fork_pending(state)
+    try:
+        entries = fork_path(session, entry.id, "before")
+        child_path = engine.host.create_fork(entries, cwd=cwd)
+    except LedgerError:
+        engine._settle_unconsumed_fork()  # D13: the fork did not happen; keep the restore undoable
+        raise
+    engine._unconsumed_fork = None
+    parent_file = engine.host.session_file
+    child_host = FileHost(child_path, getattr(engine.host, "sessions_dir", child_path.parent.parent),
+                          clock=engine.clock, ids=getattr(engine.host, "ids", None))
+    child = Engine(child_host, engine.repo, settings=engine.settings, clock=engine.clock, reader=engine.reader)
+    child.session_start("fork", str(parent_file) if parent_file else None)
+    report = ForkReport(mode=mode, entry=entry.id, child=child_path, restore=restored)
+    if not any(e.get("type") == "message" and (e.get("message") or {}).get("role") == "assistant" for e in entries):
+        report.warnings.append(
+            "the fork has no assistant message yet: Pi rewrites such a file's lines at its first reply "
+            "(a duplicate flush), which rewind reads correctly")
+    return report
+
+
+@dataclass
+class CheckpointReport:
+    entry: str
+    commit: str
+    record: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.entry, "commit": self.commit, "record": self.record}
+
+
+def checkpoint(engine: Engine, entry_id: str | None = None) -> CheckpointReport:
+    """Snapshot now and bind it to ``entry_id`` (default: the latest restorable entry)."""
+    session = engine.session()
+    if entry_id is None:
+        candidates = [e for e in session.branch(engine.host.leaf_id()) if is_restorable(e)]
+        if not candidates:
+            raise NoRewindPointError("@", reason="the branch has no user, assistant, summary or compaction entry",
+                                     hint="name an entry: rewind checkpoint SESSION ENTRY")
+        entry = candidates[-1]
+    else:
+        entry = _entry(engine, entry_id)
+        if not is_restorable(entry):
+            raise NoRewindPointError(entry.id, reason=f"a {entry.type} entry cannot be a rewind point",
+                                     hint="choose a user, assistant, custom message, compaction or summary entry")
+    commit = engine.snapshot()
+    record = engine._append_op(bindings=[(entry.id, commit)])
+    return CheckpointReport(entry.id, commit, record)
+
+
+@dataclass
+class DiffReport:
+    entry: str
+    target: str
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    patch: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"added": self.added, "modified": self.modified, "deleted": self.deleted,
+                                   "entry": self.entry, "target": self.target}
+        if self.patch is not None:
+            payload["patch"] = self.patch
+        return payload
+
+
+def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
+    """What a restore to ``entry_id`` would change in the work tree."""
+    _entry(engine, entry_id)
+    target = _point(engine, entry_id)
+    plan = plan_for(engine, target)
+    text = None
+    if patch:
+        from ledger.git.restore import patch as make_patch
+
+        text = make_patch(engine.repo, plan.current_tree, tree_of(engine.repo, target) or plan.target_tree)
+    return DiffReport(entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text)

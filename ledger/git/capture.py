@@ -1,0 +1,571 @@
+"""Capture the work tree into a tree object, exactly and fast.
+
+Why it exists: a snapshot tree must equal, byte for byte, what ``git -c core.autocrlf=false add
+-A`` into a fresh, empty index followed by ``git write-tree`` gives at the repository root (tracked
+and untracked non-ignored files, tracked files matching an ignore rule left out, exec bits,
+symlinks, ``.gitattributes`` conversions, gitlinks at their HEAD), minus the protected paths of
+issue 3. The reference gets this by re-hashing everything every time; we refresh a private index
+(:mod:`ledger.git.index`) and re-hash only what changed.
+
+One capture, under the private index's lock:
+
+1. Fingerprint what can change results without changing any file's stat data: configuration,
+   global ignore/attribute files, our settings. A change (or ``core.ignoreCase``, whose renames
+   git cannot see in a kept index) means: start from an empty index.
+2. Compare the saved signatures of each directory's ``.gitignore``/``.gitattributes``/``.git``.
+3. Drop entries that stopped or started being repositories, and old-mtime racy entries listed
+   by the previous capture (see :mod:`ledger.git.index`).
+4. ``git status --porcelain=v2 -uall`` on the private index with our settings (trustctime,
+   default checkStat, no ignoreStat, no fsmonitor, untracked cache) lists what changed.
+5. Classify: protected directories, too-large untracked files, embedded repositories without a
+   commit are skipped; a dirty submodule or embedded repository is an error.
+6. Few plain changes (up to :data:`LAZY_MAX_PATHS` paths differing from the index): hash them and
+   edit the index's tree with pygit2, leaving the index as it is (:mod:`ledger.git.treeedit`).
+   Otherwise ``update-index --add --remove --replace`` them; remove entries newly ignored
+   (``ls-files -c -i`` under directories whose ignore rules changed); ``add --renormalize``
+   under directories whose attributes changed; ``write-tree`` (skipped when nothing changed).
+7. Keep the entries recorded within this capture's seconds under git's racy check.
+
+Invariants: only the private index, its lock/state files and git objects are written. The
+user's index is read only through read-only commands (``GIT_OPTIONAL_LOCKS=0``). All git commands
+run at the repository root, so the result does not depend on the caller's cwd.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from ledger.errors import DirtySubmoduleError, GitError
+from ledger.git.index import (
+    CaptureState,
+    PrivateIndex,
+    dir_signatures,
+    global_fingerprint,
+    parent_dirs,
+    recent_entries,
+    same_content,
+    topmost,
+)
+from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner, decode_path, nul_join
+from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
+from ledger.settings import SnapshotSettings
+
+# Our settings for every command that reads or writes the private index. The user's weakened
+# stat settings would make a kept index miss changes; autocrlf=false keeps bytes exact (D10).
+PRIVATE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.autocrlf", "false"),
+    ("core.trustctime", "true"),
+    ("core.checkStat", "default"),
+    ("core.ignoreStat", "false"),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "true"),
+    ("core.splitIndex", "false"),
+    ("core.preloadIndex", "true"),
+    ("core.sparseCheckout", "false"),
+    ("index.version", "2"),
+    ("index.sparse", "false"),
+    ("index.threads", "true"),
+    ("status.showUntrackedFiles", "all"),
+    ("status.renames", "false"),
+    ("status.submoduleSummary", "false"),
+    ("diff.renames", "false"),
+    ("submodule.recurse", "false"),
+    ("feature.manyFiles", "false"),
+    ("advice.addEmbeddedRepo", "false"),
+)
+
+GITLINK_MODE = "160000"
+LAZY_MAX_PATHS = 32
+"""Up to this many paths differing from the private index, a capture hashes them and edits the
+tree instead of rewriting the index (see :mod:`ledger.git.treeedit`); beyond, it records them."""
+RACY_BACKDATE_LIMIT_S = 900
+"""Racy entries whose mtime is older than this are dropped and re-hashed instead of moving the
+index timestamp back that far (which would make git compare every newer file's content)."""
+_ARG_CHUNK = 400
+_MANY_UNTRACKED = 2000
+
+
+@dataclass(frozen=True)
+class SkippedPath:
+    """A path a capture left out on purpose (directories end with ``/``)."""
+
+    path: str
+    reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit"
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    tree: str
+    skipped: tuple[SkippedPath, ...] = ()
+    rebuilt: bool = False
+    """The private index was (re)built from nothing in this capture."""
+    updated: int = 0
+    """Index entries added, re-hashed or removed."""
+    ms: float = 0.0
+
+
+@dataclass
+class _Plan:
+    update: list[str] = field(default_factory=list)      # update-index --add --remove
+    add: list[str] = field(default_factory=list)         # new paths (files or gitlinks)
+    force_remove: list[str] = field(default_factory=list)
+    skipped: dict[str, SkippedPath] = field(default_factory=dict)
+    new_gitlinks: list[str] = field(default_factory=list)
+    gone_gitlinks: set[str] = field(default_factory=set)
+    gitlinks_changed: list[str] = field(default_factory=list)
+
+
+class _IndexUnusable(Exception):
+    """The private index cannot be read or written into a tree: rebuild it."""
+
+
+class Capturer:
+    """Captures one repository's work tree (see the module docstring)."""
+
+    def __init__(self, repo: GitRepo, settings: SnapshotSettings | None = None) -> None:
+        self.repo = repo
+        self.root = repo.root
+        self.settings = settings or SnapshotSettings()
+        self.git = GitRunner(repo.root, repo.git_dir)
+        self.index = PrivateIndex(repo.git_dir)
+        self._root_s = str(repo.root)
+        self._filemode = True
+
+    # --- entry point ----------------------------------------------------------------------
+
+    def capture(self) -> CaptureResult:
+        started = time.perf_counter()
+        with self.index.locked():
+            fingerprint, facts = global_fingerprint(self.git, self.repo, self.settings)
+            self._filemode = facts.filemode
+            state = self.index.load_state()
+            fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
+            if fresh:
+                self.index.reset()
+                state = CaptureState(fingerprint=fingerprint)
+            try:
+                result = self._capture(state, fresh=fresh)
+            except (_IndexUnusable, GitError) as exc:
+                # A kept index that git cannot read, or that references pruned objects, is
+                # rebuilt once; a failure on a fresh index is the real error.
+                if isinstance(exc, DirtySubmoduleError):
+                    raise
+                if fresh:
+                    if isinstance(exc, GitError):
+                        raise
+                    raise GitError("snapshot", str(exc)) from None
+                self.index.reset()
+                result = self._capture(CaptureState(fingerprint=fingerprint), fresh=True)
+        ms = (time.perf_counter() - started) * 1000.0
+        return CaptureResult(result.tree, result.skipped, result.rebuilt, result.updated, ms)
+
+    # --- one pass over a loaded state ------------------------------------------------------
+
+    def _capture(self, state: CaptureState, *, fresh: bool) -> CaptureResult:
+        start_s = int(time.time())
+        updated = 0
+        modified = False
+        self.index.begin()
+        saved_dirs = {rel: list(sig) for rel, sig in state.dirs.items()}
+
+        # Rule files and embedded .git directories, compared before status runs: a change
+        # after this point is seen by the next capture.
+        ignore_dirs, attr_dirs, repo_dirs = [], [], []
+        for rel, previous in list(state.dirs.items()):
+            current = dir_signatures(self._root_s, rel, previous)
+            if not same_content(previous[0], current[0]):
+                ignore_dirs.append(rel)
+            if not same_content(previous[1], current[1]):
+                attr_dirs.append(rel)
+            if rel and current[2] and not (len(previous) > 2 and previous[2]):
+                repo_dirs.append(rel)
+            state.dirs[rel] = current
+
+        # Entries that became embedded repositories or stopped being repositories leave the
+        # index, so that the status below lists them as they are now.
+        stale = [g for g in state.gitlinks if not self._has_dotgit(g)]
+        drop: list[str] = list(stale)
+        if repo_dirs:
+            drop += self._ls_private(topmost(repo_dirs))
+        drop += self._old_racy_entries(state)
+
+        if drop:
+            modified = True
+            self._update_index(["--force-remove"], drop)
+            updated += len(drop)
+            state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
+
+        status_started_ns = time.time_ns()
+        plan = self._plan(state)
+        try:
+            self._check_dirty(state, plan)
+        except DirtySubmoduleError:
+            # Nothing of the plan was applied, but status may have refreshed entries: guard
+            # them, and keep the old rule signatures so that their changes are still seen.
+            state.dirs = saved_dirs
+            if modified:
+                state.tree = None
+            self._guard_racy_entries(state, start_s)
+            self.index.save_state(state)
+            raise
+
+        new_dirs = self._new_dirs(state, plan.add)
+        since = status_started_ns - 1_000_000_000
+        recheck = set(ignore_dirs) | {d for d in new_dirs
+                                      if (sig := state.dirs[d][0]) is not None and sig[2] >= since}
+        if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
+            lazy_tree = self._lazy_tree(state, plan)
+            if lazy_tree is not None:
+                self._guard_racy_entries(state, start_s)
+                self.index.save_state(state)
+                return CaptureResult(lazy_tree, tuple(plan.skipped.values()), fresh,
+                                     len(plan.update) + len(plan.add) + len(plan.force_remove))
+        if plan.force_remove or plan.update or plan.add:
+            modified = True
+            if plan.force_remove:
+                self._update_index(["--force-remove"], plan.force_remove)
+            if plan.update or plan.add:
+                self._update_index(["--add", "--remove", "--replace"], plan.update + plan.add)
+            updated += len(plan.force_remove) + len(plan.update) + len(plan.add)
+        gitlinks = (set(state.gitlinks) - plan.gone_gitlinks) | set(plan.new_gitlinks)
+        state.gitlinks = sorted(gitlinks)
+
+        # Newly ignored tracked entries: only where rules changed, and under directories first
+        # seen now whose .gitignore changed around the time status read it (a second of margin
+        # for coarse file timestamps).
+        if recheck:
+            ignored = self._ls_private(topmost(recheck), ignored=True)
+            if ignored:
+                modified = True
+                self._update_index(["--force-remove"], ignored)
+                updated += len(ignored)
+
+        if attr_dirs:
+            modified = True
+            targets = topmost(attr_dirs)
+            self.git.run(["add", "--renormalize", "--", *[t or "." for t in targets]],
+                         operation="renormalize capture index", index=self.index.index_path,
+                         config=PRIVATE_CONFIG, optional_locks=True)
+            updated += 1
+
+        if modified or state.tree is None:
+            state.tree = self._write_tree()
+        self._guard_racy_entries(state, start_s)
+        self.index.save_state(state)
+        return CaptureResult(state.tree, tuple(plan.skipped.values()), fresh, updated)
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def _lazy_tree(self, state: CaptureState, plan: _Plan) -> str | None:
+        """The capture's tree from the index's tree plus the paths status listed, without
+        rewriting the index (:mod:`ledger.git.treeedit`), when the change set is small and
+        plain; ``None`` to take the ordinary path."""
+        paths = plan.update + plan.add + plan.force_remove
+        if not paths:
+            return state.tree
+        if (len(paths) > LAZY_MAX_PATHS or plan.new_gitlinks or plan.gone_gitlinks
+                or plan.gitlinks_changed):
+            return None
+        assert state.tree is not None
+        try:
+            changes = current_entries(self.git, self.repo.pygit2, self._root_s, paths,
+                                      filemode=self._filemode, config=PRIVATE_CONFIG)
+            for path in plan.force_remove:
+                changes[path] = None
+            return edit_tree(self.repo.pygit2, state.tree, changes)
+        except LazyUnsupported:
+            return None
+
+    def _old_racy_entries(self, state: CaptureState) -> list[str]:
+        """Racy entries with old mtimes, listed by the previous capture: dropped so that they
+        are hashed again, unless their ctime moved past the recording second since (git then
+        sees the change by itself)."""
+        out = []
+        for rel in state.danger:
+            try:
+                st = os.lstat(os.path.join(self._root_s, rel))
+            except OSError:
+                continue
+            if int(st.st_ctime) <= state.danger_until:
+                out.append(rel)
+        return out
+
+    def _guard_racy_entries(self, state: CaptureState, start_s: int) -> None:
+        """Keep entries recorded during this capture under git's racy check (see
+        :mod:`ledger.git.index`): move the index timestamp back to their oldest mtime, or, for
+        entries whose mtime is too old for that, list them for the next capture to drop."""
+        end_s = int(time.time())
+        path = self.index.index_path
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # nothing was ever written: nothing recorded
+            state.danger = []
+            return
+        except OSError as exc:
+            raise _IndexUnusable(str(exc)) from exc
+        try:
+            if st.st_mtime_ns == state.index_mtime_set_ns and state.index_mtime_set_ns:
+                # Nothing wrote the index in this capture, so nothing was recorded: the racy
+                # entries and the timestamp chosen by the previous capture still hold.
+                return
+            racy = recent_entries(path, start_s, end_s)
+        except (ValueError, OSError) as exc:
+            raise _IndexUnusable(str(exc)) from exc
+        # A timestamp we did not set means git wrote the index since: that write is the real
+        # one, which the timestamp may be restored to when nothing is racy.
+        if st.st_mtime_ns != state.index_mtime_set_ns:
+            state.index_mtime_real_ns = st.st_mtime_ns
+        floor = end_s - RACY_BACKDATE_LIMIT_S
+        recent = [m for _, m in racy if m >= floor]
+        state.danger = [p for p, m in racy if m < floor]
+        state.danger_until = end_s
+        target_ns = state.index_mtime_real_ns
+        if recent:
+            # git compares whole seconds: an entry is racy when its mtime second is not
+            # before the index's.
+            target_ns = min(target_ns, max(1, min(recent)) * 1_000_000_000)
+        if target_ns != st.st_mtime_ns:
+            os.utime(path, ns=(st.st_atime_ns, target_ns))
+        state.index_mtime_set_ns = target_ns
+
+    def _status(self) -> list[bytes]:
+        try:
+            result = self.git.run(
+                ["status", "--porcelain=v2", "-z", "--untracked-files=all",
+                 "--ignore-submodules=dirty", "--no-renames"],
+                operation="git status (capture index)", index=self.index.index_path,
+                config=PRIVATE_CONFIG, optional_locks=True)
+        except GitError as exc:
+            raise _IndexUnusable(str(exc)) from exc
+        return result.lines_z()
+
+    def _plan(self, state: CaptureState) -> _Plan:
+        plan = _Plan()
+        limit = self.settings.max_untracked_file_bytes
+        protected = set(self.settings.protected_dirs)
+        known_gitlinks = set(state.gitlinks)
+        big: dict[str, int] = {}
+        protected_prefix: dict[str, list[str]] = {}
+        embedded: list[str] = []
+        records = self._status()
+        protected_probe = (re.compile("|".join(re.escape(n) for n in sorted(protected)))
+                           if protected else None)
+        # Many untracked paths (a first capture, a big checkout): skip the size check for what
+        # the user's git tracks, which is captured whatever its size, instead of one lstat each.
+        untracked_count = sum(1 for r in records if r[:2] == b"? ")
+        user_tracked = (self._user_tracked_all() if limit and untracked_count > _MANY_UNTRACKED
+                        else frozenset())
+
+        for record in records:
+            kind = record[:2]
+            if kind == b"1 ":
+                if record[3:4] == b".":  # no work-tree change (index vs HEAD only)
+                    continue
+                fields = record.split(b" ", 8)
+                worktree, mode_index, mode_work = fields[1][1:2], fields[4], fields[5]
+                path = decode_path(fields[8])
+                if GITLINK_MODE.encode() in (mode_index, mode_work):
+                    if mode_work != GITLINK_MODE.encode():
+                        plan.gone_gitlinks.add(path)
+                    else:
+                        plan.gitlinks_changed.append(path)
+                    plan.update.append(path)
+                    continue
+                size = self._regular_size(path) if limit and worktree != b"D" else None
+                if size is not None and size > limit:
+                    big[path] = size
+                plan.update.append(path)
+            elif kind == b"? ":
+                raw = decode_path(record[2:])
+                is_dir = raw.endswith("/")
+                path = raw.rstrip("/")
+                prefix = (_protected_prefix(path, protected, include_last=is_dir)
+                          if protected_probe is not None and protected_probe.search(path)
+                          else None)
+                if prefix is not None:
+                    protected_prefix.setdefault(prefix, []).append(raw)
+                    continue
+                if is_dir:
+                    embedded.append(path)
+                    continue
+                if limit and path not in user_tracked:
+                    size = self._regular_size(path)
+                    if size is not None and size > limit:
+                        big[path] = size
+                plan.add.append(path)
+            elif kind in (b"2 ", b"u "):
+                raise GitError("snapshot", f"unexpected status record {record[:60]!r}")
+
+        # Protected directories and large files are skipped only when the user's git does not
+        # track anything there: tracked content is always captured.
+        candidates = list(protected_prefix) + list(big) + list(state.kept_protected)
+        tracked = self._user_tracked(candidates) if candidates else set()
+        kept = []
+        for prefix in protected_prefix:
+            if _covers(tracked, prefix):
+                kept.append(prefix)
+                for raw in protected_prefix[prefix]:
+                    if raw.endswith("/"):
+                        embedded.append(raw.rstrip("/"))
+                    else:
+                        plan.add.append(raw)
+            else:
+                plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
+        for prefix in state.kept_protected:
+            if prefix in protected_prefix:
+                continue
+            if _covers(tracked, prefix):
+                kept.append(prefix)
+            elif (self.root / prefix).is_dir():
+                plan.force_remove += self._ls_private([prefix])
+                plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
+        state.kept_protected = sorted(set(kept))
+        for path, size in big.items():
+            if path in tracked:
+                continue
+            plan.skipped[path] = SkippedPath(path, "too-large", size)
+            if path in plan.add:
+                plan.add.remove(path)
+            elif path in plan.update:
+                plan.update.remove(path)
+                plan.force_remove.append(path)
+
+        for path in embedded:
+            if self._repo_has_commit(path):
+                plan.add.append(path)
+                plan.new_gitlinks.append(path)
+            else:
+                plan.skipped[path + "/"] = SkippedPath(path + "/", "embedded-repo-without-commit")
+        plan.gone_gitlinks |= {g for g in known_gitlinks if g in plan.update
+                               and not self._has_dotgit(g)}
+        return plan
+
+    def _check_dirty(self, state: CaptureState, plan: _Plan) -> None:
+        """A submodule or embedded repository with uncommitted changes fails the capture (D6)."""
+        known = [g for g in state.gitlinks if g not in plan.gone_gitlinks]
+        for chunk in _chunks(known):
+            result = self.git.run(
+                ["status", "--porcelain=v2", "-z", "--untracked-files=no",
+                 "--ignore-submodules=untracked", "--", *chunk],
+                operation="git status (submodules)", index=self.index.index_path,
+                config=PRIVATE_CONFIG)
+            for record in result.lines_z():
+                if record.startswith(b"1 "):
+                    fields = record.split(b" ", 8)
+                    if fields[2][:1] == b"S" and fields[2][2:3] == b"M":
+                        raise DirtySubmoduleError(decode_path(fields[8]))
+        for path in plan.new_gitlinks:
+            nested = self.root / path
+            try:
+                git_dir = Path(pygit2.Repository(str(nested)).path)
+            except (pygit2.GitError, OSError, ValueError):
+                continue
+            result = GitRunner(nested, git_dir).run(
+                ["status", "--porcelain", "-z", "--untracked-files=no", "--ignore-submodules=none"],
+                operation=f"git status ({path})", check=False)
+            if result.returncode == 0 and result.stdout.strip(b"\0"):
+                raise DirtySubmoduleError(path)
+
+    def _new_dirs(self, state: CaptureState, added: Sequence[str]) -> list[str]:
+        fresh: list[str] = []
+        for path in added:
+            for parent in parent_dirs(path):
+                if parent in state.dirs:
+                    break
+                state.dirs[parent] = dir_signatures(self._root_s, parent)
+                fresh.append(parent)
+        return fresh
+
+    def _write_tree(self) -> str:
+        try:
+            result = self.git.run(["write-tree"], operation="git write-tree",
+                                  index=self.index.index_path, config=PRIVATE_CONFIG)
+        except GitError as exc:  # e.g. objects only our index referenced were pruned
+            raise _IndexUnusable(str(exc)) from exc
+        return result.text.strip()
+
+    # --- small git helpers ----------------------------------------------------------------
+
+    def _update_index(self, options: list[str], paths: Sequence[str]) -> None:
+        self.git.run(["update-index", *options, "-z", "--stdin"], input=nul_join(paths),
+                     operation="git update-index (capture index)", index=self.index.index_path,
+                     config=PRIVATE_CONFIG, optional_locks=True)
+
+    def _ls_private(self, dirs: Sequence[str], *, ignored: bool = False) -> list[str]:
+        """Entries of the private index under ``dirs`` (``""`` = all); only ignored ones if
+        ``ignored``."""
+        options = ["-c", "-i", "--exclude-standard"] if ignored else ["-c"]
+        specs = [d for d in dirs if d]
+        out: list[str] = []
+        groups = [[]] if (not specs or len(specs) < len(dirs)) else list(_chunks(specs))
+        for chunk in groups:
+            result = self.git.run(["ls-files", "-z", *options, "--", *chunk],
+                                  operation="git ls-files (capture index)",
+                                  index=self.index.index_path, config=PRIVATE_CONFIG)
+            out += [decode_path(p) for p in result.lines_z()]
+        return out
+
+    def _user_tracked(self, paths: Sequence[str]) -> set[str]:
+        """Which of ``paths`` (files or directories) the user's own index tracks, as the set
+        of tracked paths found under them. Read-only on ``.git/index``."""
+        found: set[str] = set()
+        for chunk in _chunks(paths):
+            result = self.git.run(["ls-files", "-z", "--cached", "--", *chunk],
+                                  operation="git ls-files (user index)")
+            found.update(decode_path(p) for p in result.lines_z())
+        return found
+
+    def _user_tracked_all(self) -> frozenset[str]:
+        result = self.git.run(["ls-files", "-z", "--cached"], operation="git ls-files (user index)")
+        return frozenset(decode_path(p) for p in result.lines_z())
+
+    def _regular_size(self, path: str) -> int | None:
+        try:
+            st = os.lstat(os.path.join(self._root_s, path))
+        except OSError:
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def _has_dotgit(self, rel: str) -> bool:
+        return bool(rel) and os.path.lexists(os.path.join(self._root_s, rel, ".git"))
+
+    def _repo_has_commit(self, path: str) -> bool:
+        try:
+            nested = pygit2.Repository(str(self.root / path))
+            return not nested.head_is_unborn
+        except (pygit2.GitError, OSError, ValueError, KeyError):
+            return False
+
+
+def _protected_prefix(path: str, names: set[str], *, include_last: bool) -> str | None:
+    parts = path.split("/")
+    limit = len(parts) if include_last else len(parts) - 1
+    for i in range(limit):
+        if parts[i] in names:
+            return "/".join(parts[: i + 1])
+    return None
+
+
+def _covers(tracked: set[str], prefix: str) -> bool:
+    head = prefix + "/"
+    return prefix in tracked or any(p.startswith(head) for p in tracked)
+
+
+def _chunks(items: Sequence[str], size: int = _ARG_CHUNK) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield list(items[i:i + size])
+
+
+def capture_tree(repo: GitRepo, settings: SnapshotSettings | None = None) -> CaptureResult:
+    """Capture ``repo``'s work tree (see :class:`Capturer`)."""
+    return Capturer(repo, settings).capture()

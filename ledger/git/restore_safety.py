@@ -1,0 +1,496 @@
+"""What a restore may touch: tree diffs with hostile-tree checks, work-tree checks, safe deletes.
+
+Why it exists: a snapshot commit is data. It can come from another tool, another machine or an
+attacker who can write objects, and git's own protections (``verify_path``, leading-symlink checks)
+act only while git is already writing, so a refusal half-way would leave the user between two
+states. Every check here runs on the trees (pygit2) and on the work tree (``lstat``) *before* the
+first change; the deletes that follow never traverse a symlink.
+
+Invariants:
+- :func:`tree_changes` compares two trees without rename detection (D2), skipping identical
+  subtrees, so its cost grows with the changes, not with the repository. With ``validate=True``
+  every entry of every target-side tree it reads is checked: names (empty, ``.``/``..``, ``/``
+  inside a name, ``.git`` in any spelling git itself refuses), modes, duplicate names (a symlink
+  and a directory under one name), object types. Problems are collected, never partly acted on.
+- :class:`WorktreeGuard` decides from ``lstat`` alone (never following a link) whether each path
+  to delete or write is reachable through real directories only. A leading component may be a
+  symlink or a file only when the restore deletes it first (the current capture holds it). A
+  directory may be replaced by a file only when everything in it is being deleted. Nothing is
+  written inside a nested repository.
+- :class:`SafeFs` deletes relative to directory descriptors opened with ``O_NOFOLLOW``: a symlink
+  that appears after the checks makes the delete fail; it is never followed. It removes only
+  files, symlinks and empty directories, never the root.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pygit2
+
+TREE_MODE = 0o040000
+BLOB_MODE = 0o100644
+EXEC_MODE = 0o100755
+LINK_MODE = 0o120000
+GITLINK_MODE = 0o160000
+LEAF_MODES = frozenset({BLOB_MODE, EXEC_MODE, LINK_MODE})
+VALID_MODES = LEAF_MODES | {TREE_MODE, GITLINK_MODE}
+
+# Code points HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there.
+_HFS_IGNORABLE = frozenset(
+    [0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x206A, 0x2070)])
+# Files git refuses to check out as symlinks (verify_path, git ≥ 2.32).
+_NO_SYMLINK_NAMES = (".gitmodules", ".gitattributes", ".gitignore", ".mailmap")
+
+
+@dataclass(frozen=True)
+class Entry:
+    mode: int
+    oid: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One leaf path that differs. ``old``/``new`` are ``None`` where the side has no leaf
+    (absent, or a directory there: a file↔directory change is a delete plus adds)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+    @property
+    def kind(self) -> str:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "deleted"
+        return "modified"
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str
+    path: str
+
+
+# --- names --------------------------------------------------------------------------------
+
+
+def _dotgit_core(raw: bytes) -> str:
+    text = raw.decode("utf-8", "surrogateescape")
+    text = "".join(c for c in text if ord(c) not in _HFS_IGNORABLE).lower()
+    text = text.split(":", 1)[0]  # NTFS alternate data streams: ".git::$INDEX_ALLOCATION"
+    return text.rstrip(" .")  # NTFS drops trailing spaces and dots
+
+
+def name_problem(raw: bytes, mode: int) -> str | None:
+    """Why a tree entry name is unsafe to check out, or ``None``."""
+    if not raw:
+        return "an empty name"
+    if b"/" in raw:
+        return "an absolute path" if raw.startswith(b"/") else "a '/' inside a name"
+    if b"\0" in raw:
+        return "a NUL inside a name"
+    if raw in (b".", b".."):
+        return "a '..' or '.' component"
+    core = _dotgit_core(raw)
+    if core in (".git", "git~1"):
+        return "a .git component"
+    if mode == LINK_MODE and core in _NO_SYMLINK_NAMES:
+        return f"a symlinked {core}"
+    return None
+
+
+# --- tree diff ----------------------------------------------------------------------------
+
+
+class TreeReader:
+    """Reads tree levels as ``{raw name: Entry}`` from the raw objects (libgit2 would hide
+    non-canonical modes and make duplicate names unreachable), checking them when asked."""
+
+    def __init__(self, repo: pygit2.Repository, *, ignore_case: bool = False) -> None:
+        self.repo = repo
+        self.ignore_case = ignore_case
+
+    def entries(self, oid: str, prefix: bytes,
+                problems: list[Problem] | None) -> dict[bytes, Entry]:
+        """The entries of tree ``oid`` at ``prefix``. With ``problems`` (validation), unsafe
+        entries are reported there; without, modes are canonicalized as git does and a
+        missing or corrupt tree raises ``KeyError``."""
+        where = os.fsdecode(prefix.rstrip(b"/")) or "."
+        try:
+            kind, data = self.repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            kind, data = None, b""
+        if kind != pygit2.enums.ObjectType.TREE:
+            if problems is None:
+                raise KeyError(f"tree {oid} of {where} is missing")
+            problems.append(Problem("the snapshot is incomplete (a tree object is missing or "
+                                    "not a tree)", where))
+            return {}
+        out: dict[bytes, Entry] = {}
+        folded: dict[bytes, bytes] = {}
+        pos, size = 0, len(data)
+        while pos < size:
+            space = data.find(b" ", pos)
+            nul = data.find(b"\0", space + 1) if space >= 0 else -1
+            try:
+                if nul < 0 or nul + 21 > size:
+                    raise ValueError
+                mode = int(data[pos:space], 8)
+            except ValueError:
+                if problems is None:
+                    raise KeyError(f"tree {oid} of {where} is corrupt") from None
+                problems.append(Problem("the snapshot is incomplete (a tree object is "
+                                        "corrupt)", where))
+                return out
+            raw = data[space + 1:nul]
+            entry = Entry(mode, data[nul + 1:nul + 21].hex())
+            pos = nul + 21
+            if problems is not None:
+                path = os.fsdecode(prefix + raw)
+                reason = name_problem(raw, mode)
+                if reason:
+                    problems.append(Problem(f"unsafe path in the snapshot ({reason})", path))
+                if mode not in VALID_MODES:
+                    problems.append(Problem(
+                        f"unsafe entry in the snapshot (unsupported mode {mode:o})", path))
+                if raw in out:
+                    problems.append(Problem(
+                        "unsafe entry in the snapshot (a name used twice in one tree)", path))
+                if self.ignore_case:
+                    key = raw.lower()
+                    if key in folded and folded[key] != raw:
+                        problems.append(Problem("unsafe entry in the snapshot (names that "
+                                                "differ only in case)", path))
+                    folded[key] = raw
+            elif mode not in VALID_MODES:
+                entry = Entry(canonical_mode(mode), entry.oid)
+            out[raw] = entry
+        return out
+
+
+def canonical_mode(mode: int) -> int:
+    """git's ``canon_mode``: what git makes of a mode it reads from a tree."""
+    if stat.S_ISREG(mode):
+        return EXEC_MODE if mode & 0o100 else BLOB_MODE
+    if stat.S_ISLNK(mode):
+        return LINK_MODE
+    if stat.S_ISDIR(mode):
+        return TREE_MODE
+    return GITLINK_MODE
+
+
+def tree_changes(repo: pygit2.Repository, old_tree: str | None, new_tree: str | None, *,
+                 validate: bool = False, ignore_case: bool = False,
+                 problems: list[Problem] | None = None) -> list[Change]:
+    """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection), sorted by path.
+
+    With ``validate``, entries of the new side are checked and problems appended to
+    ``problems`` (required then); a missing tree on the old side raises ``KeyError``."""
+    if validate and problems is None:
+        raise ValueError("validate=True needs a problems list")
+    reader = TreeReader(repo, ignore_case=ignore_case)
+    out: list[tuple[bytes, Change]] = []
+    stack: list[tuple[bytes, str | None, str | None]] = [(b"", old_tree, new_tree)]
+    while stack:
+        prefix, old, new = stack.pop()
+        if old is not None and old == new:
+            continue
+        a_entries = reader.entries(old, prefix, None) if old else {}
+        b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
+        for name in a_entries.keys() | b_entries.keys():
+            a = a_entries.get(name)
+            b = b_entries.get(name)
+            if a == b:
+                continue
+            path = prefix + name
+            a_tree = a is not None and a.mode == TREE_MODE
+            b_tree = b is not None and b.mode == TREE_MODE
+            if a_tree or b_tree:
+                stack.append((path + b"/", a.oid if a_tree else None,
+                              b.oid if b_tree else None))
+            a_leaf = a if a is not None and not a_tree else None
+            b_leaf = b if b is not None and not b_tree else None
+            if a_leaf is not None or b_leaf is not None:
+                out.append((path, Change(os.fsdecode(path), a_leaf, b_leaf)))
+    out.sort(key=lambda item: item[0])
+    return [change for _, change in out]
+
+
+def tree_without(repo: pygit2.Repository, tree: str, paths: Iterable[str]) -> str:
+    """``tree`` with the entries at ``paths`` (files, or directories written ``dir/``) removed,
+    and directories left empty by that dropped. Unchanged when no path is present."""
+    groups: dict[bytes, set[bytes]] = {}
+    for path in paths:
+        raw = os.fsencode(path.rstrip("/"))
+        if raw:
+            head, _, rest = raw.partition(b"/")
+            groups.setdefault(head, set()).add(rest)
+    if not groups:
+        return tree
+    new = _prune(repo, tree, groups)
+    return new if new is not None else str(repo.TreeBuilder().write())
+
+
+def _prune(repo: pygit2.Repository, tree: str, groups: dict[bytes, set[bytes]]) -> str | None:
+    obj = repo.get(tree)
+    if not isinstance(obj, pygit2.Tree):
+        return tree
+    names = {item.raw_name: item for item in obj}
+    if not any(name in names for name in groups):
+        return tree
+    builder = repo.TreeBuilder(obj)
+    for name, rests in groups.items():
+        item = names.get(name)
+        if item is None:
+            continue
+        str_name = os.fsdecode(name)
+        if b"" in rests or item.filemode != TREE_MODE:
+            builder.remove(str_name)
+            continue
+        sub: dict[bytes, set[bytes]] = {}
+        for rest in rests:
+            head, _, tail = rest.partition(b"/")
+            sub.setdefault(head, set()).add(tail)
+        pruned = _prune(repo, str(item.id), sub)
+        if pruned is None:
+            builder.remove(str_name)
+        elif pruned != str(item.id):
+            builder.insert(str_name, pygit2.Oid(hex=pruned), TREE_MODE)
+    if len(builder) == 0:
+        return None
+    return str(builder.write())
+
+
+# --- the work tree ------------------------------------------------------------------------
+
+
+def parents(path: str) -> list[str]:
+    """``a/b/c`` → ``["a", "a/b"]`` (leading components, outermost first)."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def under(path: str, prefixes: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``prefixes`` or lies inside one of them, or one of them lies
+    inside ``path`` (a directory prefix is written ``dir/``; both forms match)."""
+    for prefix in prefixes:
+        p = prefix.rstrip("/")
+        if path == p or path.startswith(p + "/") or p.startswith(path + "/"):
+            return True
+    return False
+
+
+class WorktreeGuard:
+    """``lstat``-only checks of the paths a restore will delete and write (see the module)."""
+
+    def __init__(self, root: os.PathLike[str] | str) -> None:
+        self.root = os.fsencode(os.fspath(root))
+        self._stats: dict[str, os.stat_result | None] = {}
+        self._repos: dict[str, bool] = {}
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        if rel not in self._stats:
+            try:
+                self._stats[rel] = os.lstat(self.root + b"/" + os.fsencode(rel))
+            except FileNotFoundError:
+                self._stats[rel] = None
+            except NotADirectoryError:
+                self._stats[rel] = None
+        return self._stats[rel]
+
+    def _is_repo(self, rel: str) -> bool:
+        if rel not in self._repos:
+            self._repos[rel] = os.path.lexists(self.root + b"/" + os.fsencode(rel) + b"/.git")
+        return self._repos[rel]
+
+    def check(self, deletes: Sequence[str], writes: Sequence[str],
+              problems: list[Problem]) -> list[str]:
+        """Append problems; return the directories standing where a file will be written
+        (each holds only files being deleted, and directories)."""
+        deleted = set(deletes)
+        for path in deletes:
+            for parent in parents(path):
+                st = self.lstat(parent)
+                if st is None:
+                    break
+                if stat.S_ISLNK(st.st_mode):
+                    problems.append(Problem("a path would be deleted through a symlink", path))
+                    break
+                if not stat.S_ISDIR(st.st_mode):
+                    problems.append(Problem("a path to delete lies under a file", path))
+                    break
+            else:
+                st = self.lstat(path)
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    problems.append(Problem("a file to delete is a directory now (the work tree "
+                                            "changed)", path))
+        replace_dirs: list[str] = []
+        for path in writes:
+            blocked = False
+            for parent in parents(path):
+                st = self.lstat(parent)
+                if st is None:
+                    break
+                if stat.S_ISDIR(st.st_mode):
+                    if self._is_repo(parent):
+                        problems.append(Problem("a path lies inside a nested git repository", path))
+                        blocked = True
+                        break
+                    continue
+                if parent in deleted:  # a captured file or symlink, removed before writing
+                    break
+                if stat.S_ISLNK(st.st_mode):
+                    problems.append(Problem("a path would be written through a symlink", path))
+                else:
+                    problems.append(Problem(
+                        "a path would replace a file the current capture does not hold "
+                        "(ignored or protected)", path))
+                blocked = True
+                break
+            if blocked:
+                continue
+            st = self.lstat(path)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                strays = self._strays(path, deleted)
+                if strays:
+                    problems.append(Problem(
+                        "a path would replace a directory holding files the current capture "
+                        "does not hold (ignored, protected or a repository)", strays[0]))
+                else:
+                    replace_dirs.append(path)
+        return replace_dirs
+
+    def _strays(self, rel: str, deleted: set[str]) -> list[str]:
+        """Entries under the directory ``rel`` that the restore would not delete."""
+        base = self.root + b"/" + os.fsencode(rel)
+        strays: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(base):  # does not follow symlinks
+            rel_dir = os.fsdecode(dirpath[len(self.root) + 1:])
+            if ".git" in [os.fsdecode(n) for n in dirnames + filenames]:
+                strays.append(rel_dir + "/.git")
+                dirnames[:] = []
+                continue
+            for name in filenames:
+                child = rel_dir + "/" + os.fsdecode(name)
+                if child not in deleted:
+                    strays.append(child)
+            for name in list(dirnames):
+                full = os.path.join(dirpath, name)
+                if os.path.islink(full):
+                    child = rel_dir + "/" + os.fsdecode(name)
+                    if child not in deleted:
+                        strays.append(child)
+        return sorted(strays)
+
+
+class UnsafePathError(OSError):
+    """A delete met a symlink or a non-directory where a directory was expected."""
+
+
+class SafeFs:
+    """Deletes under the work tree root without following symlinks (see the module)."""
+
+    _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def __init__(self, root: os.PathLike[str] | str) -> None:
+        self.root = os.fsencode(os.fspath(root))
+
+    def _open_parent(self, rel: str) -> tuple[int | None, bytes]:
+        """A descriptor of ``rel``'s parent directory (``None`` if a component is missing)
+        and ``rel``'s last component."""
+        parts = os.fsencode(rel).split(b"/")
+        fd = os.open(self.root, self._DIR_FLAGS)
+        try:
+            for part in parts[:-1]:
+                try:
+                    nfd = os.open(part, self._DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    os.close(fd)
+                    return None, parts[-1]
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise UnsafePathError(exc.errno, f"{rel}: {os.fsdecode(part)} is not a "
+                                              "directory (symlink?)") from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    def unlink(self, rel: str) -> bool:
+        """Remove the file or symlink ``rel``; ``False`` if it was already gone."""
+        fd, name = self._open_parent(rel)
+        if fd is None:
+            return False
+        try:
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                return False
+            if stat.S_ISDIR(st.st_mode):
+                raise UnsafePathError(errno.EISDIR, f"{rel} is a directory, expected a file")
+            os.unlink(name, dir_fd=fd)
+            return True
+        finally:
+            os.close(fd)
+
+    def rmdir_if_empty(self, rel: str) -> bool:
+        """Remove the directory ``rel`` if it exists and is empty (never the root)."""
+        if not rel:
+            return False
+        fd, name = self._open_parent(rel)
+        if fd is None:
+            return False
+        try:
+            os.rmdir(name, dir_fd=fd)
+            return True
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT, errno.ENOTDIR):
+                return False
+            raise
+        finally:
+            os.close(fd)
+
+    def remove_empty_tree(self, rel: str) -> None:
+        """Remove the directory ``rel`` and the directories inside it, all of which must be
+        empty of anything else by now (their files were deleted first)."""
+        if not rel:
+            raise UnsafePathError(errno.EPERM, "refusing to remove the work tree root")
+        fd, name = self._open_parent(rel)
+        if fd is None:
+            return
+        try:
+            self._remove_dir_at(fd, name, rel)
+        finally:
+            os.close(fd)
+
+    def _remove_dir_at(self, parent_fd: int, name: bytes, rel: str) -> None:
+        try:
+            fd = os.open(name, self._DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise UnsafePathError(exc.errno, f"{rel} is not a directory") from None
+            raise
+        try:
+            for child in os.listdir(fd):
+                self._remove_dir_at(fd, os.fsencode(child), f"{rel}/{os.fsdecode(child)}")
+        finally:
+            os.close(fd)
+        os.rmdir(name, dir_fd=parent_fd)
+
+
+__all__ = [
+    "BLOB_MODE", "EXEC_MODE", "GITLINK_MODE", "LEAF_MODES", "LINK_MODE", "TREE_MODE",
+    "Change", "Entry", "Problem", "SafeFs", "TreeReader", "UnsafePathError", "WorktreeGuard",
+    "canonical_mode", "name_problem", "parents", "tree_changes", "tree_without", "under",
+]

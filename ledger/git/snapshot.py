@@ -1,0 +1,233 @@
+"""Taking a snapshot: capture, dedup against the latest exact snapshot, commit, keep alive.
+
+Why it exists: the engine, the CLI and the benchmarks all need one call that turns the current
+work tree into a snapshot commit kept alive by ``refs/pi-rewind/store`` (rewind-v2.md §4.2, §5.2)
+and says what it did.
+
+Invariants:
+- A snapshot commit has the captured tree, no parents, the subject ``pi rewind snapshot`` (the
+  body carries ``Head:``/``Branch:`` lines when HEAD exists), and the user's git identity, or a
+  fixed one when git has none (D16, reported as ``identity_fallback``).
+- Dedup (§4.2, D8): a capture whose tree equals the *latest* exact snapshot's reuses that
+  commit only if it still exists with that tree and the store still reaches it; otherwise a new
+  commit is made and appended.
+- The latest exact snapshot is the caller's (``last_exact=``) or, by default, the small record in
+  ``<git-dir>/pi-rewind/last-snapshot.json``, rewritten after every snapshot.
+- Times come from the injected :class:`~ledger.clock.Clock`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Final
+
+import pygit2
+
+from ledger.clock import Clock, SystemClock
+from ledger.errors import GitError
+from ledger.git.capture import CaptureResult, SkippedPath, capture_tree
+from ledger.git.index import private_dir
+from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner
+from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store
+from ledger.settings import SnapshotSettings
+
+FALLBACK_IDENTITY = Identity("pi-rewind", "pi-rewind@localhost", fallback=True)
+LAST_SNAPSHOT_FILE = "last-snapshot.json"
+
+
+@dataclass(frozen=True)
+class LastExact:
+    """The latest exact snapshot: its commit and that commit's tree."""
+
+    commit: str
+    tree: str
+
+
+class _Persisted:
+    def __repr__(self) -> str:
+        return "PERSISTED"
+
+
+PERSISTED: Final = _Persisted()
+"""``last_exact=PERSISTED``: use (and update) the record in the private dir."""
+
+
+@dataclass(frozen=True)
+class SnapshotReport:
+    commit: str
+    tree: str
+    reused: bool
+    """The latest exact snapshot was reused: no new commit, no store append."""
+    skipped: tuple[SkippedPath, ...]
+    ms: float
+    """Wall time of the whole operation (capture + commit + store)."""
+    capture_ms: float
+    rebuilt: bool
+    """The private capture index was built from nothing (first capture, changed config …)."""
+    identity_fallback: bool
+    store_head: str | None
+
+    def to_json(self) -> dict[str, object]:
+        """The ``rewind snapshot --json`` payload."""
+        return {
+            "commit": self.commit,
+            "tree": self.tree,
+            "reused": self.reused,
+            "skipped": [s.path for s in self.skipped],
+            "ms": round(self.ms, 1),
+        }
+
+
+# --- the latest exact snapshot record ------------------------------------------------------
+
+
+def load_last_exact(repo: GitRepo) -> LastExact | None:
+    try:
+        data = json.loads((private_dir(repo.git_dir) / LAST_SNAPSHOT_FILE).read_text("utf-8"))
+        commit, tree = data["commit"], data["tree"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(commit, str) and isinstance(tree, str)):
+        return None
+    return LastExact(commit, tree)
+
+
+def save_last_exact(repo: GitRepo, last: LastExact | None) -> None:
+    """Record (or with ``None``, forget) the latest exact snapshot; e.g. after a store rewrite."""
+    path = private_dir(repo.git_dir) / LAST_SNAPSHOT_FILE
+    if last is None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"commit": last.commit, "tree": last.tree}), "utf-8")
+    os.replace(tmp, path)
+
+
+# --- identity and commits ------------------------------------------------------------------
+
+
+def git_identity(repo: GitRepo) -> Identity:
+    """The committer identity git would use (config and ``GIT_COMMITTER_*``), else the
+    fallback identity."""
+    runner = GitRunner(repo.root, repo.git_dir)
+    result = runner.run(["var", "GIT_COMMITTER_IDENT"], operation="git var", check=False)
+    text = result.text.strip()
+    if result.returncode != 0 or "<" not in text or ">" not in text:
+        return FALLBACK_IDENTITY
+    name = text[: text.index("<")].strip()
+    email = text[text.index("<") + 1: text.rindex(">")].strip()
+    if not name or not email:
+        return FALLBACK_IDENTITY
+    return Identity(name, email)
+
+
+def _offset_minutes(when_s: int) -> int:
+    return int(time.localtime(when_s).tm_gmtoff // 60)
+
+
+def _snapshot_message(repo: GitRepo) -> str:
+    lines = [SNAPSHOT_SUBJECT]
+    body = []
+    r = repo.pygit2
+    try:
+        if not r.head_is_unborn:
+            body.append(f"Head: {r.head.target}")
+            if not r.head_is_detached:
+                body.append(f"Branch: {r.head.shorthand}")
+    except (pygit2.GitError, KeyError, ValueError):
+        pass
+    if body:
+        lines += ["", *body]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class SnapshotCommit:
+    commit: str
+    tree: str
+    reused: bool
+    identity_fallback: bool
+    store_head: str | None
+
+
+def commit_snapshot(repo: GitRepo, tree: str, *, last_exact: LastExact | None,
+                    clock: Clock | None = None, store: Store | None = None,
+                    identity: Identity | None = None) -> SnapshotCommit:
+    """Reuse ``last_exact`` for ``tree`` when allowed (D8), else commit ``tree`` as a new
+    snapshot and append it to the store."""
+    store = store or Store(repo)
+    if last_exact is not None and last_exact.tree == tree and _reusable(repo, store, last_exact):
+        return SnapshotCommit(last_exact.commit, tree, True, False, store.head())
+    r = repo.pygit2
+    try:
+        tree_oid = pygit2.Oid(hex=tree)
+        if not isinstance(r.get(tree_oid), pygit2.Tree):
+            raise GitError("snapshot", f"{tree} is not a tree")
+    except ValueError as exc:
+        raise GitError("snapshot", f"{tree} is not a tree id") from exc
+    ident = identity or git_identity(repo)
+    when_s = (clock or SystemClock()).now_ms() // 1000
+    offset = _offset_minutes(when_s)
+    sig = ident.signature(when_s, offset)
+    commit = str(r.create_commit(None, sig, sig, _snapshot_message(repo), tree_oid, []))
+    head = store.append(commit, ident, when_s, offset)
+    return SnapshotCommit(commit, tree, False, ident.fallback, head)
+
+
+def _reusable(repo: GitRepo, store: Store, last: LastExact) -> bool:
+    try:
+        obj = repo.pygit2.get(last.commit)
+    except (ValueError, pygit2.GitError):
+        return False
+    if not isinstance(obj, pygit2.Commit) or str(obj.tree_id) != last.tree:
+        return False
+    return store.reaches(last.commit)
+
+
+def take_snapshot(repo: GitRepo, settings: SnapshotSettings | None = None, *,
+                  last_exact: LastExact | None | _Persisted = PERSISTED,
+                  clock: Clock | None = None) -> SnapshotReport:
+    """Capture the work tree and make (or reuse) its snapshot commit, kept by the store.
+
+    ``last_exact``: ``PERSISTED`` (default) uses the record in the private dir; a
+    :class:`LastExact` is the caller's own (e.g. the engine's per-session value); ``None``
+    disables dedup. The persisted record is updated in every case.
+    """
+    started = time.perf_counter()
+    captured: CaptureResult = capture_tree(repo, settings)
+    last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
+    made = commit_snapshot(repo, captured.tree, last_exact=last, clock=clock)
+    save_last_exact(repo, LastExact(made.commit, made.tree))
+    return SnapshotReport(
+        commit=made.commit,
+        tree=made.tree,
+        reused=made.reused,
+        skipped=captured.skipped,
+        ms=(time.perf_counter() - started) * 1000.0,
+        capture_ms=captured.ms,
+        rebuilt=captured.rebuilt,
+        identity_fallback=made.identity_fallback,
+        store_head=made.store_head,
+    )
+
+
+__all__ = [
+    "FALLBACK_IDENTITY",
+    "PERSISTED",
+    "LastExact",
+    "SnapshotCommit",
+    "SnapshotReport",
+    "commit_snapshot",
+    "git_identity",
+    "load_last_exact",
+    "save_last_exact",
+    "take_snapshot",
+]

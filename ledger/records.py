@@ -1,0 +1,126 @@
+"""The three rewind records of pi-rewind-hook v2 on the wire: names, envelope and lenient reading.
+
+Why it exists: the records are the ledger. They must be written byte-compatible with the
+reference extension (custom-entry envelope ``type, customType, data, id, parentId, timestamp``)
+and read the way the reference reads them, so that both tools can share a repository and its
+sessions. The pydantic models that *write* records (exact ``data`` key orders) and generate the
+schemas live in :mod:`ledger.record_models`; reading needs no pydantic, so read-only commands
+start fast.
+
+Invariants:
+- Reading never raises: :func:`decode_record` applies the reference validators (``v === 2``,
+  ``snapshots`` an array, …) and returns either a :class:`DecodedRecord` (with positions
+  resolved to SHAs and any unusable binding listed in ``problems``) or an :class:`InvalidRecord`.
+- Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+TURN = "rewind-turn"
+OP = "rewind-op"
+FORK_PENDING = "rewind-fork-pending"
+RECORD_TYPES = (TURN, OP, FORK_PENDING)
+RECORD_VERSION = 2
+
+
+def serialize_entry(entry: dict[str, Any]) -> bytes:
+    """One JSONL line as Pi writes it: compact JSON, raw UTF-8, ``\\n``-terminated."""
+    return orjson.dumps(entry) + b"\n"
+
+
+def custom_entry(custom_type: str, data: dict[str, Any], entry_id: str, parent_id: str | None, timestamp: str) -> dict[str, Any]:
+    """The envelope dict in Pi's key order (``type, customType, data, id, parentId, timestamp``)."""
+    return {
+        "type": "custom",
+        "customType": custom_type,
+        "data": data,
+        "id": entry_id,
+        "parentId": parent_id,
+        "timestamp": timestamp,
+    }
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodedRecord:
+    """A valid record with positions resolved to SHAs (a fork-pending record has no bindings)."""
+
+    custom_type: str
+    record_id: str
+    parent_id: str | None
+    timestamp: Any
+    bindings: tuple[tuple[str, str], ...]
+    current: str | None
+    undo: str | None
+    problems: tuple[str, ...] = ()
+
+    @property
+    def last_binding_sha(self) -> str | None:
+        return self.bindings[-1][1] if self.bindings else None
+
+
+@dataclass(frozen=True)
+class InvalidRecord:
+    custom_type: str
+    record_id: str
+    reason: str
+
+
+def _is_v2(data: dict[str, Any]) -> bool:
+    version = data.get("v")
+    return not isinstance(version, bool) and isinstance(version, (int, float)) and version == RECORD_VERSION
+
+
+def _sha_at(snapshots: list[Any], index: Any) -> str | None:
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0 or index >= len(snapshots):
+        return None
+    value = snapshots[index]
+    return value if isinstance(value, str) and value else None
+
+
+def decode_record(
+    custom_type: str, data: Any, record_id: str, parent_id: str | None, timestamp: Any
+) -> DecodedRecord | InvalidRecord:
+    """Read one record's ``data`` with the reference validators (rewind-v2.md §3)."""
+    if not isinstance(data, dict):
+        return InvalidRecord(custom_type, record_id, "data is not an object")
+    if not _is_v2(data):
+        return InvalidRecord(custom_type, record_id, f"v is {data.get('v')!r}, not 2")
+    if custom_type == FORK_PENDING:
+        current = data.get("current")
+        if not isinstance(current, str) or not current:
+            return InvalidRecord(custom_type, record_id, "current is not a non-empty string")
+        undo = data.get("undo")
+        return DecodedRecord(custom_type, record_id, parent_id, timestamp, (), current,
+                             undo if isinstance(undo, str) and undo else None)
+    snapshots = data.get("snapshots")
+    if not isinstance(snapshots, list):
+        return InvalidRecord(custom_type, record_id, "snapshots is not an array")
+    raw_bindings = data.get("bindings")
+    if custom_type == TURN and not isinstance(raw_bindings, list):
+        return InvalidRecord(custom_type, record_id, "bindings is not an array")
+    problems: list[str] = []
+    bindings: list[tuple[str, str]] = []
+    if isinstance(raw_bindings, list):
+        for position, binding in enumerate(raw_bindings):
+            if not isinstance(binding, list) or len(binding) < 2:
+                problems.append(f"binding {position} is not an [entryId, index] pair")
+                continue
+            entry_id, index = binding[0], binding[1]
+            sha = _sha_at(snapshots, index)
+            if not isinstance(entry_id, str) or not entry_id:
+                problems.append(f"binding {position} has no entry id")
+            elif sha is None:
+                problems.append(f"binding {position} ({entry_id}) points at no snapshot")
+            else:
+                bindings.append((entry_id, sha))
+    current = _sha_at(snapshots, data.get("current")) if custom_type == OP else None
+    undo = _sha_at(snapshots, data.get("undo")) if custom_type == OP else None
+    return DecodedRecord(custom_type, record_id, parent_id, timestamp, tuple(bindings), current, undo, tuple(problems))

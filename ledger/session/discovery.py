@@ -1,0 +1,136 @@
+"""Finding sessions: the agent dir, the sessions of a repository, and SESSION / ENTRY names.
+
+Why it exists: users name things loosely (``@``, a prefix of an id, a path). This module turns
+those names into exactly one session file or entry, or an error that lists the candidates.
+
+Invariants:
+- The agent dir is the explicit option, else ``$PI_CODING_AGENT_DIR`` (a leading ``~``
+  expanded), else ``~/.pi/agent`` (pi-session-format.md §1).
+- A repository's sessions are the ``*.jsonl`` files below ``<agent-dir>/sessions`` whose header
+  ``cwd`` lies inside the repository's work tree (compared after resolving symlinks). Files
+  without a valid header are skipped, as Pi's own listing skips them.
+- "Newest" means the newest file mtime (what ``pi -c`` uses), then the header timestamp.
+- Reads only headers (the first lines of each file); never writes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.errors import LedgerError, NameResolutionError
+from ledger.session.model import Session
+from ledger.session.store import read_header
+
+NEWEST = "@"
+
+
+def resolve_agent_dir(option: str | os.PathLike[str] | None = None) -> Path:
+    if option:
+        return Path(option).expanduser()
+    env = os.environ.get("PI_CODING_AGENT_DIR")
+    if env:
+        return Path(os.path.expanduser(env))
+    return Path.home() / ".pi" / "agent"
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """What a session file's header says, plus the file's mtime."""
+
+    path: Path
+    id: str
+    cwd: str | None
+    parent_session: str | None
+    timestamp: str | None
+    mtime_ns: int
+
+
+def iter_session_files(agent_dir: Path) -> list[Path]:
+    """Every ``*.jsonl`` below ``<agent-dir>/sessions`` (any depth), in a stable order."""
+    root = agent_dir / "sessions"
+    found: list[Path] = []
+    for directory, subdirs, files in os.walk(root, followlinks=False):
+        subdirs.sort()
+        found.extend(Path(directory) / name for name in sorted(files) if name.endswith(".jsonl"))
+    return found
+
+
+def read_info(path: Path) -> SessionInfo | None:
+    """The header facts of one file, or ``None`` when it is not a readable session file."""
+    try:
+        header = read_header(path)
+        mtime_ns = path.stat().st_mtime_ns
+    except (LedgerError, OSError):
+        return None
+    cwd = header.get("cwd")
+    parent = header.get("parentSession")
+    stamp = header.get("timestamp")
+    return SessionInfo(
+        path=path,
+        id=str(header.get("id")),
+        cwd=cwd if isinstance(cwd, str) else None,
+        parent_session=parent if isinstance(parent, str) and parent else None,
+        timestamp=stamp if isinstance(stamp, str) else None,
+        mtime_ns=mtime_ns,
+    )
+
+
+def is_inside(path: str, root: Path) -> bool:
+    resolved = os.path.realpath(path)
+    base = os.path.realpath(root)
+    return resolved == base or resolved.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def repo_sessions(agent_dir: Path, repo_root: Path) -> list[SessionInfo]:
+    """The sessions whose ``cwd`` lies inside ``repo_root``, newest first."""
+    sessions = []
+    for path in iter_session_files(agent_dir):
+        info = read_info(path)
+        if info is not None and info.cwd is not None and is_inside(info.cwd, repo_root):
+            sessions.append(info)
+    sessions.sort(key=lambda s: (s.mtime_ns, s.timestamp or ""), reverse=True)
+    return sessions
+
+
+def looks_like_path(name: str) -> bool:
+    return name.endswith(".jsonl") or os.sep in name or (os.altsep is not None and os.altsep in name)
+
+
+def resolve_session(name: str, candidates: list[SessionInfo], *, scope: str) -> Path:
+    """A SESSION name: a path to a ``.jsonl`` file, ``@`` (newest), or a unique id prefix."""
+    if looks_like_path(name) or (not candidates and Path(name).exists()):
+        return Path(name)
+    if name == NEWEST:
+        if not candidates:
+            raise NameResolutionError("session", name, [], ambiguous=False, scope=scope)
+        return candidates[0].path
+    exact = [s for s in candidates if s.id == name]
+    matches = exact or [s for s in candidates if s.id.startswith(name)]
+    unique_paths = {s.path for s in matches}
+    if len(unique_paths) == 1:
+        return matches[0].path
+    if not matches:
+        if Path(name).is_file():
+            return Path(name)
+        raise NameResolutionError("session", name, [s.id for s in candidates], ambiguous=False, scope=scope)
+    raise NameResolutionError("session", name, [f"{s.id} ({s.path.name})" for s in matches], ambiguous=True, scope=scope)
+
+
+def resolve_entry(session: Session, name: str) -> str:
+    """An ENTRY name: an entry id, a unique prefix of one, or ``@`` for the leaf."""
+    scope = f"session {session.id}"
+    if name == NEWEST:
+        if session.leaf_id is None:
+            raise NameResolutionError("entry", name, [], ambiguous=False, scope=scope)
+        return session.leaf_id
+    if name in session.by_id:
+        return name
+    matches = [entry_id for entry_id in session.by_id if entry_id.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        recent = [entry.id for entry in reversed(session.entries)][:10]
+        raise NameResolutionError("entry", name, recent, ambiguous=False, scope=scope)
+    raise NameResolutionError("entry", name, matches, ambiguous=True, scope=scope)

@@ -1,0 +1,189 @@
+"""The ``rewind`` settings from the agent dir's ``settings.json``.
+
+Why it exists: snapshot capture (protected paths, size limit) and, later, retention read their
+knobs from the same file Pi and the reference extension use (``<agent-dir>/settings.json``, key
+``rewind``). A settings file is edited by hand, so a bad value must never stop a capture.
+
+Invariants:
+- :func:`load_settings` never raises. A missing, unreadable or non-JSON file, or a ``rewind``
+  value that is not an object, gives the defaults (with a warning when the file exists but is
+  broken).
+- Each field is validated on its own: an invalid value produces one warning naming the key
+  (``rewind.snapshot.maxUntrackedFileBytes``) and *that field's* default; the other fields keep
+  their valid values.
+- Unknown keys are ignored (newer versions may add some).
+- Defaults follow rewind-v2.md §14 (``silentCheckpoints`` false; no ``retention`` object = no
+  retention) plus the snapshot protections of issue 3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIB = 1024 * 1024
+DEFAULT_MAX_UNTRACKED_FILE_BYTES = 50 * MIB
+DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
+    "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox",
+)
+
+ScanMode = Literal["ancestor-only", "repo-sessions"]
+
+
+class SnapshotSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    max_untracked_file_bytes: int = Field(DEFAULT_MAX_UNTRACKED_FILE_BYTES, ge=0,
+                                          alias="maxUntrackedFileBytes")
+    """Untracked files larger than this are not captured; 0 disables the limit."""
+    protected_dirs: tuple[str, ...] = Field(DEFAULT_PROTECTED_DIRS, alias="protectedDirs")
+    """Untracked, non-ignored directories with one of these names are not captured."""
+
+
+class RetentionSettings(BaseModel):
+    """Present only when ``rewind.retention`` is a (truthy) object: retention is then on."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    max_snapshots: int | None = Field(None, ge=0, alias="maxSnapshots")
+    """None = unlimited."""
+    max_age_days: float | None = Field(None, ge=0, alias="maxAgeDays")
+    """None = unlimited."""
+    pin_labeled_entries: bool = Field(False, alias="pinLabeledEntries")
+    scan_mode: ScanMode = Field("ancestor-only", alias="scanMode")
+    startup_budget_ms: float | None = Field(None, ge=0, alias="startupBudgetMs")
+    """None = no budget (startup sweeps only)."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    silent_checkpoints: bool = Field(False, alias="silentCheckpoints")
+    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    retention: RetentionSettings | None = None
+
+
+def load_settings(agent_dir: Path | str) -> tuple[Settings, list[str]]:
+    """``(settings, warnings)`` from ``<agent_dir>/settings.json``; never raises."""
+    path = Path(agent_dir) / "settings.json"
+    warnings: list[str] = []
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings(), warnings
+    except OSError as exc:
+        return Settings(), [f"{path}: cannot read settings ({exc.strerror or exc}); using defaults"]
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Settings(), [f"{path}: not valid JSON ({exc}); using defaults"]
+    if not isinstance(document, dict):
+        return Settings(), [f"{path}: top level is not an object; using defaults"]
+    return settings_from_mapping(document.get("rewind"), warnings, source=str(path)), warnings
+
+
+def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "settings") -> Settings:
+    """Validate a ``rewind`` value field by field (see the module invariants)."""
+    if value is None:
+        return Settings()
+    if not isinstance(value, dict):
+        warnings.append(f"{source}: rewind is not an object; using defaults")
+        return Settings()
+    fields: dict[str, Any] = {}
+    if "silentCheckpoints" in value:
+        fields["silent_checkpoints"] = _field(Settings, "silent_checkpoints",
+                                              value["silentCheckpoints"], "rewind", warnings)
+    snapshot = value.get("snapshot")
+    if snapshot is not None:
+        fields["snapshot"] = _section(SnapshotSettings, snapshot, "rewind.snapshot", warnings)
+    retention = value.get("retention")
+    if retention is not None and retention is not False:
+        if isinstance(retention, dict):
+            fields["retention"] = _section(RetentionSettings, retention, "rewind.retention",
+                                           warnings)
+        elif retention:
+            warnings.append("rewind.retention: expected an object; retention stays off")
+    return Settings(**fields)
+
+
+def _section(model: type[BaseModel], data: Any, prefix: str, warnings: list[str]) -> Any:
+    if not isinstance(data, dict):
+        warnings.append(f"{prefix}: expected an object; using its defaults")
+        return model()
+    values: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        if key in data:
+            values[name] = _field(model, name, data[key], prefix, warnings)
+    return model(**values)
+
+
+def _field(model: type[BaseModel], name: str, value: Any, prefix: str, warnings: list[str]) -> Any:
+    info = model.model_fields[name]
+    key = f"{prefix}.{info.alias or name}"
+    default = info.get_default(call_default_factory=True)
+    checked = _strict_value(name, value)
+    if checked is _INVALID:
+        warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
+        return default
+    try:
+        validated = model.model_validate({info.alias or name: checked})
+    except ValueError:
+        warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
+        return default
+    return getattr(validated, name)
+
+
+_INVALID = object()
+
+
+def _strict_value(name: str, value: Any) -> Any:
+    """JSON-level type checks pydantic's lax mode would let through ("5" for a number, 1 for a
+    boolean, a string for a list of names)."""
+    if name in {"silent_checkpoints", "pin_labeled_entries"}:
+        return value if isinstance(value, bool) else _INVALID
+    if name in {"max_untracked_file_bytes"}:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _INVALID
+        if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+            return _INVALID
+        return int(value)
+    if name in {"max_snapshots", "max_age_days", "startup_budget_ms"}:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return _INVALID
+        if name == "max_snapshots":
+            return int(value) if value == int(value) else _INVALID
+        return value
+    if name == "protected_dirs":
+        if not isinstance(value, list) or not all(_valid_dir_name(v) for v in value):
+            return _INVALID
+        return tuple(dict.fromkeys(value))
+    return value
+
+
+def _valid_dir_name(value: Any) -> bool:
+    return (isinstance(value, str) and value not in {"", ".", ".."} and "/" not in value
+            and "\0" not in value)
+
+
+def _show(default: Any) -> str:
+    if isinstance(default, tuple):
+        return json.dumps(list(default))
+    return json.dumps(default)
+
+
+__all__ = [
+    "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
+    "DEFAULT_PROTECTED_DIRS",
+    "RetentionSettings",
+    "Settings",
+    "SnapshotSettings",
+    "load_settings",
+    "settings_from_mapping",
+]

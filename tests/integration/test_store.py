@@ -1,0 +1,150 @@
+"""``refs/pi-rewind/store``: shape, reading helpers, survival under gc, concurrent appends."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import StoreUpdateError
+from ledger.git.repo import GitRepo
+from ledger.git.snapshot import take_snapshot
+from ledger.git.store import STORE_REF, Identity, Store
+from tests.conftest import git
+from tests.integration.conftest import run_python
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def _snapshot(repo: Path, content: str) -> str:
+    (repo / "notes.txt").write_text(content)
+    return take_snapshot(GitRepo.discover(repo), last_exact=None).commit
+
+
+def _show(repo: Path, rev: str) -> list[str]:
+    return git(repo, "show", "-s", "--format=%T %P%n%s", rev).split()
+
+
+def test_store_is_a_first_parent_chain_of_empty_tree_keepalives(repo: Path) -> None:
+    a = _snapshot(repo, "a\n")
+    b = _snapshot(repo, "b\n")
+    head = git(repo, "rev-parse", STORE_REF).strip()
+    tree, first, second, *subject = _show(repo, head)
+    assert tree == EMPTY_TREE and second == b and " ".join(subject) == "pi rewind store"
+    tree, only, *subject = _show(repo, first)
+    assert tree == EMPTY_TREE and only == a and " ".join(subject) == "pi rewind store"
+    assert git(repo, "cat-file", "commit", head).endswith("\n\npi rewind store\n")
+    subjects = git(repo, "log", "--format=%s", STORE_REF).splitlines()
+    assert sorted(subjects) == ["pi rewind snapshot"] * 2 + ["pi rewind store"] * 2
+
+
+def test_snapshot_commit_is_parentless_with_the_user_identity_and_a_head_line(repo: Path) -> None:
+    commit = _snapshot(repo, "x\n")
+    raw = git(repo, "cat-file", "commit", commit)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert "\nparent " not in raw
+    assert "author Rewind Test <rewind@example.com> " in raw
+    assert "committer Rewind Test <rewind@example.com> " in raw
+    assert raw.split("\n\n", 1)[1] == f"pi rewind snapshot\n\nHead: {head}\nBranch: main\n"
+    assert git(repo, "log", "-1", "--format=%s", commit).strip() == "pi rewind snapshot"
+
+
+def test_snapshots_survive_gc_while_the_store_reaches_them(repo: Path) -> None:
+    commits = [_snapshot(repo, f"{i}\n") for i in range(3)]
+    (repo / "untracked-only.txt").write_text("only in a snapshot\n")
+    commits.append(take_snapshot(GitRepo.discover(repo), last_exact=None).commit)
+    (repo / "untracked-only.txt").unlink()
+    git(repo, "gc", "-q", "--prune=now")
+    for commit in commits:
+        git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
+        git(repo, "cat-file", "-e", f"{commit}:untracked-only.txt") if commit == commits[
+            -1] else None
+    store = Store(GitRepo.discover(repo))
+    assert store.snapshots() == commits
+    assert all(store.reaches(c) for c in commits)
+
+
+def test_store_helpers_on_a_missing_ref_and_a_ref_set_to_a_snapshot(repo: Path) -> None:
+    gitrepo = GitRepo.discover(repo)
+    store = Store(gitrepo)
+    assert store.head() is None and store.snapshots() == []
+    tree = git(repo, "write-tree").strip()
+    plain = git(repo, "commit-tree", tree, "-m", "rewind snapshot test").strip()
+    assert not store.reaches(plain)
+    git(repo, "update-ref", STORE_REF, plain)
+    assert store.snapshots() == [plain] and store.reaches(plain)
+    assert gitrepo.commit_exists(plain)
+    appended = _snapshot(repo, "after\n")
+    assert store.snapshots() == [plain, appended]
+    assert not store.reaches("0" * 40)
+
+
+def test_store_append_retries_a_lost_race_without_losing_either_snapshot(repo: Path) -> None:
+    gitrepo = GitRepo.discover(repo)
+    first = _snapshot(repo, "first\n")
+    racer = _snapshot(repo, "racer\n")
+    git(repo, "update-ref", STORE_REF, git(repo, "rev-parse", f"{STORE_REF}^1").strip())
+    ident = Identity("T", "t@example.com")
+    moved = []
+
+    def sleep(_: float) -> None:
+        moved.append(True)
+
+    store = Store(gitrepo, sleep=sleep, rng=random.Random(1))
+    # Make the first attempt lose: move the ref between read and swap.
+    original_head = store.head
+
+    def racing_head() -> str | None:
+        value = original_head()
+        if not moved:
+            Store(gitrepo).append(racer, ident, 1_700_000_000, 0)
+        return value
+
+    store.head = racing_head  # type: ignore[method-assign]
+    third = _snapshot(repo, "third\n")
+    store.append(third, ident, 1_700_000_001, 0)
+    assert moved, "the first swap should have failed"
+    snaps = Store(gitrepo).snapshots()
+    assert first in snaps and racer in snaps and third in snaps
+
+
+def test_store_append_gives_up_after_bounded_attempts(repo: Path) -> None:
+    gitrepo = GitRepo.discover(repo)
+    commit = _snapshot(repo, "x\n")
+    lock = repo / ".git" / "refs" / "pi-rewind" / "store.lock"
+    lock.write_text("held by someone else\n")
+    try:
+        with pytest.raises(StoreUpdateError, match="failed to update rewind store ref"):
+            Store(gitrepo, attempts=3, sleep=lambda _: None).append(
+                commit, Identity("T", "t@e"), 1_700_000_000, 0)
+    finally:
+        lock.unlink()
+
+
+def test_concurrent_processes_appending_never_lose_a_snapshot(repo: Path) -> None:
+    code = (
+        "import sys\n"
+        "from ledger.git.repo import GitRepo\n"
+        "from ledger.git.snapshot import take_snapshot\n"
+        "from pathlib import Path\n"
+        "tag = sys.argv[1] if len(sys.argv) > 1 else ''\n"
+        "repo = GitRepo.discover('.')\n"
+        "out = []\n"
+        "for i in range(6):\n"
+        "    Path(f'w-{WORKER}.txt').write_text(f'{WORKER} {i}\\n')\n"
+        "    out.append(take_snapshot(repo, last_exact=None).commit)\n"
+        "print(' '.join(out))\n"
+    )
+    procs = [run_python(code.replace("WORKER", str(w)), cwd=repo) for w in range(4)]
+    made = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        made += out.decode().split()
+    assert len(made) == 24
+    kept = Store(GitRepo.discover(repo)).snapshots()
+    assert set(made) <= set(kept)
+    git(repo, "gc", "-q", "--prune=now")
+    for commit in made:
+        git(repo, "cat-file", "-e", f"{commit}^{{commit}}")

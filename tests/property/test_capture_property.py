@@ -1,0 +1,109 @@
+"""Property: after any sequence of work-tree edits, a capture from the kept private index equals
+a fresh-index ``git -c core.autocrlf=false add -A`` tree.
+
+Edits are drawn from what breaks stat caches and ignore/attribute caches: same-size rewrites
+that restore the mtime, deletions, renames (including case-only), mode flips, symlinks, CRLF
+content, ``.gitignore`` and ``.gitattributes`` edits in the root and a subdirectory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.git.capture import capture_tree
+from ledger.git.repo import GitRepo
+from ledger.settings import SnapshotSettings
+
+NAMES = ["a.txt", "A.txt", "b.md", "dir/c.txt", "dir/D.txt", "dir/sub/e.bin", "x*y.txt"]
+CONTENTS = [b"", b"one\n", b"two\n", b"one\r\ntwo\r\n", b"\x00bin", b"eins\n"]
+IGNORES = [b"", b"*.md\n", b"dir/\n", b"sub/\n", b"*.txt\n!a.txt\n", b"e.bin\n"]
+ATTRIBUTES = [b"", b"*.txt text eol=lf\n", b"*.txt -text\n", b"* text=auto\n"]
+NONE = SnapshotSettings(max_untracked_file_bytes=0, protected_dirs=())
+
+edit = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(NAMES), st.sampled_from(CONTENTS)),
+    st.tuples(st.just("same-size"), st.sampled_from(NAMES), st.sampled_from(CONTENTS)),
+    st.tuples(st.just("delete"), st.sampled_from(NAMES), st.none()),
+    st.tuples(st.just("chmod"), st.sampled_from(NAMES), st.none()),
+    st.tuples(st.just("symlink"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+    st.tuples(st.just("rename"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+    st.tuples(st.just("ignore"), st.sampled_from(["", "dir/"]), st.sampled_from(IGNORES)),
+    st.tuples(st.just("attributes"), st.sampled_from(["", "dir/"]), st.sampled_from(ATTRIBUTES)),
+)
+
+
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True,
+                          env={**os.environ, **(env or {})}).stdout.decode()
+
+
+def _fresh(repo: Path) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
+        return _git(repo, "write-tree", env=env).strip()
+
+
+def _apply(repo: Path, op: str, name: str, arg: object) -> None:
+    path = repo / name
+    if op in ("write", "same-size"):
+        if path.is_symlink() or path.is_dir():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content = arg if isinstance(arg, bytes) else b""
+        if op == "same-size" and path.exists():
+            before = path.stat()
+            content = (content * 8)[: before.st_size].ljust(before.st_size, b"z")
+            path.write_bytes(content)
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        else:
+            path.write_bytes(content)
+    elif op == "delete":
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    elif op == "chmod":
+        if path.is_file() and not path.is_symlink():
+            path.chmod(path.stat().st_mode ^ 0o111)
+    elif op == "symlink":
+        if not path.exists() and not path.is_symlink():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.symlink_to(str(arg))
+    elif op == "rename":
+        target = repo / str(arg)
+        if (path.is_file() or path.is_symlink()) and not target.exists() and not target.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    elif op in ("ignore", "attributes"):
+        base = repo / name
+        base.mkdir(parents=True, exist_ok=True)
+        rule_file = base / (".gitignore" if op == "ignore" else ".gitattributes")
+        rule_file.write_bytes(arg if isinstance(arg, bytes) else b"")
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(edit, min_size=1, max_size=3), min_size=1, max_size=6))
+def test_capture_equals_fresh_index_after_any_edit_sequence(steps: list[list[tuple]]) -> None:
+    root = Path(tempfile.mkdtemp(prefix="capture-prop-"))
+    try:
+        repo = root / "repo"
+        repo.mkdir()
+        _git(repo, "init", "-q")
+        (repo / "a.txt").write_bytes(b"start\n")
+        (repo / "dir").mkdir()
+        (repo / "dir" / "c.txt").write_bytes(b"c\r\n")
+        gitrepo = GitRepo.discover(repo)
+        assert capture_tree(gitrepo, NONE).tree == _fresh(repo)
+        for batch in steps:
+            for op, name, arg in batch:
+                _apply(repo, op, name, arg)
+            assert capture_tree(gitrepo, NONE).tree == _fresh(repo), steps
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
