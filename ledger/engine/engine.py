@@ -157,7 +157,9 @@ class Engine:
 
         outcome = restore_commit(self.repo, commit, self.settings.snapshot, last_exact=self.last_exact,
                                  clock=self.clock, fault=self.restore_fault)
-        self.last_exact = LastExact(commit, outcome.plan.target_tree)
+        # Only a verified restore makes the target the dedup candidate; otherwise the next
+        # capture must compare against the work tree, not assume it.
+        self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
         return outcome
 
     # --- lifecycle ------------------------------------------------------------------------

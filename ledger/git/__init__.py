@@ -10,6 +10,9 @@ Submodules (import them directly; this package imports only :class:`GitRepo` so 
 - :mod:`ledger.git.capture`: exact, incremental capture of the work tree into a tree.
 - :mod:`ledger.git.snapshot`: ``take_snapshot`` (capture + dedup + commit + store).
 - :mod:`ledger.git.store`: the keepalive chain ``refs/pi-rewind/store``.
+- :mod:`ledger.git.restore`: plan and apply an exact restore of a snapshot, with an undo
+  snapshot first and a rollback on failure; :mod:`ledger.git.restore_safety` refuses hostile
+  target trees (absolute paths, ``..``, ``.git``, writes through symlinks, submodule changes).
 - :mod:`ledger.git.index`, :mod:`ledger.git.treeedit`, :mod:`ledger.git.runner`: the private
   index (and what invalidates it), small captures without rewriting it, and running git safely.
 """

@@ -52,6 +52,7 @@ import hashlib
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -133,6 +134,11 @@ class CaptureState:
         return state
 
 
+_HELD = threading.local()
+_THREAD_LOCKS: dict[str, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
 class PrivateIndex:
     """Paths, lock and state file of one work tree's private capture index."""
 
@@ -147,7 +153,37 @@ class PrivateIndex:
 
     @contextlib.contextmanager
     def locked(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-        """Exclusive use of the private index across processes (``flock``)."""
+        """Exclusive use of the private index across processes (``flock``) and threads.
+
+        Re-entrant within a thread: a restore holds the lock across its captures, which take it
+        again. (A second ``flock`` on a new descriptor would wait for ourselves.)
+        """
+        key = str(self.lock_path)
+        held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        with _THREAD_LOCKS_GUARD:
+            thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
+        if not thread_lock.acquire(timeout=timeout_s):
+            raise GitError("snapshot", f"the capture index {self.dir} is busy in this process",
+                           hint="another rewind capture is running; try again")
+        try:
+            with self._flocked(timeout_s):
+                held[key] = 1
+                try:
+                    yield
+                finally:
+                    held[key] = 0
+        finally:
+            thread_lock.release()
+
+    @contextlib.contextmanager
+    def _flocked(self, timeout_s: float) -> Iterator[None]:
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:

@@ -66,7 +66,7 @@ from ledger.errors import (
     UnsafeRestoreError,
 )
 from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult, capture_tree
-from ledger.git.index import LOCK_TIMEOUT_S, PrivateIndex, private_dir
+from ledger.git.index import PrivateIndex, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.restore_safety import (
     EXEC_MODE,
@@ -387,18 +387,8 @@ def plan_restore(repo: GitRepo, target_commit: str,
 # --- acting --------------------------------------------------------------------------------
 
 
-class _HeldIndex(PrivateIndex):
-    """The private index while this process already holds its lock."""
-
-    @contextlib.contextmanager
-    def locked(self, timeout_s: float = LOCK_TIMEOUT_S):  # type: ignore[override]
-        yield
-
-
 def _capture_held(repo: GitRepo, settings: SnapshotSettings) -> CaptureResult:
-    capturer = Capturer(repo, settings)
-    capturer.index = _HeldIndex(repo.git_dir)
-    return capturer.capture()
+    return Capturer(repo, settings).capture()  # the index lock is re-entrant
 
 
 class _Executor:

@@ -33,7 +33,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(world: DemoWorld, capsys: p
     result = cli(capsys, world, "restore", "@", world.users[1], "--dry-run", "--json")
     assert result.code == 0, result.err
     plan = result.json_lines()[0]
-    assert (plan["added"], plan["modified"], sorted(plan["deleted"])) == (["greet.py"], ["hello.py"], ["greeting.py", "scratch.txt"])
+    assert (plan["added"], plan["modified"], sorted(plan["deleted"])) == (["notes.md"], ["hello.py"], ["greeting.py", "scratch.txt"])
     assert plan["leaf"] == read_session(world.session).get(world.users[1]).parent_id
     assert files(world.repo) == before and world.session.read_bytes() == session_bytes
 
@@ -46,7 +46,9 @@ def test_restore_both_moves_files_and_leaf_and_undo_swaps_back(world: DemoWorld,
     assert result.code == 0, result.err
     report = result.json_lines()[0]
     assert report["changed"] and report["undo"]
-    assert (world.repo / "greet.py").exists() and not (world.repo / "greeting.py").exists()
+    # users[1]'s point is the work tree before prompt 2 ran (D1): prompt 1's files only
+    assert (world.repo / "notes.md").exists() and not (world.repo / "greeting.py").exists()
+    assert not (world.repo / "greet.py").exists()
     assert not (world.repo / "scratch.txt").exists(), "created after the point: removed"
     assert (world.repo / "build" / "out.bin").exists(), "ignored: untouched"
     session = read_session(world.session)
@@ -57,12 +59,12 @@ def test_restore_both_moves_files_and_leaf_and_undo_swaps_back(world: DemoWorld,
     assert undone.code == 0, undone.err
     assert files(world.repo) == before
     cli(capsys, world, "undo", "@", "--yes")
-    assert (world.repo / "greet.py").exists(), "undo of undo"
+    assert (world.repo / "notes.md").exists() and not (world.repo / "greeting.py").exists(), "undo of undo"
 
 
 def test_restore_files_only_keeps_the_conversation(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
     leaf = read_session(world.session).leaf_id
-    result = cli(capsys, world, "restore", "@", world.users[0], "--mode", "files", "--yes")
+    result = cli(capsys, world, "restore", "@", world.assistants[0], "--mode", "files", "--yes")
     assert result.code == 0, result.err
     assert (world.repo / "notes.md").exists() and (world.repo / "hello.py").read_text() == "print('hello')\n"
     session = read_session(world.session)
@@ -141,7 +143,7 @@ def test_diff_shows_a_stat_or_a_patch(world: DemoWorld, capsys: pytest.CaptureFi
     stat = cli(capsys, world, "diff", "@", world.users[1], "--json").json_lines()[0]
     assert stat["modified"] == ["hello.py"]
     patch = cli(capsys, world, "diff", "@", world.users[1], "--patch").out
-    assert "hello.py" in patch and "-from greeting import greet" in patch and "+from greet import greet" in patch
+    assert "hello.py" in patch and "-from greeting import greet" in patch and "+print('hello')" in patch
 
 
 def test_demo_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ the ``fault`` hook at every step, a failing rollback, concurrent changes, and th
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from ledger.errors import GitError, RestoreFailedError
 from ledger.git.index import PrivateIndex
 from ledger.git.restore import STEPS
 from ledger.git.store import STORE_REF
-from tests.conftest import git
+from tests.conftest import ROOT, git
 from tests.integration.conftest import fresh_tree
 from tests.integration.test_restore import files, restore, snapshot, write
 from tests.integration.test_restore_reference_cases import superproject  # noqa: F401 (fixture)
@@ -121,10 +123,16 @@ def test_the_capture_index_stays_locked_for_the_whole_restore(rich: tuple[Path, 
     _diverge(repo)
     seen: list[str] = []
 
+    probe = ("import sys\nfrom pathlib import Path\nfrom ledger.errors import GitError\n"
+             "from ledger.git.index import PrivateIndex\ntry:\n"
+             "    with PrivateIndex(Path(sys.argv[1])).locked(timeout_s=0.05): print('acquired')\n"
+             "except GitError as exc: print(exc.message)\n")
+
     def try_lock(step: str) -> None:
-        with pytest.raises(GitError, match="locked by another process"):
-            with PrivateIndex(repo / ".git").locked(timeout_s=0.05):
-                pass
+        # Another process must be kept out for the whole restore (this one may re-enter).
+        other = subprocess.run([sys.executable, "-c", probe, str(repo / ".git")], capture_output=True,
+                               text=True, check=True, cwd=ROOT)
+        assert "locked by another process" in other.stdout, (step, other.stdout, other.stderr)
         seen.append(step)
 
     restore(repo, point, fault=try_lock)

@@ -1,0 +1,161 @@
+"""Each bridge event mapped onto the engine's event API.
+
+Why it exists: the protocol's event names and payloads are Pi's (pi-session-format.md §10); the
+engine's methods are host-agnostic. This table is the only place that knows both.
+
+Invariants:
+- ``session_start`` (re)creates the engine: Pi runs a fresh extension instance after
+  ``/new``, ``/resume``, ``/fork``, ``/clone`` and ``/reload``, and state is rebuilt from the
+  session each time. Outside a git repository the engine is off and every event is a no-op.
+- Events before any ``session_start`` start the engine as a ``startup`` would.
+- Info notices are dropped when ``silentCheckpoints`` is on; warnings and errors never are.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ledger.bridge.protocol import EventMessage
+from ledger.errors import NotARepositoryError
+
+if TYPE_CHECKING:
+    from ledger.bridge.server import BridgeServer, Outcome
+
+
+def _str(payload: dict[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _int(payload: dict[str, Any], key: str, default: int = 0) -> int:
+    value = payload.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: str | None, outcome: Outcome) -> None:
+    from ledger.engine.engine import Engine
+    from ledger.git.repo import GitRepo
+    from ledger.session.discovery import resolve_agent_dir
+    from ledger.settings import load_settings
+
+    server.engine = None
+    try:
+        repo = GitRepo.discover(cwd or ".")
+    except NotARepositoryError:
+        return  # not in a git repository: rewind is off for this session (the reference's rule)
+    agent_dir = resolve_agent_dir(server.agent_dir)
+    settings, warnings = load_settings(agent_dir)
+    server.settings = settings
+    for warning in warnings:
+        outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
+    factory = server._engine_factory or Engine
+    server.engine = factory(server.host, repo, settings=settings)
+    server.scheduler = _scheduler(server, repo, agent_dir, settings)
+    _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
+    if server.scheduler is not None:
+        server.scheduler.on_session_start()
+
+
+_REASONS = frozenset({"startup", "resume", "new", "fork", "reload"})
+
+
+def _scheduler(server: BridgeServer, repo: Any, agent_dir: Any, settings: Any) -> Any:
+    try:
+        from ledger.retention.scheduler import SweepScheduler
+    except ImportError:
+        return None
+    return SweepScheduler(repo, agent_dir, settings, lambda: server.host.session_file)
+
+
+def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
+    silent = server.settings is not None and server.settings.silent_checkpoints
+    for notice in result.notices:
+        if notice.level == "info" and silent:
+            continue
+        outcome.notices.append({"level": notice.level, "text": notice.text})
+    if result.cancel:
+        outcome.result["cancel"] = True
+    if result.skip_conversation_restore:
+        outcome.result["skipConversationRestore"] = True
+
+
+def _latest_assistant(engine: Any) -> str | None:
+    session = engine.session()
+    for entry in reversed(session.branch(engine.host.leaf_id())):
+        if entry.type == "message" and entry.role == "assistant":
+            return entry.id
+        if entry.type == "message" and entry.role == "user":
+            return None
+    return None
+
+
+def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
+    from ledger.bridge.server import Outcome
+
+    outcome = Outcome()
+    payload, event, ctx = message.payload, message.event, message.ctx
+    if event == "ping":
+        return outcome
+    if event == "session_start":
+        start_engine(server, ctx.cwd, _str(payload, "reason") or "startup", _str(payload, "previousSessionFile"), outcome)
+        return outcome
+    if server.engine is None and server.settings is None:
+        start_engine(server, ctx.cwd, "startup", None, outcome)
+    engine = server.engine
+    if engine is None:
+        return outcome
+    choose = server.host.select if ctx.has_ui else None
+    before = engine.new_snapshots
+    if event == "before_agent_start":
+        result = engine.before_agent_start(_str(payload, "prompt") or "")
+    elif event == "turn_start":
+        result = engine.turn_start(_int(payload, "turnIndex"))
+    elif event == "message_end":
+        return outcome  # the entry is written after this event (§10.2); turn_end binds it
+    elif event == "turn_end":
+        message_value = payload.get("message")
+        if isinstance(message_value, dict) and message_value.get("timestamp") is not None:
+            result = engine.turn_end(_int(payload, "turnIndex"), message=message_value)
+        elif (message_value or {}).get("role", payload.get("role", "assistant")) != "assistant":
+            return outcome
+        else:
+            result = engine.turn_end(_int(payload, "turnIndex"), assistant_entry_id=_latest_assistant(engine))
+    elif event == "agent_end":
+        result = engine.agent_end()
+    elif event == "session_compact":
+        entry = _str(payload, "compactionEntryId")
+        if entry is None:
+            return outcome
+        result = engine.compact(entry)
+    elif event == "session_before_tree":
+        target = _str(payload, "targetId")
+        if target is None:
+            return outcome
+        result = engine.before_tree(target, choose, has_ui=ctx.has_ui)
+    elif event == "session_tree":
+        result = engine.tree(_str(payload, "newLeafId"), summary_entry_id=_str(payload, "summaryEntryId"))
+    elif event == "session_before_fork":
+        entry = _str(payload, "entryId")
+        if entry is None:
+            return outcome
+        result = engine.before_fork(entry, choose, has_ui=ctx.has_ui)
+    elif event == "session_shutdown":
+        result = engine.shutdown(_str(payload, "reason") or "quit")
+        if server.scheduler is not None:
+            server.scheduler.on_shutdown()
+            server.scheduler = None
+    elif event == "checkpoint_entry":
+        entry = _str(payload, "entryId")
+        if entry is None:
+            return outcome
+        result = engine.checkpoint_entry(entry, _str(payload, "source"))
+    elif event == "fork_preference":
+        engine.fork_preference(_str(payload, "mode") or "", _str(payload, "source") or "")
+        return outcome
+    else:  # pragma: no cover - EVENT_NAMES and this table are kept in step by a test
+        return outcome
+    _absorb(server, result, outcome)
+    added = engine.new_snapshots - before
+    if added and server.scheduler is not None:
+        server.scheduler.on_snapshot_added(added)
+    return outcome

@@ -1,0 +1,190 @@
+"""``rewind serve --stdio``: the engine as a long-running process behind a line protocol.
+
+Why it exists: Pi's extension (tools/pi-extension/rewind-ledger.ts) stays thin; every rewind
+decision is made here, by the same :class:`~ledger.engine.engine.Engine` the CLI uses, with a
+:class:`~ledger.bridge.host.BridgeHost` that reaches Pi's session through calls.
+
+Invariants:
+- One event at a time: the bridge reads an event, handles it (issuing calls and reading their
+  replies in between), and writes exactly one ``result`` or ``error`` with the event's id.
+- Malformed JSON, unknown message types and unknown events get an ``error`` reply and the loop
+  goes on; so does any failure inside a handler (an internal error is reported, never raised).
+- The bridge never writes the session file: records go to the host (``pi.appendEntry``).
+- End of input ends the bridge, after a retention sweep in flight has finished.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from ledger.bridge.host import BridgeHost, HostCallError
+from ledger.bridge.protocol import EVENT_NAMES, EventMessage, ReplyMessage
+from ledger.errors import LedgerError
+
+_HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessage | ReplyMessage)
+
+
+class BridgeClosed(Exception):
+    """The host closed its end while the bridge waited for a reply."""
+
+
+@dataclass
+class Outcome:
+    """What one event produced, before it is put on the wire."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    notices: list[dict[str, str]] = field(default_factory=list)
+
+
+class BridgeServer:
+    """Serve one extension instance (one Pi session) until end of input."""
+
+    def __init__(self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None,
+                 engine_factory: Callable[..., Any] | None = None) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.agent_dir = agent_dir
+        self.host = BridgeHost(self._call)
+        self.engine: Any = None
+        self.settings: Any = None
+        self.scheduler: Any = None
+        self._engine_factory = engine_factory
+        self._calls = 0
+        self._status: str | None = None
+        self._status_key: tuple[int, int] | None = None
+        self.events = 0
+        self.busy_ms = 0.0
+
+    # --- wire -------------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.writer.write(orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
+        self.writer.flush()
+
+    def _error(self, event_id: Any, code: str, message: str) -> None:
+        self._send({"type": "error", "id": event_id, "error": {"code": code, "message": message}})
+
+    def _call(self, method: str, params: dict[str, Any]) -> Any:
+        """Ask the host and wait for its reply; other messages meanwhile are refused."""
+        self._calls += 1
+        call_id = f"c{self._calls}"
+        self._send({"type": "call", "id": call_id, "method": method, "params": params})
+        while True:
+            line = self.reader.readline()
+            if not line:
+                raise BridgeClosed
+            message = self._decode(line)
+            if message is None:
+                continue
+            if isinstance(message, ReplyMessage) and message.id == call_id:
+                if message.error is not None:
+                    raise HostCallError(f"the host refused '{method}': {message.error}")
+                return message.result
+            # The host must answer our call before sending anything else (one event at a time).
+            self._error(getattr(message, "id", None), "bad-message",
+                        f"expected the reply to call {call_id} ({method}) first")
+
+    def _decode(self, line: bytes) -> EventMessage | ReplyMessage | None:
+        """A host message, or None after replying with the reason it is unusable."""
+        if not line.strip():
+            return None
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            self._error(None, "bad-json", f"not valid JSON: {exc}")
+            return None
+        if not isinstance(raw, dict):
+            self._error(None, "bad-message", "a message must be a JSON object")
+            return None
+        if raw.get("type") == "event" and raw.get("event") not in EVENT_NAMES:
+            self._error(raw.get("id"), "unknown-event", f"unknown event: {raw.get('event')!r}")
+            return None
+        try:
+            return _HOST_MESSAGE.validate_python(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first.get("loc", ()))
+            self._error(raw.get("id"), "bad-message", f"{where}: {first.get('msg')}")
+            return None
+
+    # --- loop -------------------------------------------------------------------------------
+
+    def serve(self) -> int:
+        try:
+            while True:
+                line = self.reader.readline()
+                if not line:
+                    break
+                message = self._decode(line)
+                if message is None:
+                    continue
+                if isinstance(message, ReplyMessage):
+                    self._error(message.id, "bad-message", "a reply with no call waiting for it")
+                    continue
+                self._handle(message)
+        except BridgeClosed:
+            pass
+        finally:
+            self._finish()
+        return 0
+
+    def _handle(self, message: EventMessage) -> None:
+        started = time.perf_counter()
+        try:
+            outcome = self._dispatch(message)
+        except BridgeClosed:
+            raise
+        except LedgerError as exc:
+            self._error(message.id, "failed", exc.message)
+            return
+        except Exception as exc:  # noqa: BLE001 - the bridge must keep serving the agent
+            self._error(message.id, "internal", f"{type(exc).__name__}: {exc}")
+            return
+        finally:
+            self.events += 1
+            self.busy_ms += (time.perf_counter() - started) * 1000
+        self._send({"type": "result", "id": message.id, "result": outcome.result,
+                    "notices": outcome.notices, "status": self._footer()})
+
+    def _finish(self) -> None:
+        if self.scheduler is not None:
+            try:
+                self.scheduler.on_shutdown()
+            except Exception:  # noqa: BLE001 - never fail the agent's exit
+                pass
+
+    # --- events -----------------------------------------------------------------------------
+
+    def _dispatch(self, message: EventMessage) -> Outcome:
+        from ledger.bridge.dispatch import dispatch
+
+        self.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
+        return dispatch(self, message)
+
+    def _footer(self) -> str | None:
+        """``◆ N points / M snapshots`` for the current file (rewind-v2.md §14); None when silent
+        or outside a repository. Recomputed only when the mirrored session changed."""
+        if self.engine is None or self.settings is None or self.settings.silent_checkpoints:
+            return None
+        session = self.host.session_for_status()
+        key = (id(session), len(session.entries))
+        if key != self._status_key:
+            from ledger.ledgerview import LedgerView
+
+            bound = LedgerView.of(session).entry_to_commit
+            self._status = f"◆ {len(bound)} points / {len(set(bound.values()))} snapshots"
+            self._status_key = key
+        return self._status
+
+
+def serve_stdio(agent_dir: Path | None = None) -> int:
+    """Run the bridge on this process's stdin and stdout."""
+    return BridgeServer(sys.stdin.buffer, sys.stdout.buffer, agent_dir=agent_dir).serve()

@@ -1,0 +1,38 @@
+"""``rewind serve --stdio``: run the engine behind the bridge protocol for a running agent.
+
+Why it exists: Pi's extension starts this process once per session and talks to it over
+stdin/stdout (README, "Running inside Pi"; ``schemas/bridge.schema.json``). Thin: the work is
+:class:`ledger.bridge.server.BridgeServer`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        parents=[common],
+        help="serve the engine to a running agent over stdin/stdout (Pi's extension)",
+        description="Run the rewind engine for one agent session, speaking one JSON object per line "
+                    "on stdin/stdout: the host sends events, the engine answers with results and, "
+                    "while it works, calls the host (session facts, appendEntry, select). "
+                    "See schemas/bridge.schema.json.",
+    )
+    parser.add_argument("--stdio", action="store_true", required=True,
+                        help="speak the protocol on stdin/stdout (the only transport)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, ctx: Any) -> int:
+    import gc
+
+    from ledger.bridge.server import serve_stdio
+
+    gc.enable()  # main() pauses the collector for short commands; this process lives long
+
+    option = getattr(args, "agent_dir", None)
+    return serve_stdio(Path(option) if option else None)

@@ -1,0 +1,168 @@
+"""A stand-in for Pi's side of the bridge: a real ``rewind serve --stdio`` process, driven the way
+tools/pi-extension/rewind-ledger.ts drives it, with the session held in memory as Pi holds it.
+
+Pi's own behaviour is checked by the end-to-end tests with the real Pi CLI (tests/e2e); this kit
+makes the bridge's protocol and the engine behind it testable without node.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ledger.session.store import create_session_file
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Reply:
+    result: dict[str, Any]
+    notices: list[dict[str, str]]
+    status: str | None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+
+class FakePi:
+    """Pi's in-memory session plus the extension's half of the protocol."""
+
+    def __init__(self, cwd: Path, agent_dir: Path, *, parent_session: str | None = None,
+                 entries: list[dict[str, Any]] | None = None, session_file: Path | None = None) -> None:
+        self.cwd = cwd
+        self.agent_dir = agent_dir
+        self.header: dict[str, Any] = {"type": "session", "version": 3, "id": str(uuid.uuid4()),
+                                       "timestamp": _now_iso(), "cwd": str(cwd)}
+        if parent_session:
+            self.header["parentSession"] = parent_session
+        self.entries: list[dict[str, Any]] = list(entries or [])
+        self.leaf: str | None = self.entries[-1]["id"] if self.entries else None
+        self.session_file = session_file or (agent_dir / "sessions" / f"{self.header['id']}.jsonl")
+        self.choices: list[str | None] = []
+        self.menus: list[tuple[str, list[str]]] = []
+        self.has_ui = True
+        self._ids = 0
+        env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "ledger", "serve", "--stdio"], cwd=cwd, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    # --- Pi's session -------------------------------------------------------------------------
+
+    def _append(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self._ids += 1
+        entry = {"type": entry.pop("type"), "id": f"{self._ids:08x}", "parentId": self.leaf,
+                 "timestamp": _now_iso(), **entry}
+        self.entries.append(entry)
+        self.leaf = entry["id"]
+        return entry
+
+    def user(self, text: str) -> str:
+        return self._append({"type": "message", "message": {"role": "user", "content": text, "timestamp": 1}})["id"]
+
+    def assistant(self, text: str) -> str:
+        return self._append({"type": "message", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2}})["id"]
+
+    def write_file(self) -> Path:
+        """Flush the session to disk the way Pi does once it has an assistant message."""
+        self.session_file.parent.mkdir(parents=True, exist_ok=True)
+        lines = [orjson.dumps(self.header)] + [orjson.dumps(e) for e in self.entries]
+        self.session_file.write_bytes(b"\n".join(lines) + b"\n")
+        return self.session_file
+
+    def custom(self, custom_type: str) -> list[dict[str, Any]]:
+        return [e["data"] for e in self.entries if e["type"] == "custom" and e.get("customType") == custom_type]
+
+    # --- the protocol -------------------------------------------------------------------------
+
+    def send_raw(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line if line.endswith(b"\n") else line + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EOFError(self.proc.stderr.read().decode() if self.proc.stderr else "")
+        return orjson.loads(line)
+
+    def event(self, name: str, payload: dict[str, Any] | None = None, *, event_id: int | None = None) -> Reply:
+        self._ids += 1
+        eid = event_id if event_id is not None else self._ids
+        self.send_raw(orjson.dumps({"type": "event", "id": eid, "event": name, "payload": payload or {},
+                                    "ctx": {"hasUI": self.has_ui, "cwd": str(self.cwd),
+                                            "sessionFile": str(self.session_file), "leafId": self.leaf}}))
+        calls: list[dict[str, Any]] = []
+        for message in self._messages():
+            if message["type"] == "call":
+                calls.append(message)
+                self.send_raw(orjson.dumps({"type": "reply", "id": message["id"], "result": self._answer(message)}))
+            elif message["type"] == "result":
+                assert message["id"] == eid
+                return Reply(message["result"], message["notices"], message["status"], calls)
+            else:
+                return Reply({}, [], None, calls, error=message["error"])
+        raise AssertionError("unreachable")
+
+    def _messages(self) -> Iterator[dict[str, Any]]:
+        while True:
+            yield self.read()
+
+    def _answer(self, call: dict[str, Any]) -> Any:
+        params = call["params"]
+        if call["method"] == "session":
+            return {"header": self.header, "entries": self.entries[params["from"]:], "total": len(self.entries),
+                    "leafId": self.leaf, "sessionFile": str(self.session_file)}
+        if call["method"] == "appendEntry":
+            entry = self._append({"type": "custom", "customType": params["customType"], "data": params["data"]})
+            return {"entryId": entry["id"]}
+        if call["method"] == "select":
+            self.menus.append((params["title"], params["options"]))
+            return {"choice": self.choices.pop(0) if self.choices else None}
+        raise AssertionError(call)
+
+    # --- a prompt, as Pi fires it ---------------------------------------------------------------
+
+    def prompt(self, text: str, act: Any = None, reply: str = "done") -> tuple[str, str]:
+        self.event("before_agent_start", {"prompt": text})
+        self.event("turn_start", {"turnIndex": 0})
+        user = self.user(text)
+        if act is not None:
+            act()
+        assistant = self.assistant(reply)
+        self.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+        self.event("agent_end", {})
+        return user, assistant
+
+    def close(self) -> int:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+        return code
+
+
+def fork_child(parent: FakePi, entries: list[dict[str, Any]]) -> FakePi:
+    """Pi's /fork: a new session file with the copied path and ``parentSession``, then a fresh
+    extension instance (a new bridge) that sees ``session_start{reason:"fork"}``."""
+    parent_file = parent.write_file()
+    child_file = create_session_file(parent.agent_dir / "sessions", str(parent.cwd), entries,
+                                     parent_session=str(parent_file))
+    child = FakePi(parent.cwd, parent.agent_dir, parent_session=str(parent_file), entries=entries,
+                   session_file=child_file)
+    child._ids = parent._ids + 1000
+    return child

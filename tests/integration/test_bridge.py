@@ -1,0 +1,201 @@
+"""``rewind serve --stdio`` as a real process, driven the way the Pi extension drives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ledger.engine import messages as M
+from ledger.records import FORK_PENDING, OP, TURN
+from ledger.session.store import read_session
+from tests.bridgekit import FakePi, fork_child
+from tests.conftest import git
+
+
+@pytest.fixture
+def pi(repo: Path, isolated_env: Path) -> FakePi:
+    fake = FakePi(repo, isolated_env / ".pi" / "agent")
+    reply = fake.event("session_start", {"reason": "startup"})
+    assert reply.error is None and reply.status == "◆ 0 points / 0 snapshots"
+    yield fake
+    fake.close()
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _three_prompts(pi: FakePi) -> list[tuple[str, str]]:
+    repo = pi.cwd
+    return [
+        pi.prompt("create", lambda: _write(repo / "a.txt", "one\n")),
+        pi.prompt("edit", lambda: _write(repo / "a.txt", "two\n")),
+        pi.prompt("delete", lambda: (repo / "a.txt").unlink()),
+    ]
+
+
+def _tree_of(repo: Path, commit: str) -> str:
+    return git(repo, "rev-parse", f"{commit}^{{tree}}").strip()
+
+
+def test_each_prompt_records_one_turn_bound_to_its_own_user_entry(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    turns = pi.custom(TURN)
+    assert len(turns) == 3
+    for (user, assistant), turn in zip(prompts, turns, strict=True):
+        bound = {entry: turn["snapshots"][index] for entry, index in turn["bindings"]}
+        assert set(bound) == {user, assistant}, "D1: the pre-prompt snapshot is bound to this prompt's user entry"
+    # The second prompt's user entry holds the files as they were before it ran.
+    second_user_commit = {e: t["snapshots"][i] for t in turns for e, i in t["bindings"]}[prompts[1][0]]
+    assert git(pi.cwd, "show", f"{second_user_commit}:a.txt") == "one\n"
+
+
+def test_the_footer_counts_points_and_snapshots(pi: FakePi) -> None:
+    _three_prompts(pi)
+    reply = pi.event("ping")
+    commits = {t["snapshots"][i] for t in pi.custom(TURN) for _, i in t["bindings"]}
+    assert 3 <= len(commits) <= 4  # the last prompt's files equal the first's: may be one commit
+    assert reply.status == f"◆ 6 points / {len(commits)} snapshots"
+
+
+def test_records_go_through_the_host_never_the_session_file(pi: FakePi) -> None:
+    _three_prompts(pi)
+    assert not pi.session_file.exists(), "Pi owns the session file; the bridge must not write it"
+
+
+def test_tree_restore_brings_back_the_files_and_records_the_op(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    pi.choices = [M.TREE_RESTORE]
+    reply = pi.event("session_before_tree", {"targetId": prompts[1][1]})
+    assert reply.result == {} and {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
+    assert pi.menus[-1] == (M.MENU_TITLE, [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL])
+    assert (pi.cwd / "a.txt").read_text() == "two\n"
+    pi.leaf = prompts[1][1]
+    pi.event("session_tree", {"newLeafId": prompts[1][1], "oldLeafId": prompts[2][1]})
+    op = pi.custom(OP)[-1]
+    assert list(op) == ["v", "snapshots", "current", "undo"]
+    assert pi.entries[-1]["parentId"] == prompts[1][1]
+    # Undo of the rewind is offered next, and swaps the files back.
+    pi.choices = [M.UNDO]
+    reply = pi.event("session_before_tree", {"targetId": prompts[0][1]})
+    assert M.UNDO in pi.menus[-1][1] and reply.result == {"cancel": True}
+    assert not (pi.cwd / "a.txt").exists()
+
+
+def test_a_cancelled_menu_cancels_the_navigation(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    pi.choices = [None]
+    reply = pi.event("session_before_tree", {"targetId": prompts[0][1]})
+    assert reply.result == {"cancel": True}
+    assert {"level": "info", "text": M.NAVIGATION_CANCELLED} in reply.notices
+
+
+def test_headless_tree_keeps_files_and_records_them(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    pi.has_ui = False
+    reply = pi.event("session_before_tree", {"targetId": prompts[0][1]})
+    assert reply.result == {} and not pi.menus
+    pi.leaf = prompts[0][1]
+    pi.event("session_tree", {"newLeafId": prompts[0][1]})
+    assert not (pi.cwd / "a.txt").exists()
+    assert list(pi.custom(OP)[-1]) == ["v", "snapshots", "current"]
+
+
+def test_fork_code_only_hands_its_state_to_the_child(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    pi.choices = [M.FORK_CODE_ONLY]
+    reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
+    assert reply.result == {"skipConversationRestore": True}
+    assert (pi.cwd / "a.txt").read_text() == "two\n"
+    pending = pi.custom(FORK_PENDING)[-1]
+    pi.event("session_shutdown", {"reason": "fork"})
+    assert pi.close() == 0
+    copied = [e for e in pi.entries if e["id"] != pi.entries[-1]["id"]]
+    child = fork_child(pi, copied[: copied.index(next(e for e in copied if e["id"] == prompts[2][0]))])
+    try:
+        reply = child.event("session_start", {"reason": "fork", "previousSessionFile": str(pi.session_file)})
+        assert reply.error is None
+        (op,) = child.custom(OP)
+        assert op["snapshots"][op["current"]] == pending["current"] and op["snapshots"][op["undo"]] == pending["undo"]
+        child.choices = [M.UNDO]
+        child.event("session_before_tree", {"targetId": prompts[0][1]})
+        assert not (pi.cwd / "a.txt").exists(), "the child can undo the parent's fork restore"
+    finally:
+        child.close()
+
+
+def test_a_resumed_session_resolves_points_from_its_file(pi: FakePi, repo: Path) -> None:
+    prompts = _three_prompts(pi)
+    pi.event("session_shutdown", {"reason": "quit"})
+    pi.close()
+    path = pi.write_file()
+    resumed = FakePi(repo, pi.agent_dir, entries=[e for e in (orjson.loads(line) for line in path.read_bytes().splitlines()[1:])],
+                     session_file=path)
+    resumed.header = read_session(path).header
+    try:
+        resumed.event("session_start", {"reason": "startup"})
+        resumed.choices = [M.TREE_RESTORE]
+        resumed.event("session_before_tree", {"targetId": prompts[0][1]})
+        assert (repo / "a.txt").read_text() == "one\n"
+    finally:
+        resumed.close()
+
+
+def test_bad_messages_get_errors_and_the_bridge_keeps_serving(pi: FakePi) -> None:
+    pi.send_raw(b"{not json")
+    assert pi.read()["error"]["code"] == "bad-json"
+    pi.send_raw(b"[1, 2]")
+    assert pi.read()["error"]["code"] == "bad-message"
+    pi.send_raw(orjson.dumps({"type": "event", "id": 7, "event": "no_such_event"}))
+    assert pi.read() == {"type": "error", "id": 7, "error": {"code": "unknown-event", "message": "unknown event: 'no_such_event'"}}
+    pi.send_raw(orjson.dumps({"type": "event", "id": 8, "event": "turn_start", "payload": {}, "ctx": {"hasUI": "maybe"}}))
+    error = pi.read()
+    assert error["id"] == 8 and error["error"]["code"] == "bad-message" and "hasUI" in error["error"]["message"]
+    pi.send_raw(orjson.dumps({"type": "reply", "id": "c99", "result": {}}))
+    assert pi.read()["error"]["code"] == "bad-message"
+    assert pi.event("ping").error is None
+
+
+def test_an_error_reply_to_a_call_fails_that_event_only(pi: FakePi) -> None:
+    pi.send_raw(orjson.dumps({"type": "event", "id": 50, "event": "turn_start", "payload": {"turnIndex": 0},
+                              "ctx": {"hasUI": True, "cwd": str(pi.cwd), "leafId": None}}))
+    call = pi.read()
+    assert call["type"] == "call" and call["method"] == "session"
+    pi.send_raw(orjson.dumps({"type": "reply", "id": call["id"], "error": "session manager is stale"}))
+    error = pi.read()
+    assert error["id"] == 50 and error["error"]["code"] == "failed" and "stale" in error["error"]["message"]
+    assert pi.event("ping").error is None
+
+
+def test_outside_a_git_repository_every_event_is_a_no_op(tmp_path: Path, isolated_env: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    fake = FakePi(tmp_path / "plain", isolated_env / ".pi" / "agent")
+    try:
+        reply = fake.event("session_start", {"reason": "startup"})
+        assert reply.error is None and reply.status is None and not reply.calls
+        assert fake.prompt("hi") and fake.custom(TURN) == []
+    finally:
+        assert fake.close() == 0
+
+
+def test_silent_checkpoints_hide_the_footer_and_info_notices(repo: Path, isolated_env: Path) -> None:
+    agent_dir = isolated_env / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "settings.json").write_text('{"rewind": {"silentCheckpoints": true}}')
+    fake = FakePi(repo, agent_dir)
+    try:
+        fake.event("session_start", {"reason": "startup"})
+        user, assistant = fake.prompt("create", lambda: _write(repo / "b.txt", "b\n"))
+        fake.choices = [M.TREE_RESTORE]
+        reply = fake.event("session_before_tree", {"targetId": user})
+        assert reply.status is None and reply.notices == []
+        assert not (repo / "b.txt").exists()
+    finally:
+        fake.close()
+
+
+def test_end_of_input_ends_the_bridge_cleanly(pi: FakePi) -> None:
+    assert pi.close() == 0
