@@ -153,7 +153,7 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         _warn_all(ctx, plan.warnings)
         ctx.emit(plan.to_json(), lambda: "\n".join(
             [f"restore {args.mode} to entry {entry}" + (f" (snapshot {plan.target[:12]})" if plan.target else "")
-             + f": would change {_summary(plan)}" + (f"; leaf would move to {plan.leaf or '(new root)'}" if args.mode != "files" else ""),
+             + f": would change {_summary(plan)}" + (f"; the conversation would continue from {plan.position or 'a new root'}" if args.mode != "files" else ""),
              *plan_lines(plan)]))
         return 0
     confirm(ctx, args, f"Restore {args.mode} to entry {entry}", "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
@@ -172,7 +172,8 @@ def _restore_text(report: Any, session_name: str) -> str:
         else:
             lines.append(f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed")
     if report.mode in ("both", "conversation"):
-        lines.append(f"conversation moved to {report.leaf or '(a new root)'} (record {report.record})")
+        where = f"entry {report.position}" if report.position else "a new root"
+        lines.append(f"conversation now continues from {where} (leaf: record {report.record})")
     if report.undo:
         lines.append(f"undo with: rewind undo {session_name}")
     return "\n".join(lines)

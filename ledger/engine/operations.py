@@ -42,6 +42,8 @@ class RestoreReport:
     undo: str | None = None
     record: str | None = None
     leaf: str | None = None
+    position: str | None = None
+    """For a conversation move: the entry the conversation continues from (None = a new root)."""
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -49,7 +51,7 @@ class RestoreReport:
             "added": self.added, "modified": self.modified, "deleted": self.deleted,
             "mode": self.mode, "entry": self.entry, "target": self.target, "changed": self.changed,
             "dryRun": self.dry_run, "undo": self.undo, "record": self.record, "leaf": self.leaf,
-            "warnings": self.warnings,
+            "position": self.position, "warnings": self.warnings,
         }
 
 
@@ -82,6 +84,8 @@ def restore(engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_ru
     entry = _entry(engine, entry_id)
     report = RestoreReport(mode=mode, entry=entry_id, target=None, dry_run=dry_run)
     position = rewind_parent(entry)
+    if mode != "files":
+        report.position = position
     if mode == "conversation":
         report.leaf = position
         if dry_run:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import GitError, RestoreFailedError
+from ledger.errors import RestoreFailedError
 from ledger.git.index import PrivateIndex
 from ledger.git.restore import STEPS
 from ledger.git.store import STORE_REF
