@@ -60,3 +60,16 @@ def repo(tmp_path: Path) -> Path:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+def source_repo(parent: Path, name: str = "source", text: str = "submodule v1\n") -> Path:
+    """A small repository with one commit of ``file.txt``, to add as a submodule."""
+    source = parent / name
+    source.mkdir()
+    git(source, "init", "-q")
+    git(source, "config", "user.name", "T")
+    git(source, "config", "user.email", "t@e")
+    (source / "file.txt").write_text(text)
+    git(source, "add", "-A")
+    git(source, "commit", "-qm", "v1")
+    return source

@@ -267,13 +267,16 @@ class Engine:
 
     def compact(self, compaction_entry_id: str) -> EventResult:
         """Bind a compaction to the current files (D11: verified by a capture, not assumed)."""
-        result = EventResult()
+        return self._bind_now(compaction_entry_id, "at compaction", EventResult())
+
+    def _bind_now(self, entry_id: str, when: str, result: EventResult) -> EventResult:
+        """Snapshot now and bind it to ``entry_id``; a failed capture is a warning, not an error."""
         try:
             commit = self.snapshot()
         except LedgerError as exc:
-            result.warn(f"Rewind: could not snapshot at compaction ({exc.message})")
+            result.warn(f"Rewind: could not snapshot {when} ({exc.message})")
             return result
-        self._append_op(bindings=[(compaction_entry_id, commit)])
+        self._append_op(bindings=[(entry_id, commit)])
         return result
 
     def checkpoint_entry(self, entry_id: str, source: str | None = None) -> EventResult:
@@ -285,13 +288,7 @@ class Engine:
         entry = session.get(entry_id)
         if entry is None or not is_restorable(entry) or entry_id in LedgerView.of(session).entry_to_commit:
             return result
-        try:
-            commit = self.snapshot()
-        except LedgerError as exc:
-            result.warn(f"Rewind: could not snapshot for checkpoint ({exc.message})")
-            return result
-        self._append_op(bindings=[(entry_id, commit)])
-        return result
+        return self._bind_now(entry_id, "for checkpoint", result)
 
     def fork_preference(self, mode: str, source: str) -> None:
         if mode == "conversation-only" and source in FORK_PREFERENCE_SOURCES:

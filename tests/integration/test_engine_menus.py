@@ -8,7 +8,7 @@ import pytest
 
 from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP
-from tests.conftest import git
+from tests.conftest import git, source_repo
 from tests.enginekit import Agent
 
 
@@ -151,14 +151,7 @@ def test_non_restorable_targets_offer_no_restore(agent: Agent) -> None:
 
 
 def _superproject(repo: Path, tmp_path: Path) -> tuple[str, str, str, str]:
-    source = tmp_path / "source"
-    source.mkdir()
-    git(source, "init", "-q")
-    git(source, "config", "user.name", "T")
-    git(source, "config", "user.email", "t@e")
-    (source / "file.txt").write_text("submodule v1\n")
-    git(source, "add", "-A")
-    git(source, "commit", "-qm", "v1")
+    source = source_repo(tmp_path)
     v1 = git(source, "rev-parse", "HEAD").strip()
     (source / "file.txt").write_text("submodule v2\n")
     git(source, "commit", "-qam", "v2")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ledger.ledgerview import LedgerView
 from ledger.records import FORK_PENDING, OP, TURN
-from tests.conftest import git
+from tests.conftest import git, source_repo
 from tests.enginekit import Agent, fresh_index_tree, tree_of_commit
 
 
@@ -173,14 +173,7 @@ def test_the_fork_import_takes_only_the_pending_record_written_for_it(repo: Path
 
 def test_a_dirty_submodule_warns_at_turn_start(repo: Path, tmp_path: Path) -> None:
     """Reference cases 17/18: capture fails with the submodule named; the prompt goes on."""
-    source = tmp_path / "source"
-    source.mkdir()
-    git(source, "init", "-q")
-    git(source, "config", "user.name", "T")
-    git(source, "config", "user.email", "t@e")
-    (source / "file.txt").write_text("submodule v1\n")
-    git(source, "add", "-A")
-    git(source, "commit", "-qm", "v1")
+    source = source_repo(tmp_path)
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), "nested")
     git(repo, "commit", "-qm", "add submodule")
     (repo / "nested" / "file.txt").write_text("dirty\n")
