@@ -170,17 +170,19 @@ class BridgeServer:
         return dispatch(self, message)
 
     def _footer(self) -> str | None:
-        """``◆ N points / M snapshots`` for the current file (rewind-v2.md §14); None when silent
-        or outside a repository. Recomputed only when the mirrored session changed."""
+        """``◆ N points / M snapshots`` (rewind-v2.md §14); None when silent or outside a
+        repository. D14 fixed: N counts the session's entries with an exact rewind point
+        **through lineage** (a fresh fork shows its parent's points, which it can restore), M the
+        distinct snapshots among them. Recomputed only when the mirrored session changed."""
         if self.engine is None or self.settings is None or self.settings.silent_checkpoints:
             return None
         session = self.host.session_for_status()
         key = (id(session), len(session.entries))
         if key != self._status_key:
-            from ledger.ledgerview import LedgerView
-
-            bound = LedgerView.of(session).entry_to_commit
-            self._status = f"◆ {len(bound)} points / {len(set(bound.values()))} snapshots"
+            points = self.engine.reader.lineage(session).points(self.engine.repo.commit_exists)
+            shas = {sha for entry_id, (sha, _) in points.items() if entry_id in session.by_id}
+            count = sum(1 for entry_id in points if entry_id in session.by_id)
+            self._status = f"◆ {count} points / {len(shas)} snapshots"
             self._status_key = key
         return self._status
 

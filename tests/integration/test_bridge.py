@@ -118,6 +118,7 @@ def test_fork_code_only_hands_its_state_to_the_child(pi: FakePi) -> None:
     try:
         reply = child.event("session_start", {"reason": "fork", "previousSessionFile": str(pi.session_file)})
         assert reply.error is None
+        assert reply.status == "◆ 4 points / 3 snapshots", "D14: the footer counts points through lineage"
         (op,) = child.custom(OP)
         assert op["snapshots"][op["current"]] == pending["current"] and op["snapshots"][op["undo"]] == pending["undo"]
         child.choices = [M.UNDO]
