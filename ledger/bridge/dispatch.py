@@ -49,11 +49,9 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
     for warning in warnings:
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
     factory = server._engine_factory or Engine
-    server.engine = factory(server.host, repo, settings=settings)
     server.scheduler = _scheduler(server, repo, agent_dir, settings)
+    server.engine = factory(server.host, repo, settings=settings, retention=server.scheduler)
     _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
-    if server.scheduler is not None:
-        server.scheduler.on_session_start()
 
 
 _REASONS = frozenset({"startup", "resume", "new", "fork", "reload"})
@@ -105,7 +103,6 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     if engine is None:
         return outcome
     choose = server.host.select if ctx.has_ui else None
-    before = engine.new_snapshots
     if event == "before_agent_start":
         result = engine.before_agent_start(_str(payload, "prompt") or "")
     elif event == "turn_start":
@@ -141,9 +138,7 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
         result = engine.before_fork(entry, choose, has_ui=ctx.has_ui)
     elif event == "session_shutdown":
         result = engine.shutdown(_str(payload, "reason") or "quit")
-        if server.scheduler is not None:
-            server.scheduler.on_shutdown()
-            server.scheduler = None
+        server.scheduler = None  # the engine ran its shutdown sweep
     elif event == "checkpoint_entry":
         entry = _str(payload, "entryId")
         if entry is None:
@@ -155,7 +150,4 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     else:  # pragma: no cover - EVENT_NAMES and this table are kept in step by a test
         return outcome
     _absorb(server, result, outcome)
-    added = engine.new_snapshots - before
-    if added and server.scheduler is not None:
-        server.scheduler.on_snapshot_added(added)
     return outcome

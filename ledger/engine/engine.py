@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
@@ -41,6 +41,16 @@ from ledger.session.model import Session, is_restorable
 from ledger.settings import Settings
 
 Choose = Callable[[str, list[str]], "str | None"]
+
+
+class RetentionHooks(Protocol):
+    """When the engine asks for retention sweeps (rewind-v2.md §13): never raises."""
+
+    def on_session_start(self) -> None: ...
+
+    def on_snapshot_added(self, count: int) -> None: ...
+
+    def on_shutdown(self) -> None: ...
 SessionStartReason = Literal["startup", "resume", "new", "fork", "reload"]
 FORK_PREFERENCE_SOURCES = frozenset({"fork-from-first"})
 CHECKPOINT_SOURCES = frozenset({"pi-custom-compaction"})
@@ -87,8 +97,11 @@ class Engine:
     """One session's rewind state. Create it at session start; feed it the host's events."""
 
     def __init__(self, host: SessionHost, repo: GitRepo, *, settings: Settings | None = None,
-                 clock: Clock | None = None, reader: LineageReader | None = None) -> None:
+                 clock: Clock | None = None, reader: LineageReader | None = None,
+                 retention: RetentionHooks | None = None) -> None:
         self.host = host
+        self.retention = retention
+        """Runs retention sweeps at session start, every 50 new snapshots and at shutdown."""
         self.repo = repo
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
@@ -136,6 +149,8 @@ class Engine:
         self.last_exact = LastExact(report.commit, report.tree)
         if not report.reused:
             self.new_snapshots += 1
+            if self.retention is not None:
+                self.retention.on_snapshot_added(1)
         return report.commit
 
     def _append(self, custom_type: str, data: dict[str, Any], *, parent_id: Any = None, at_leaf: bool = True) -> str:
@@ -172,6 +187,8 @@ class Engine:
         self._reconstruct()
         if reason == "fork" and previous_session_file:
             self._import_fork(previous_session_file, result)
+        if self.retention is not None:
+            self.retention.on_session_start()
         return result
 
     def _import_fork(self, parent_file: str, result: EventResult) -> None:
@@ -413,4 +430,6 @@ class Engine:
             self._unconsumed_fork = None
         else:
             self._settle_unconsumed_fork()
+        if self.retention is not None:
+            self.retention.on_shutdown()  # waits for a sweep in flight, then sweeps
         return EventResult()
