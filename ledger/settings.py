@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,23 +68,97 @@ class Settings(BaseModel):
     retention: RetentionSettings | None = None
 
 
-def load_settings(agent_dir: Path | str) -> tuple[Settings, list[str]]:
-    """``(settings, warnings)`` from ``<agent_dir>/settings.json``; never raises."""
-    path = Path(agent_dir) / "settings.json"
-    warnings: list[str] = []
+def load_settings(agent_dir: Path | str, repo_root: Path | str | None = None) -> tuple[Settings, list[str]]:
+    """``(settings, warnings)`` from ``<agent_dir>/settings.json``, overridden field by field by
+    ``<repo_root>/.pi/settings.json`` when a repository is given; never raises."""
+    effective = resolve_settings(agent_dir, repo_root)
+    return effective.settings, effective.warnings
+
+
+@dataclass
+class EffectiveSettings:
+    """The settings in force, and where each value came from (``rewind config``)."""
+
+    settings: Settings
+    warnings: list[str]
+    files: list[Path]
+    sources: dict[str, str]
+    """``rewind.retention.maxSnapshots`` → the file that set it; missing keys are defaults."""
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """``(key, effective value, source)`` for every setting, in a stable order."""
+        s = self.settings
+        values: list[tuple[str, Any]] = [
+            ("rewind.silentCheckpoints", s.silent_checkpoints),
+            ("rewind.snapshot.maxUntrackedFileBytes", s.snapshot.max_untracked_file_bytes),
+            ("rewind.snapshot.protectedDirs", list(s.snapshot.protected_dirs)),
+            ("rewind.retention", s.retention is not None),
+        ]
+        retention = s.retention or RetentionSettings()
+        values += [
+            ("rewind.retention.maxSnapshots", retention.max_snapshots),
+            ("rewind.retention.maxAgeDays", retention.max_age_days),
+            ("rewind.retention.pinLabeledEntries", retention.pin_labeled_entries),
+            ("rewind.retention.scanMode", retention.scan_mode),
+            ("rewind.retention.startupBudgetMs", retention.startup_budget_ms),
+        ]
+        rows = []
+        for key, value in values:
+            source = self.sources.get(key, "default")
+            if source != "default" and any(w.startswith(f"{key}:") for w in self.warnings):
+                source = f"default (invalid value in {source})"
+            rows.append((key, value, source))
+        return rows
+
+
+def _read_layer(path: Path, warnings: list[str]) -> Any:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return Settings(), warnings
+        return None
     except OSError as exc:
-        return Settings(), [f"{path}: cannot read settings ({exc.strerror or exc}); using defaults"]
+        warnings.append(f"{path}: cannot read settings ({exc.strerror or exc}); ignoring it")
+        return None
     try:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return Settings(), [f"{path}: not valid JSON ({exc}); using defaults"]
+        warnings.append(f"{path}: not valid JSON ({exc}); ignoring it")
+        return None
     if not isinstance(document, dict):
-        return Settings(), [f"{path}: top level is not an object; using defaults"]
-    return settings_from_mapping(document.get("rewind"), warnings, source=str(path)), warnings
+        warnings.append(f"{path}: top level is not an object; ignoring it")
+        return None
+    value = document.get("rewind")
+    if value is not None and not isinstance(value, dict):
+        warnings.append(f"{path}: rewind is not an object; ignoring it")
+        return None
+    return value
+
+
+def resolve_settings(agent_dir: Path | str, repo_root: Path | str | None = None) -> EffectiveSettings:
+    """Global settings, then the project's, merged key by key (sections ``snapshot`` and
+    ``retention`` merged inside too); validated once, field by field; never raises."""
+    warnings: list[str] = []
+    files = [Path(agent_dir) / "settings.json"]
+    if repo_root is not None:
+        files.append(Path(repo_root) / ".pi" / "settings.json")
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for path in files:
+        layer = _read_layer(path, warnings)
+        if not layer:
+            continue
+        for key, value in layer.items():
+            if key in ("snapshot", "retention") and isinstance(value, dict):
+                base = merged.get(key) if isinstance(merged.get(key), dict) else {}
+                merged[key] = {**base, **value}
+                sources[f"rewind.{key}"] = str(path)
+                for inner in value:
+                    sources[f"rewind.{key}.{inner}"] = str(path)
+            else:
+                merged[key] = value
+                sources[f"rewind.{key}"] = str(path)
+    settings = settings_from_mapping(merged or None, warnings, source="rewind")
+    return EffectiveSettings(settings, warnings, files, sources)
 
 
 def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "settings") -> Settings:
@@ -184,6 +259,8 @@ __all__ = [
     "RetentionSettings",
     "Settings",
     "SnapshotSettings",
+    "EffectiveSettings",
     "load_settings",
+    "resolve_settings",
     "settings_from_mapping",
 ]

@@ -44,7 +44,7 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
     except NotARepositoryError:
         return  # not in a git repository: rewind is off for this session (the reference's rule)
     agent_dir = resolve_agent_dir(server.agent_dir)
-    settings, warnings = load_settings(agent_dir)
+    settings, warnings = load_settings(agent_dir, repo.root)
     server.settings = settings
     for warning in warnings:
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
@@ -52,17 +52,19 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
     server.scheduler = _scheduler(server, repo, agent_dir, settings)
     server.engine = factory(server.host, repo, settings=settings, retention=server.scheduler)
     _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
+    _retention_notices(server, outcome)
 
 
 _REASONS = frozenset({"startup", "resume", "new", "fork", "reload"})
 
 
 def _scheduler(server: BridgeServer, repo: Any, agent_dir: Any, settings: Any) -> Any:
-    try:
-        from ledger.retention.scheduler import SweepScheduler
-    except ImportError:
+    from ledger.retention.scheduler import SweepScheduler
+
+    if settings.retention is None:
         return None
-    return SweepScheduler(repo, agent_dir, settings, lambda: server.host.session_file)
+    # Pi owns the session and may not have written it yet: sweep from the mirrored entries.
+    return SweepScheduler(repo, agent_dir, settings, server.host.session)
 
 
 def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
@@ -138,7 +140,10 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
         result = engine.before_fork(entry, choose, has_ui=ctx.has_ui)
     elif event == "session_shutdown":
         result = engine.shutdown(_str(payload, "reason") or "quit")
+        _absorb(server, result, outcome)
+        _retention_notices(server, outcome)
         server.scheduler = None  # the engine ran its shutdown sweep
+        return outcome
     elif event == "checkpoint_entry":
         entry = _str(payload, "entryId")
         if entry is None:
@@ -150,4 +155,11 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     else:  # pragma: no cover - EVENT_NAMES and this table are kept in step by a test
         return outcome
     _absorb(server, result, outcome)
+    _retention_notices(server, outcome)
     return outcome
+
+
+def _retention_notices(server: BridgeServer, outcome: Outcome) -> None:
+    if server.scheduler is not None:
+        for level, text in server.scheduler.drain_notices():
+            outcome.notices.append({"level": level, "text": text})

@@ -156,10 +156,7 @@ class BridgeServer:
 
     def _finish(self) -> None:
         if self.scheduler is not None:
-            try:
-                self.scheduler.on_shutdown()
-            except Exception:  # noqa: BLE001 - never fail the agent's exit
-                pass
+            self.scheduler.wait()  # the host is gone: finish a sweep in flight, start none
 
     # --- events -----------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "ledger.cli.snapshot",
     "ledger.cli.restore",
     "ledger.cli.demo",
+    "ledger.cli.maintain",
     "ledger.cli.serve",
 )
 

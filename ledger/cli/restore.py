@@ -93,7 +93,7 @@ def open_engine(ctx: CliContext, session_name: str) -> Any:
     if session.cwd is not None and not repo.contains(session.cwd):
         raise LedgerError(f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",
                           hint="run the command inside that repository or pass --repo")
-    settings, warnings = load_settings(agent_dir)
+    settings, warnings = load_settings(agent_dir, repo.root)
     for warning in warnings:
         ctx.warn(warning)
     engine = Engine(host, repo, settings=settings)

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     from ledger.settings import load_settings
 
     repo = ctx.repo()
-    settings, warnings = load_settings(ctx.agent_dir())
+    settings, warnings = load_settings(ctx.agent_dir(), repo.root)
     for warning in warnings:
         ctx.warn(warning)
     report = take_snapshot(repo, settings.snapshot)

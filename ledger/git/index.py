@@ -227,6 +227,22 @@ class PrivateIndex:
             return None
         return CaptureState.from_json(raw)
 
+    def health(self) -> str:
+        """``ok``, ``missing`` (built at the next capture), ``interrupted`` or ``stale``
+        (rebuilt at the next capture), or ``corrupt`` (not an index file; rebuilt too)."""
+        if not self.index_path.exists():
+            return "missing"
+        if self.pending_path.exists():
+            return "interrupted"
+        try:
+            with open(self.index_path, "rb") as handle:
+                magic = handle.read(4)
+        except OSError:
+            return "corrupt"
+        if magic != b"DIRC":
+            return "corrupt"
+        return "ok" if self.load_state() is not None else "stale"
+
     def save_state(self, state: CaptureState) -> None:
         tmp = self.state_path.with_name(f"{self.state_path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(state.to_json())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pygit2
 
@@ -85,12 +85,13 @@ class Store:
         return (str(commit.tree_id) == EMPTY_TREE
                 and commit.message.strip().startswith(KEEPALIVE_MESSAGE))
 
-    def iter_snapshots(self) -> Iterator[str]:
+    def iter_snapshots(self, head: str | None = None, *, until: str | None = None) -> Iterator[str]:
         """Snapshots the chain keeps, newest first (a keepalive's last parent; a head that is
-        not a keepalive counts as a snapshot itself)."""
-        sha = self.head()
+        not a keepalive counts as a snapshot itself). ``head``: start there instead of the ref;
+        ``until``: stop when the walk reaches that keepalive (what was appended since it)."""
+        sha = self.head() if head is None else head
         seen: set[str] = set()
-        while sha and sha not in seen:
+        while sha and sha not in seen and sha != until:
             seen.add(sha)
             commit = self._commit(sha)
             if commit is None:
@@ -125,6 +126,47 @@ class Store:
         except (pygit2.GitError, ValueError, KeyError):
             return False
 
+    def check_chain(self) -> tuple[int, list[str]]:
+        """Walk the whole chain: ``(keepalives, problems)``. Well formed = every keepalive has
+        the empty tree and the message ``pi rewind store``, its last parent is a commit, and it
+        has two parents except the first one (one)."""
+        problems: list[str] = []
+        sha, seen, count = self.head(), set(), 0
+        while sha and sha not in seen:
+            seen.add(sha)
+            commit = self._commit(sha)
+            if commit is None:
+                problems.append(f"{sha[:12]}: in the chain but missing from the object store")
+                break
+            if not self._is_keepalive(commit):
+                if commit.message.strip().startswith(KEEPALIVE_MESSAGE):
+                    problems.append(f"{sha[:12]}: a keepalive whose tree is not empty")
+                elif count:
+                    problems.append(f"{sha[:12]}: first parent of a keepalive is not a keepalive")
+                break  # a head set to a snapshot by hand (the reference's tests do) is tolerated
+            count += 1
+            parents = [str(p) for p in commit.parent_ids]
+            if len(parents) not in (1, 2):
+                problems.append(f"{sha[:12]}: keepalive with {len(parents)} parents")
+                break
+            if self._commit(parents[-1]) is None:
+                problems.append(f"{sha[:12]}: keeps {parents[-1][:12]}, which is missing")
+            sha = parents[0] if len(parents) == 2 else None
+        return count, problems
+
+    def disk_usage(self) -> tuple[int, int]:
+        """``(bytes, exclusive bytes)`` on disk of the objects the store reaches, and of those
+        that nothing else (branches, tags, HEAD, other refs) reaches."""
+        if self.head() is None:
+            return 0, 0
+        sizes = []
+        for extra in ([], ["--not", f"--exclude={STORE_REF}", "--all"]):
+            result = self.git.run(["rev-list", "--disk-usage", "--objects", STORE_REF, *extra],
+                                  operation="git rev-list --disk-usage", check=False)
+            text = result.stdout.decode().strip() if result.returncode == 0 else ""
+            sizes.append(int(text) if text.isdigit() else 0)
+        return sizes[0], sizes[1]
+
     # --- writing -------------------------------------------------------------------------
 
     def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
@@ -154,4 +196,56 @@ class Store:
                                f"attempts: {last_detail}")
 
 
-__all__ = ["Identity", "KEEPALIVE_MESSAGE", "SNAPSHOT_SUBJECT", "STORE_REF", "Store"]
+    def rewrite(self, live: list[str], *, since: str | None, identity: Identity, when_s: int,
+                offset_min: int) -> RewriteResult:
+        """Replace the chain by one that keeps exactly ``live`` (retention's rewrite, §5.3).
+
+        ``since``: the head read when the sweep began. D7 fixed: the swap is a compare-and-swap
+        against the head read just before it; when that head is not ``since``, every snapshot
+        appended on top of ``since`` is kept too, the chain rebuilt and the swap retried. An
+        empty live set leaves the ref untouched.
+        """
+        wanted = list(dict.fromkeys(sha for sha in live if self._commit(sha) is not None))
+        if not wanted:
+            return RewriteResult(self.head(), self.head(), [], preserved=True, attempts=0)
+        repo = self.repo.pygit2
+        empty_tree = repo.TreeBuilder().write()
+        sig = identity.signature(when_s, offset_min)
+        last_detail = ""
+        for attempt in range(self.attempts):
+            old = self.head()
+            arrived = [] if old == since else [sha for sha in self.iter_snapshots(old, until=since)
+                                               if sha not in wanted]
+            keep = wanted + list(dict.fromkeys(reversed(arrived)))
+            new: str | None = None
+            for sha in keep:
+                parents = [new, sha] if new else [sha]
+                new = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
+                                             [pygit2.Oid(hex=p) for p in parents]))
+            assert new is not None
+            result = self.git.run(
+                ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
+                operation="rewrite refs/pi-rewind/store", check=False,
+                config=[("core.logAllRefUpdates", "false")])
+            if result.returncode == 0:
+                return RewriteResult(old, new, keep, preserved=False, attempts=attempt + 1,
+                                     arrived=[sha for sha in keep if sha not in wanted])
+            last_detail = result.stderr.decode("utf-8", "replace").strip()
+            self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
+        raise StoreUpdateError("rewrite refs/pi-rewind/store",
+                               f"failed to rewrite rewind store ref after {self.attempts} attempts: {last_detail}")
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    old_head: str | None
+    new_head: str | None
+    kept: list[str]
+    preserved: bool
+    """True when the live set was empty and the ref was left as it was."""
+    attempts: int
+    arrived: list[str] = field(default_factory=list)
+    """Snapshots appended by others during the sweep, kept although the plan did not list them."""
+
+
+__all__ = ["Identity", "RewriteResult", "KEEPALIVE_MESSAGE", "SNAPSHOT_SUBJECT", "STORE_REF", "Store"]

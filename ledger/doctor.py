@@ -1,0 +1,128 @@
+"""``rewind doctor``: is the store sound, and does every rewind point still have its snapshot?
+
+Why it exists: the ledger (session files) is authoritative and the store ref only keeps its
+snapshots reachable; the two can drift apart (a hand-edited ref, an old gc, a crash between a
+commit and its keepalive). The doctor reads both and says what is wrong and how to fix it. It
+changes nothing.
+
+Problems (exit 1): a malformed keepalive chain, and referenced snapshots that exist, that the
+retention settings would keep (all of them when retention is off), but that the store does not
+reach (``git gc`` would prune them). Not problems: snapshots the retention plan drops anyway,
+snapshots that are gone (pruned after a sweep — they are skipped before anything is offered),
+and a private index that is missing, stale or corrupt (the next capture rebuilds it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.git.repo import GitRepo
+from ledger.lineage import LineageReader
+from ledger.session.discovery import repo_sessions
+
+
+@dataclass
+class DanglingReference:
+    session: str
+    entry: str | None
+    kind: str
+    snapshot: str
+    state: str
+    """``missing`` (pruned), ``dropped`` (exists, not kept, and retention would not keep it) or
+    ``unreachable`` (exists, retention would keep it, the store does not: gc may prune it)."""
+
+
+@dataclass
+class DoctorReport:
+    store_head: str | None
+    keepalives: int
+    snapshots: int
+    sessions: int
+    ledgers: int
+    chain_problems: list[str] = field(default_factory=list)
+    references: list[DanglingReference] = field(default_factory=list)
+    index: str = "missing"
+    store_bytes: int = 0
+    exclusive_bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def unreachable(self) -> list[DanglingReference]:
+        return [r for r in self.references if r.state == "unreachable"]
+
+    @property
+    def missing(self) -> list[DanglingReference]:
+        return [r for r in self.references if r.state == "missing"]
+
+    @property
+    def problems(self) -> list[str]:
+        found = list(self.chain_problems)
+        if self.unreachable:
+            found.append(f"{len({r.snapshot for r in self.unreachable})} referenced snapshots are not kept by the "
+                         "store (git gc may prune them)")
+        return found
+
+    @property
+    def hint(self) -> str | None:
+        if self.chain_problems:
+            return ("rebuild the store from the ledgers: rewind sweep --scan repo-sessions "
+                    "(without limits it keeps every referenced snapshot that still exists)")
+        if self.unreachable:
+            return "keep them: rewind sweep --scan repo-sessions (without limits it keeps every referenced snapshot)"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": not self.problems, "problems": self.problems, "hint": self.hint,
+            "store": {"head": self.store_head, "keepalives": self.keepalives, "snapshots": self.snapshots,
+                      "bytes": self.store_bytes, "exclusiveBytes": self.exclusive_bytes},
+            "sessions": self.sessions, "ledgers": self.ledgers, "privateIndex": self.index,
+            "references": [{"session": r.session, "entry": r.entry, "kind": r.kind, "snapshot": r.snapshot,
+                            "state": r.state} for r in self.references],
+            "warnings": self.warnings,
+        }
+
+
+def diagnose(repo: GitRepo, agent_dir: Path, settings: Any = None) -> DoctorReport:
+    from ledger.clock import SystemClock
+    from ledger.git.index import PrivateIndex
+    from ledger.git.store import Store
+    from ledger.retention.plan import LedgerInput, plan_retention
+    from ledger.retention.sweep import policy_from
+
+    store = Store(repo)
+    keepalives, chain_problems = store.check_chain()
+    kept = set(store.snapshots())
+    total, exclusive = store.disk_usage()
+    sessions = repo_sessions(agent_dir, repo.root)
+    report = DoctorReport(store.head(), keepalives, len(kept), len(sessions), 0, chain_problems,
+                          index=PrivateIndex(repo.git_dir).health(), store_bytes=total, exclusive_bytes=exclusive)
+    reader = LineageReader()
+    ledgers = []
+    for info in sessions:
+        try:
+            ledger = reader.load(info.path)
+        except LedgerError as exc:
+            report.warnings.append(f"{info.path}: {exc.message}")
+            continue
+        if ledger.view.references:
+            ledgers.append(ledger)
+    report.ledgers = len(ledgers)
+    wanted = set(plan_retention([LedgerInput(str(x.path), x.view) for x in ledgers], SystemClock().now_ms(),
+                                policy_from(settings), repo.commit_exists).live)
+    reached: dict[str, bool] = {}
+    for ledger in ledgers:
+        for reference in ledger.view.references:
+            if not reference.is_retention_reference:
+                continue
+            sha = reference.snapshot
+            if sha not in reached:
+                reached[sha] = sha in kept or store.reaches(sha)
+            if reached[sha]:
+                continue
+            state = "missing" if not repo.commit_exists(sha) else "unreachable" if sha in wanted else "dropped"
+            report.references.append(DanglingReference(ledger.session_id, reference.entry_id, reference.kind, sha, state))
+    return report

@@ -1,0 +1,6 @@
+"""Retention: which snapshots ``refs/pi-rewind/store`` keeps (rewind-v2.md §13, D7 fixed).
+
+- :mod:`ledger.retention.plan`: the pure plan (references, pins, age and count, live set).
+- :mod:`ledger.retention.sweep`: discovery of the ledgers and the compare-and-swap rewrite.
+- :mod:`ledger.retention.scheduler`: when a running engine sweeps.
+"""

@@ -1,0 +1,141 @@
+"""The retention plan: which snapshots stay reachable, and why (rewind-v2.md §13, steps 3–6).
+
+Why it exists: a sweep must never lose a snapshot that anything still needs, and a user must be
+able to see why each snapshot is kept or dropped before anything changes. So the decision is a
+pure function of values — the ledgers, the time, the policy, an existence check — and the sweep
+(:mod:`ledger.retention.sweep`) only executes it.
+
+The reference's rules, in its order:
+
+1. References: every binding, ``current`` and ``undo`` of ``rewind-turn``/``rewind-op`` records,
+   stamped with the record's own timestamp; a snapshot's age is its **latest** reference.
+   ``rewind-fork-pending`` is a hand-off, not a reference.
+2. Pins, in this order: commits bound to labeled entries (if ``pinLabeledEntries``), each
+   ledger's latest ``current``, each ledger's latest ``undo`` (the last two only if they exist).
+3. Candidates: the other referenced commits, newest first; older than ``maxAgeDays`` dropped;
+   beyond ``maxSnapshots`` dropped.
+4. Live set: pins then candidates, de-duplicated, each checked for existence. An empty live set
+   means "leave the store alone" (a first run, or no ledger at all, must not empty it).
+
+Invariants: no I/O; ``tick`` is called before each unit of work so a caller can enforce a time
+budget by raising from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ledger.ledgerview import LedgerView
+
+DAY_MS = 86_400_000
+
+Reason = Literal["pinned: label", "pinned: current", "pinned: undo", "recent",
+                 "dropped: too old", "dropped: over maxSnapshots", "dropped: missing"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    max_snapshots: int | None = None
+    max_age_days: float | None = None
+    pin_labeled_entries: bool = False
+
+
+@dataclass(frozen=True)
+class LedgerInput:
+    """One session's ledger as the sweep found it."""
+
+    name: str
+    view: LedgerView
+
+
+@dataclass(frozen=True)
+class Decision:
+    snapshot: str
+    reason: Reason
+    latest_ms: int
+
+    @property
+    def kept(self) -> bool:
+        return not self.reason.startswith("dropped")
+
+
+@dataclass
+class RetentionPlan:
+    live: list[str]
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to keep: the sweep must leave the store untouched."""
+        return not self.live
+
+    def count(self, *reasons: str) -> int:
+        return sum(1 for d in self.decisions.values() if d.reason in reasons or
+                   any(d.reason.startswith(r) for r in reasons))
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "live": len(self.live),
+            "pinned": self.count("pinned"),
+            "recent": self.count("recent"),
+            "dropped": self.count("dropped"),
+            "missing": self.count("dropped: missing"),
+        }
+
+
+def _tick() -> None:
+    return None
+
+
+def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
+                   exists: Callable[[str], bool], *, tick: Callable[[], None] = _tick) -> RetentionPlan:
+    latest: dict[str, int] = {}
+    for ledger in ledgers:
+        tick()
+        for reference in ledger.view.references:
+            if reference.is_retention_reference:
+                previous = latest.get(reference.snapshot)
+                if previous is None or reference.timestamp_ms > previous:
+                    latest[reference.snapshot] = reference.timestamp_ms
+
+    pinned: dict[str, Reason] = {}
+    if policy.pin_labeled_entries:
+        for ledger in ledgers:
+            tick()
+            for entry_id in ledger.view.labeled_entries:
+                sha = ledger.view.entry_to_commit.get(entry_id)
+                if sha is not None:
+                    pinned.setdefault(sha, "pinned: label")
+    for kind in ("current", "undo"):
+        for ledger in ledgers:
+            sha = ledger.view.latest_current if kind == "current" else ledger.view.latest_undo
+            if sha is not None and sha not in pinned:
+                tick()
+                if exists(sha):
+                    pinned[sha] = "pinned: current" if kind == "current" else "pinned: undo"
+
+    decisions: dict[str, Decision] = {}
+    candidates = sorted((sha for sha in latest if sha not in pinned), key=lambda sha: -latest[sha])
+    if policy.max_age_days is not None:
+        cutoff = now_ms - policy.max_age_days * DAY_MS
+        for sha in [sha for sha in candidates if latest[sha] < cutoff]:
+            decisions[sha] = Decision(sha, "dropped: too old", latest[sha])
+        candidates = [sha for sha in candidates if latest[sha] >= cutoff]
+    if policy.max_snapshots is not None and len(candidates) > policy.max_snapshots:
+        for sha in candidates[policy.max_snapshots:]:
+            decisions[sha] = Decision(sha, "dropped: over maxSnapshots", latest[sha])
+        candidates = candidates[:policy.max_snapshots]
+
+    live: list[str] = []
+    ordered: list[tuple[str, Reason]] = [*pinned.items(), *((sha, "recent") for sha in candidates)]
+    for sha, reason in ordered:
+        tick()
+        if reason.startswith("pinned: label") or reason == "recent":
+            if not exists(sha):
+                decisions[sha] = Decision(sha, "dropped: missing", latest.get(sha, 0))
+                continue
+        decisions[sha] = Decision(sha, reason, latest.get(sha, 0))
+        live.append(sha)
+    return RetentionPlan(live, decisions)

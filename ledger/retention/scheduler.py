@@ -1,0 +1,134 @@
+"""When the engine sweeps: at session start, after 50 new snapshots, and at shutdown.
+
+Why it exists: the reference runs retention at these three moments (rewind-v2.md §13, "When")
+and a running agent must never wait for a sweep except at shutdown. This class is the engine's
+:class:`~ledger.engine.engine.RetentionHooks`.
+
+Contract:
+- Every method is a no-op when ``settings.retention`` is absent (retention off), and none ever
+  raises: failures become warnings in :meth:`drain_notices` (the reference's texts).
+- ``on_session_start()`` starts a sweep in a background thread with the ``startupBudgetMs``
+  budget and no gc. The session is read in the **calling** thread (a bridge host must not be
+  called from another thread); the worker opens its own repository handle.
+- ``on_snapshot_added(n)`` counts new snapshots; at 50 since the last sweep, a background sweep
+  starts, unless one is running.
+- Unlike the reference, no sweep runs ``git gc --auto``: gc rewrites ``packed-refs``, reflogs
+  and packs of the user's repository, and we write nothing in ``.git`` but objects, our own
+  files and our one ref. Unreachable snapshots go with the user's next (automatic) gc.
+- ``on_shutdown()`` waits for a sweep in flight, then sweeps unless one already completed in
+  this session with fewer than 50 new snapshots since (the reference's rule).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ledger.git.repo import GitRepo
+from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
+
+SWEEP_EVERY = 50
+Source = Callable[[], Any]
+"""Returns the session to sweep from: an in-memory Session, a path, or None."""
+
+
+class SweepScheduler:
+    def __init__(self, repo: GitRepo, agent_dir: Path, settings: Any, source: Source, *,
+                 background: bool = True) -> None:
+        self.root = repo.root
+        self.agent_dir = agent_dir
+        self.settings = settings
+        self.source = source
+        self.background = background
+        self.new_snapshots = 0
+        self.completed = False
+        self.reports: list[tuple[str, SweepReport]] = []
+        self._notices: list[tuple[str, str]] = []
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return getattr(self.settings, "retention", None) is not None
+
+    def drain_notices(self) -> list[tuple[str, str]]:
+        with self._lock:
+            notices, self._notices = self._notices, []
+        return notices
+
+    # --- the engine's hooks -------------------------------------------------------------------
+
+    def on_session_start(self) -> None:
+        if self.enabled:
+            self._start("startup")
+
+    def on_snapshot_added(self, count: int) -> None:
+        if not self.enabled:
+            return
+        self.new_snapshots += count
+        if self.new_snapshots >= SWEEP_EVERY and not self.running:
+            self._start("new-snapshots")
+
+    def on_shutdown(self) -> None:
+        if not self.enabled:
+            return
+        self.wait()
+        if self.completed and self.new_snapshots < SWEEP_EVERY:
+            return
+        self._sweep("shutdown", self._session())
+
+    # --- running ------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _session(self) -> Any:
+        try:
+            return self.source()
+        except Exception as exc:  # noqa: BLE001 - a sweep must never break the agent
+            self._note("warning", f"Rewind retention could not read the session: {exc}")
+            return None
+
+    def _start(self, reason: str) -> None:
+        if self.running:
+            return
+        session = self._session()
+        if not self.background:
+            self._sweep(reason, session)
+            return
+        self._thread = threading.Thread(target=self._sweep, args=(reason, session),
+                                        name=f"rewind-sweep-{reason}", daemon=True)
+        self._thread.start()
+
+    def _sweep(self, reason: str, session: Any) -> None:
+        retention = self.settings.retention
+        try:
+            repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
+            report = run_sweep(repo, session, self.agent_dir, scan_mode=retention.scan_mode,
+                               policy=policy_from(self.settings),
+                               budget_ms=retention.startup_budget_ms if reason == "startup" else None)
+        except BudgetExceeded as exc:
+            self._note("warning", str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - reported, never raised into the agent
+            label = "startup sweep" if reason == "startup" else "sweep"
+            self._note("warning", f"Rewind retention {label} failed: {exc}")
+            return
+        with self._lock:
+            self.reports.append((reason, report))
+        if report.preserved:
+            return  # an empty live set: nothing changed, counters unchanged
+        self.new_snapshots = 0
+        self.completed = True
+
+    def _note(self, level: str, text: str) -> None:
+        with self._lock:
+            self._notices.append((level, text))

@@ -1,0 +1,219 @@
+"""The retention sweep: find the ledgers, plan, and rewrite ``refs/pi-rewind/store``.
+
+Why it exists: the plan (:mod:`ledger.retention.plan`) is pure; this module feeds it the ledgers
+the reference would read (rewind-v2.md §13 step 1–2) and executes it with the store's
+compare-and-swap rewrite (D7 fixed in :meth:`ledger.git.store.Store.rewrite`).
+
+Invariants:
+- Session files are only read, never written; the store ref is the only thing that changes,
+  and only through compare-and-swap. A dry run changes nothing.
+- Files of other repositories (header ``cwd`` outside the repository root, realpath-compared),
+  files without a header, unreadable files and ``parentSession`` cycles are skipped with a
+  reason; none of them stops a sweep.
+- An empty live set leaves the ref untouched. A time budget, when given, aborts before the
+  rewrite and leaves the ref untouched.
+- If the dedup candidate (``last-snapshot.json``) was dropped, it is forgotten, so that a later
+  capture never reuses an unreachable commit (D8).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ledger.clock import Clock, SystemClock
+from ledger.errors import LedgerError
+from ledger.git.repo import GitRepo
+from ledger.lineage import LedgerFile, LineageReader
+from ledger.retention.plan import LedgerInput, Policy, RetentionPlan, plan_retention
+from ledger.session.model import Session
+
+ScanMode = Literal["ancestor-only", "repo-sessions"]
+Progress = Callable[[int, int], None]
+
+
+class BudgetExceeded(Exception):
+    """The startup budget ran out; the sweep stops without touching the ref."""
+
+
+@dataclass
+class SweepReport:
+    plan: RetentionPlan
+    scan_mode: ScanMode
+    dry_run: bool
+    sessions_read: int = 0
+    ledgers: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    store_before: int = 0
+    """Snapshots the store kept before the sweep."""
+    arrived: list[str] = field(default_factory=list)
+    """Snapshots appended by other processes during the sweep, kept (D7)."""
+    unreachable_commits: int = 0
+    """Snapshot and keepalive commits no longer reachable from the store: what ``git gc`` may
+    reclaim (with the trees and blobs only they used) once they are not reachable otherwise."""
+    preserved: bool = False
+    rewritten: bool = False
+    old_head: str | None = None
+    new_head: str | None = None
+    ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        summary = self.plan.summary()
+        return {
+            "dryRun": self.dry_run, "scanMode": self.scan_mode, "sessionsRead": self.sessions_read,
+            "ledgers": self.ledgers, "kept": summary["live"] + len(self.arrived), "pinned": summary["pinned"],
+            "recent": summary["recent"], "arrived": len(self.arrived), "dropped": summary["dropped"],
+            "missing": summary["missing"], "storeBefore": self.store_before,
+            "unreachableCommits": self.unreachable_commits, "preserved": self.preserved,
+            "rewritten": self.rewritten, "oldHead": self.old_head, "newHead": self.new_head,
+            "skipped": [{"file": f, "reason": r} for f, r in self.skipped], "warnings": self.warnings,
+            "decisions": [{"snapshot": d.snapshot, "reason": d.reason, "latest": d.latest_ms}
+                          for d in self.plan.decisions.values()],
+            "ms": round(self.ms, 1),
+        }
+
+
+def _inside(path: str | None, root: str) -> bool:
+    if not path:
+        return False
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _jsonl_files(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(directory):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.endswith(".jsonl"):
+                yield Path(dirpath) / name
+
+
+def collect_ledgers(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path, scan_mode: ScanMode, *,
+                    reader: LineageReader | None = None, tick: Callable[[], None] = lambda: None,
+                    progress: Progress | None = None) -> tuple[list[LedgerInput], SweepReportParts]:
+    """The ledgers a sweep reads, in the reference's discovery order (current, its ancestors,
+    then with ``repo-sessions`` every other session file of this repository)."""
+    reader = reader or LineageReader()
+    root = str(repo.root)
+    parts = SweepReportParts()
+    ledgers: list[LedgerInput] = []
+    seen: set[str] = set()
+
+    def take(link: LedgerFile) -> None:
+        key = os.path.realpath(link.path) if str(link.path) != "<memory>" else f"<memory>:{link.session_id}"
+        if key in seen:
+            return
+        seen.add(key)
+        parts.sessions_read += 1
+        if not _inside(link.cwd, root):
+            parts.skipped.append((str(link.path), "not a session of this repository" if link.cwd else "no cwd in the header"))
+            return
+        ledgers.append(LedgerInput(str(link.path), link.view))
+
+    if start is not None:
+        lineage = reader.lineage(start)
+        parts.warnings.extend(lineage.warnings)
+        for link in lineage.links:
+            tick()
+            take(link)
+    if scan_mode == "repo-sessions":
+        directories = [agent_dir / "sessions"]
+        start_file = start.path if isinstance(start, Session) else (Path(start) if start else None)
+        if start_file is not None:
+            directories.append(Path(start_file).parent)
+        files = list(dict.fromkeys(p for d in directories for p in _jsonl_files(d)))
+        tick()
+        for number, path in enumerate(files, 1):
+            if progress is not None:
+                progress(number, len(files))
+            if os.path.realpath(path) in seen:
+                continue
+            tick()
+            try:
+                take(reader.load(path))
+            except LedgerError as exc:
+                seen.add(os.path.realpath(path))
+                parts.sessions_read += 1
+                parts.skipped.append((str(path), exc.message))
+    return ledgers, parts
+
+
+@dataclass
+class SweepReportParts:
+    sessions_read: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path, *, scan_mode: ScanMode,
+              policy: Policy, dry_run: bool = False, budget_ms: float | None = None,
+              clock: Clock | None = None, reader: LineageReader | None = None,
+              progress: Progress | None = None) -> SweepReport:
+    """One sweep. Raises :class:`BudgetExceeded` when ``budget_ms`` runs out (nothing changed)."""
+    from ledger.git.snapshot import git_identity, load_last_exact, save_last_exact
+    from ledger.git.store import Store
+
+    clock = clock or SystemClock()
+    started = time.perf_counter()
+
+    def tick() -> None:
+        if budget_ms is not None and (time.perf_counter() - started) * 1000 > budget_ms:
+            raise BudgetExceeded(f"Rewind retention startup sweep skipped after exceeding {budget_ms:g}ms budget")
+
+    store = Store(repo)
+    since = store.head()
+    before = store.snapshots()
+    ledgers, parts = collect_ledgers(repo, start, agent_dir, scan_mode, reader=reader, tick=tick, progress=progress)
+    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, tick=tick)
+    report = SweepReport(plan, scan_mode, dry_run, parts.sessions_read, len(ledgers), parts.skipped,
+                         parts.warnings, store_before=len(before), old_head=since, new_head=since)
+    if plan.empty:
+        report.preserved = True
+    elif since is not None and set(plan.live) == set(before):
+        pass  # the store already keeps exactly the live set: nothing to rewrite
+    elif dry_run:
+        report.unreachable_commits = _unreachable(before, plan.live, since)
+    else:
+        tick()
+        when = clock.now_ms() // 1000
+        result = store.rewrite(plan.live, since=since, identity=git_identity(repo), when_s=when,
+                               offset_min=_offset_minutes(when))
+        report.rewritten, report.arrived, report.new_head = True, result.arrived, result.new_head
+        report.old_head = result.old_head
+        report.unreachable_commits = _unreachable(before, result.kept, since)
+        last = load_last_exact(repo)
+        if last is not None and last.commit not in result.kept:
+            save_last_exact(repo, None)
+    report.ms = (time.perf_counter() - started) * 1000
+    return report
+
+
+def _unreachable(before: list[str], kept: list[str], head: str | None) -> int:
+    """Snapshots that leave the chain, plus the old keepalives (one per snapshot entry)."""
+    if head is None:
+        return 0
+    kept_set = set(kept)
+    return sum(1 for sha in before if sha not in kept_set) + len(before)
+
+
+def _offset_minutes(when_s: int) -> int:
+    local = time.localtime(when_s)
+    return (local.tm_gmtoff or 0) // 60
+
+
+def policy_from(settings: Any, *, max_snapshots: int | None = None, max_age_days: float | None = None,
+                pin_labeled: bool | None = None) -> Policy:
+    """The sweep policy: the settings' retention values, overridden by explicit options."""
+    retention = getattr(settings, "retention", None)
+    return Policy(
+        max_snapshots=max_snapshots if max_snapshots is not None else getattr(retention, "max_snapshots", None),
+        max_age_days=max_age_days if max_age_days is not None else getattr(retention, "max_age_days", None),
+        pin_labeled_entries=pin_labeled if pin_labeled is not None else bool(getattr(retention, "pin_labeled_entries", False)),
+    )
