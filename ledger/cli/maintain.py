@@ -109,6 +109,7 @@ def _sweep_text(report: Any) -> str:
         lines.append("no live snapshot found: refs/pi-rewind/store left as it is")
         return "\n".join(lines)
     lines.append(f"{verb} {s['live'] + len(report.arrived)} snapshots ({s['pinned']} pinned, {s['recent']} recent"
+                 + (f", {s['unrecorded']} not yet recorded" if s["unrecorded"] else "")
                  + (f", {len(report.arrived)} appended during the sweep" if report.arrived else "") + ")"
                  + f", {'would drop' if report.dry_run else 'dropped'} {s['dropped']}"
                  + (f" ({s['missing']} already gone)" if s["missing"] else ""))

@@ -109,6 +109,15 @@ class Store:
         """Snapshots kept by the chain, oldest first, without duplicates."""
         return list(dict.fromkeys(reversed(list(self.iter_snapshots()))))
 
+    def snapshot_times(self) -> dict[str, int]:
+        """Snapshots kept by the chain → their commit time in ms."""
+        times: dict[str, int] = {}
+        for sha in self.snapshots():
+            commit = self._commit(sha)
+            if commit is not None:
+                times[sha] = commit.commit_time * 1000
+        return times
+
     def reaches(self, commit: str) -> bool:
         """Whether ``commit`` is reachable from the store ref (so gc keeps it)."""
         head = self.head()

@@ -16,6 +16,11 @@ The reference's rules, in its order:
    beyond ``maxSnapshots`` dropped.
 4. Live set: pins then candidates, de-duplicated, each checked for existence. An empty live set
    means "leave the store alone" (a first run, or no ledger at all, must not empty it).
+5. Beyond the reference: a snapshot the store keeps that no ledger names yet, committed within
+   :data:`GRACE_MS`, stays (``unrecorded``). The engine takes a prompt's snapshots at its turns
+   but records them only at ``agent_end``; another process's sweep in between must not drop
+   them. Older unreferenced snapshots (orphaned undo snapshots) go, as in the reference — but
+   only when something else is live (rule 4).
 
 Invariants: no I/O; ``tick`` is called before each unit of work so a caller can enforce a time
 budget by raising from it.
@@ -23,7 +28,7 @@ budget by raising from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -31,8 +36,11 @@ from ledger.ledgerview import LedgerView
 
 DAY_MS = 86_400_000
 
-Reason = Literal["pinned: label", "pinned: current", "pinned: undo", "recent",
-                 "dropped: too old", "dropped: over maxSnapshots", "dropped: missing"]
+GRACE_MS = DAY_MS
+"""How long a stored snapshot that no ledger names yet is kept (see rule 5)."""
+
+Reason = Literal["pinned: label", "pinned: current", "pinned: undo", "recent", "unrecorded",
+                 "dropped: too old", "dropped: over maxSnapshots", "dropped: missing", "dropped: unreferenced"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class RetentionPlan:
             "live": len(self.live),
             "pinned": self.count("pinned"),
             "recent": self.count("recent"),
+            "unrecorded": self.count("unrecorded"),
             "dropped": self.count("dropped"),
             "missing": self.count("dropped: missing"),
         }
@@ -90,7 +99,9 @@ def _tick() -> None:
 
 
 def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
-                   exists: Callable[[str], bool], *, tick: Callable[[], None] = _tick) -> RetentionPlan:
+                   exists: Callable[[str], bool], *, stored: Mapping[str, int] | None = None,
+                   grace_ms: int = GRACE_MS, tick: Callable[[], None] = _tick) -> RetentionPlan:
+    """``stored``: the snapshots the store keeps now, with their commit times (ms)."""
     latest: dict[str, int] = {}
     for ledger in ledgers:
         tick()
@@ -138,4 +149,13 @@ def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
                 continue
         decisions[sha] = Decision(sha, reason, latest.get(sha, 0))
         live.append(sha)
+    if live:
+        for sha, committed_ms in (stored or {}).items():
+            if sha in latest or sha in pinned:
+                continue
+            if now_ms - committed_ms <= grace_ms:
+                decisions[sha] = Decision(sha, "unrecorded", committed_ms)
+                live.append(sha)
+            else:
+                decisions[sha] = Decision(sha, "dropped: unreferenced", committed_ms)
     return RetentionPlan(live, decisions)

@@ -67,7 +67,7 @@ class SweepReport:
         return {
             "dryRun": self.dry_run, "scanMode": self.scan_mode, "sessionsRead": self.sessions_read,
             "ledgers": self.ledgers, "kept": summary["live"] + len(self.arrived), "pinned": summary["pinned"],
-            "recent": summary["recent"], "arrived": len(self.arrived), "dropped": summary["dropped"],
+            "recent": summary["recent"], "unrecorded": summary["unrecorded"], "arrived": len(self.arrived), "dropped": summary["dropped"],
             "missing": summary["missing"], "storeBefore": self.store_before,
             "unreachableCommits": self.unreachable_commits, "preserved": self.preserved,
             "rewritten": self.rewritten, "oldHead": self.old_head, "newHead": self.new_head,
@@ -169,9 +169,10 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
 
     store = Store(repo)
     since = store.head()
-    before = store.snapshots()
+    stored = store.snapshot_times()
+    before = list(stored)
     ledgers, parts = collect_ledgers(repo, start, agent_dir, scan_mode, reader=reader, tick=tick, progress=progress)
-    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, tick=tick)
+    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, stored=stored, tick=tick)
     report = SweepReport(plan, scan_mode, dry_run, parts.sessions_read, len(ledgers), parts.skipped,
                          parts.warnings, store_before=len(before), old_head=since, new_head=since)
     if plan.empty:
