@@ -153,7 +153,7 @@ def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
         for sha, committed_ms in (stored or {}).items():
             if sha in latest or sha in pinned:
                 continue
-            if now_ms - committed_ms <= grace_ms:
+            if now_ms - committed_ms <= grace_ms and exists(sha):
                 decisions[sha] = Decision(sha, "unrecorded", committed_ms)
                 live.append(sha)
             else:

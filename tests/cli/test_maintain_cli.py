@@ -1,0 +1,86 @@
+"""``rewind sweep``, ``rewind config`` and ``rewind doctor`` on a real repository and sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.demo import DemoWorld, build_world, run_prompts
+from ledger.git.repo import GitRepo
+from ledger.git.store import Store
+from tests.cli.helpers import run_cli
+from tests.conftest import git
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> DemoWorld:
+    return run_prompts(build_world(tmp_path / "demo"))
+
+
+def cli(capsys: pytest.CaptureFixture[str], world: DemoWorld, *args: str):  # noqa: ANN201
+    return run_cli(capsys, "--agent-dir", world.agent_dir, *args, cwd=world.repo)
+
+
+def test_sweep_dry_run_prints_the_plan_and_changes_nothing(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    head = git(world.repo, "rev-parse", "refs/pi-rewind/store")
+    result = cli(capsys, world, "sweep", "--dry-run", "--max-snapshots", "0", "--json")
+    assert result.code == 0, result.err
+    report = result.json_lines()[0]
+    assert report["dryRun"] and report["ledgers"] == 1 and report["dropped"] >= 3
+    assert report["preserved"], "nothing pinned and nothing recent: an empty live set leaves the store alone"
+    assert git(world.repo, "rev-parse", "refs/pi-rewind/store") == head
+
+
+def test_sweep_keeps_every_point_without_limits(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    before = set(Store(GitRepo.discover(world.repo)).snapshots())
+    result = cli(capsys, world, "sweep")
+    assert result.code == 0, result.err
+    assert "kept" in result.out and "pinned" in result.out
+    assert set(Store(GitRepo.discover(world.repo)).snapshots()) == before
+
+
+def test_sweep_rejects_a_negative_limit_as_usage(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    result = cli(capsys, world, "sweep", "--max-snapshots", "-1")
+    assert result.code == 2 and "error:" in result.err
+
+
+def test_config_shows_each_value_and_its_source(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    (world.agent_dir / "settings.json").write_text(json.dumps({"rewind": {"retention": {"maxSnapshots": 7}}}))
+    result = cli(capsys, world, "config", "--json")
+    assert result.code == 0, result.err
+    settings = result.json_lines()[0]["settings"]
+    assert settings["rewind.retention.maxSnapshots"] == {"value": 7, "source": str(world.agent_dir / "settings.json")}
+    assert settings["rewind.retention.scanMode"]["source"] == "default"
+    text = cli(capsys, world, "config").out
+    assert "rewind.retention.maxSnapshots" in text and "files read" in text
+
+
+def test_doctor_is_happy_with_a_healthy_store(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    result = cli(capsys, world, "doctor", "--json")
+    assert result.code == 0, result.err
+    report = result.json_lines()[0]
+    assert report["ok"] and report["store"]["snapshots"] >= 3 and report["sessions"] == 1
+    assert report["privateIndex"] == "ok" and report["store"]["bytes"] > 0
+
+
+def test_doctor_fails_when_referenced_snapshots_are_not_kept(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    first = Store(GitRepo.discover(world.repo)).snapshots()[0]
+    git(world.repo, "update-ref", "refs/pi-rewind/store", first)
+    result = cli(capsys, world, "doctor")
+    assert result.code == 1
+    assert "not kept by the store" in result.err and "hint: keep them: rewind sweep" in result.err
+    assert "unreachable" in result.out
+    fixed = cli(capsys, world, "sweep", "--scan", "repo-sessions")
+    assert fixed.code == 0, fixed.err
+    assert cli(capsys, world, "doctor").code == 0
+
+
+def test_doctor_reports_a_broken_chain(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = git(world.repo, "write-tree").strip()
+    bogus = git(world.repo, "commit-tree", tree, "-m", "pi rewind store").strip()
+    git(world.repo, "update-ref", "refs/pi-rewind/store", bogus)
+    result = cli(capsys, world, "doctor", "--json")
+    assert result.code == 1
+    assert any("tree is not empty" in p for p in result.json_lines()[0]["problems"])
