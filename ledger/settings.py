@@ -1,4 +1,4 @@
-"""The ``rewind`` settings from the agent dir's ``settings.json``.
+"""The ``rewind`` settings from the agent dir's ``settings.json`` and the project's override.
 
 Why it exists: snapshot capture (protected paths, size limit) and, later, retention read their
 knobs from the same file Pi and the reference extension use (``<agent-dir>/settings.json``, key
@@ -12,6 +12,9 @@ Invariants:
   (``rewind.snapshot.maxUntrackedFileBytes``) and *that field's* default; the other fields keep
   their valid values.
 - Unknown keys are ignored (newer versions may add some).
+- ``<repo>/.pi/settings.json`` (its ``rewind`` key) overrides the global file key by key, inside
+  the ``snapshot`` and ``retention`` sections too (beyond the reference, which reads only the
+  global file); :class:`EffectiveSettings` remembers which file set each value.
 - Defaults follow rewind-v2.md §14 (``silentCheckpoints`` false; no ``retention`` object = no
   retention) plus the snapshot protections of issue 3.
 """
