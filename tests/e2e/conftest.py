@@ -1,0 +1,49 @@
+"""Fixtures for the end-to-end tests with the real Pi CLI (see :mod:`tests.e2e.pikit`)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.e2e.pikit import PiRunner, PiUnavailable, ensure_pi
+
+
+@pytest.fixture(scope="session")
+def pi_cli() -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("end-to-end tests need Node.js and npm (to install and run the real Pi 0.73.1); "
+                    "node or npm is not installed")
+    try:
+        return ensure_pi()
+    except PiUnavailable as exc:  # node and npm exist: a failed install is a failure, not a skip
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A repository with one commit and an ignore rule."""
+    path = tmp_path / "project"
+    path.mkdir()
+    git(path, "init", "-q")
+    git(path, "config", "user.name", "E2E")
+    git(path, "config", "user.email", "e2e@example.com")
+    (path / "README.md").write_text("# e2e\n")
+    (path / ".gitignore").write_text("build/\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "initial")
+    return path.resolve()
+
+
+@pytest.fixture
+def agent_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "agent"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def pi(pi_cli: Path, project: Path, agent_dir: Path) -> PiRunner:
+    return PiRunner(pi_cli, project, agent_dir)

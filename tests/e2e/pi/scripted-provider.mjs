@@ -1,0 +1,83 @@
+// A Pi extension for the end-to-end tests (vendored and extended from
+// shared/pi-fixtures/scripted-provider.mjs): the offline provider "scripted" / model "scripted-1",
+// answered in-process by pi-ai's faux provider. No network, no API key.
+//
+// Reply policy, per LLM call, from the last user message's text:
+//   * it contains `[[turns: JSON]]`, JSON = [[call, ...], [call, ...], ...], call = {"name": tool, "args": {...}}:
+//     the n-th LLM call of this prompt issues turn n's tool calls (one assistant message, several
+//     tool calls); when the turns are used up it answers "Done: <turns> turns".
+//   * it contains "[no-tools]": "Echo: <text>".
+//   * otherwise one bash call `echo <text>`, then "Done: <first output line>" (the fixture's policy).
+//
+// It also registers the command /e2e-tree <entryId> [summarize], which navigates the session tree
+// with ctx.navigateTree (Pi's RPC mode has no /tree command), so tests can drive /tree.
+
+import { fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider, streamSimple } from "@mariozechner/pi-ai";
+
+function textOf(content) {
+	if (typeof content === "string") return content;
+	return (content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("");
+}
+
+export default function scriptedProvider(pi) {
+	const faux = registerFauxProvider({
+		api: "scripted-faux",
+		provider: "scripted",
+		models: [{ id: "scripted-1", name: "Scripted 1", reasoning: false, contextWindow: 128000, maxTokens: 4096 }],
+	});
+
+	const respond = (context) => {
+		const msgs = context.messages ?? [];
+		let userIndex = -1;
+		for (let i = msgs.length - 1; i >= 0; i--) {
+			if (msgs[i].role === "user") {
+				userIndex = i;
+				break;
+			}
+		}
+		const userText = userIndex >= 0 ? textOf(msgs[userIndex].content) : "";
+		const done = msgs.slice(userIndex + 1).filter((m) => m.role === "assistant").length;
+		const script = userText.match(/\[\[turns: ([\s\S]*)\]\]/);
+		if (script) {
+			const turns = JSON.parse(script[1]);
+			if (done < turns.length) {
+				const calls = turns[done].map((c) => fauxToolCall(c.name, c.args));
+				return fauxAssistantMessage(calls, { stopReason: "toolUse" });
+			}
+			return fauxAssistantMessage(`Done: ${turns.length} turns`);
+		}
+		const last = msgs[msgs.length - 1];
+		if (last?.role === "toolResult") {
+			return fauxAssistantMessage(`Done: ${textOf(last.content).split("\n")[0].slice(0, 60)}`);
+		}
+		if (userText.includes("[no-tools]") || !(context.tools?.length > 0)) {
+			return fauxAssistantMessage([fauxText(`Echo: ${userText}`)]);
+		}
+		const safe = userText.slice(0, 40).replace(/[^A-Za-z0-9 _.,:-]/g, "");
+		return fauxAssistantMessage([fauxToolCall("bash", { command: `echo '${safe}'` })], { stopReason: "toolUse" });
+	};
+
+	pi.registerProvider("scripted", {
+		name: "Scripted (faux, offline)",
+		baseUrl: "http://127.0.0.1:9",
+		apiKey: "scripted-literal-key-not-a-secret",
+		api: "scripted",
+		models: [{
+			id: "scripted-1", name: "Scripted 1", reasoning: false, input: ["text"],
+			cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096,
+		}],
+		streamSimple: (_model, context, options) => {
+			faux.setResponses([respond]);
+			return streamSimple(faux.getModel("scripted-1"), context, options);
+		},
+	});
+
+	pi.registerCommand("e2e-tree", {
+		description: "navigate the session tree (tests)",
+		handler: async (args, ctx) => {
+			const [target, summarize] = String(args ?? "").trim().split(/\s+/);
+			const result = await ctx.navigateTree(target, { summarize: summarize === "summarize" });
+			ctx.ui.notify(`e2e-tree: ${result?.cancelled ? "cancelled" : "done"}`, "info");
+		},
+	});
+}

@@ -1,0 +1,228 @@
+"""The real Pi CLI (``@mariozechner/pi-coding-agent@0.73.1``), offline, with our extension loaded.
+
+- :func:`ensure_pi` installs Pi with npm into a cache directory outside the repository, once
+  (``$REWIND_PI_CACHE``, else ``~/.cache/rewind-ledger/pi-0.73.1`` of the real home), under a
+  lock so that parallel runs do not clash.
+- :class:`PiRunner` runs ``pi -p`` (print mode: no UI, menus are not shown) and
+  :class:`RpcPi` drives ``pi --mode rpc`` (a UI over JSON: ``ctx.ui.select`` arrives as an
+  ``extension_ui_request`` that the test answers).
+
+The model is the scripted provider in ``tests/e2e/pi/scripted-provider.mjs``: a prompt says which
+tool calls each turn makes (``[[turns: …]]``), so the real built-in tools change the files.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from queue import Empty, Queue
+from typing import Any
+
+PI_VERSION = "0.73.1"
+HERE = Path(__file__).resolve().parent
+SCRIPTED = HERE / "pi" / "scripted-provider.mjs"
+EXTENSION = HERE.parent.parent / "tools" / "pi-extension" / "rewind-ledger.ts"
+# Read at import, before the test-wide fixture points $HOME at a temporary directory.
+CACHE = Path(os.environ.get("REWIND_PI_CACHE") or Path.home() / ".cache" / "rewind-ledger" / f"pi-{PI_VERSION}")
+
+
+class PiUnavailable(Exception):
+    """node or npm is missing, or the install failed: the reason says which."""
+
+
+def ensure_pi() -> Path:
+    """The path of Pi's ``cli.js``, installing the package first if needed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise PiUnavailable(f"{'node' if node is None else 'npm'} is not installed: the end-to-end tests need "
+                            f"Node.js and npm to install @mariozechner/pi-coding-agent@{PI_VERSION}")
+    package = CACHE / "node_modules" / "@mariozechner" / "pi-coding-agent"
+    cli = package / "dist" / "cli.js"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _installed(package):
+            if not (CACHE / "package.json").exists():
+                (CACHE / "package.json").write_text('{"name": "rewind-ledger-pi-cache", "private": true}\n')
+            result = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
+                                     f"@mariozechner/pi-coding-agent@{PI_VERSION}"], cwd=CACHE,
+                                    capture_output=True, text=True, timeout=900)
+            if result.returncode != 0 or not _installed(package):
+                raise PiUnavailable(f"npm install of pi-coding-agent@{PI_VERSION} failed: {result.stderr[-2000:]}")
+    return cli
+
+
+def _installed(package: Path) -> bool:
+    try:
+        return json.loads((package / "package.json").read_text())["version"] == PI_VERSION
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def pi_env(agent_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1", PI_TELEMETRY="0",
+               REWIND_BRIDGE_CMD=os.environ.get("E2E_BRIDGE_CMD") or json.dumps([sys.executable, "-m", "ledger", "serve", "--stdio"]))
+    return env
+
+
+def pi_args(cli: Path, *, extension: bool = True) -> list[str]:
+    args = [shutil.which("node") or "node", str(cli), "--provider", "scripted", "--model", "scripted-1",
+            "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes",
+            "-e", str(SCRIPTED)]
+    return args + (["-e", str(EXTENSION)] if extension else [])
+
+
+def turns(*calls: list[dict[str, Any]]) -> str:
+    """The ``[[turns: …]]`` script for a prompt: one list of tool calls per turn."""
+    return f"[[turns: {json.dumps(list(calls))}]]"
+
+
+def write(path: str, content: str) -> dict[str, Any]:
+    return {"name": "write", "args": {"path": path, "content": content}}
+
+
+def edit(path: str, old: str, new: str) -> dict[str, Any]:
+    return {"name": "edit", "args": {"path": path, "edits": [{"oldText": old, "newText": new}]}}
+
+
+def bash(command: str) -> dict[str, Any]:
+    return {"name": "bash", "args": {"command": command}}
+
+
+class PiRunner:
+    """``pi -p`` runs in one repository with one agent dir."""
+
+    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *, extension: bool = True) -> None:
+        self.cli, self.repo, self.agent_dir, self.extension = cli, repo, agent_dir, extension
+
+    def run(self, prompt: str, *extra: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt], cwd=self.repo,
+                                env=pi_env(self.agent_dir), capture_output=True, text=True, timeout=timeout)
+        if result.returncode != 0:
+            raise AssertionError(f"pi failed ({result.returncode}): {result.stderr[-3000:]}")
+        return result
+
+    def sessions(self) -> list[Path]:
+        """Session files, newest first (by mtime, as ``pi -c`` picks them)."""
+        files = list((self.agent_dir / "sessions").rglob("*.jsonl"))
+        return sorted(files, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+class RpcPi:
+    """``pi --mode rpc``: send commands, answer menus, collect notices."""
+
+    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen([*pi_args(cli), "--mode", "rpc", *extra], cwd=repo, env=pi_env(agent_dir),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: Queue[dict[str, Any] | None] = Queue()
+        self.choices: list[str | None] = []
+        self.menus: list[tuple[str, list[str]]] = []
+        self.notices: list[tuple[str, str]] = []
+        self.status: str | None = None
+        self._ids = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                self.lines.put(json.loads(raw))
+            except ValueError:
+                continue
+        self.lines.put(None)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        self.stderr = self.proc.stderr.read().decode("utf-8", "replace")
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def _next(self, deadline: float) -> dict[str, Any]:
+        try:
+            message = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except Empty:
+            raise AssertionError("pi --mode rpc did not answer in time") from None
+        if message is None:
+            raise AssertionError(f"pi --mode rpc exited: {getattr(self, 'stderr', '')[-3000:]}")
+        if message.get("type") == "extension_ui_request":
+            self._ui(message)
+        return message
+
+    def _ui(self, request: dict[str, Any]) -> None:
+        method = request.get("method")
+        if method == "select":
+            self.menus.append((request["title"], request["options"]))
+            choice = self.choices.pop(0) if self.choices else None
+            reply = {"type": "extension_ui_response", "id": request["id"]}
+            reply.update({"value": choice} if choice is not None else {"cancelled": True})
+            self._send(reply)
+        elif method == "notify":
+            self.notices.append((request.get("notifyType", "info"), request.get("message", "")))
+        elif method == "setStatus" and request.get("statusKey") == "rewind":
+            self.status = request.get("statusText")
+        elif method in ("confirm", "input", "editor"):
+            self._send({"type": "extension_ui_response", "id": request["id"], "cancelled": True})
+
+    def command(self, message: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+        self._ids += 1
+        request_id = f"t{self._ids}"
+        self._send({**message, "id": request_id})
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._next(deadline)
+            if reply.get("type") == "response" and reply.get("id") == request_id:
+                if not reply.get("success"):
+                    raise AssertionError(f"rpc {message['type']} failed: {reply.get('error')}")
+                return reply
+
+    def prompt(self, text: str, timeout: float = 180) -> None:
+        """Send a prompt and wait until the agent is idle again."""
+        self.command({"type": "prompt", "message": text})
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._next(deadline)
+            if message.get("type") == "agent_end":
+                break
+        self.wait_idle(deadline)
+
+    def wait_idle(self, deadline: float | None = None) -> None:
+        deadline = deadline or time.monotonic() + 60
+        while self.command({"type": "get_state"})["data"].get("isStreaming"):
+            time.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise AssertionError("pi stayed busy")
+
+    def run_command(self, text: str, done_notice: str, timeout: float = 120) -> None:
+        """An extension command (e.g. /e2e-tree): runs at once; wait for its closing notice."""
+        before = len(self.notices)
+        self.command({"type": "prompt", "message": text})
+        deadline = time.monotonic() + timeout
+        while not any(n[1].startswith(done_notice) for n in self.notices[before:]):
+            try:
+                self._next(deadline)
+            except AssertionError:
+                raise AssertionError(f"no '{done_notice}' notice; notices: {self.notices[before:]}") from None
+
+    def state(self) -> dict[str, Any]:
+        return self.command({"type": "get_state"})["data"]
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
