@@ -119,8 +119,9 @@ class PiRunner:
 class RpcPi:
     """``pi --mode rpc``: send commands, answer menus, collect notices."""
 
-    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str) -> None:
-        self.proc = subprocess.Popen([*pi_args(cli), "--mode", "rpc", *extra], cwd=repo, env=pi_env(agent_dir),
+    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True) -> None:
+        self.proc = subprocess.Popen([*pi_args(cli, extension=extension), "--mode", "rpc", *extra], cwd=repo,
+                                     env=pi_env(agent_dir),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: Queue[dict[str, Any] | None] = Queue()
         self.choices: list[str | None] = []
