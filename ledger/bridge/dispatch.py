@@ -48,9 +48,8 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
     server.settings = settings
     for warning in warnings:
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
-    factory = server._engine_factory or Engine
     server.scheduler = _scheduler(server, repo, agent_dir, settings)
-    server.engine = factory(server.host, repo, settings=settings, retention=server.scheduler)
+    server.engine = Engine(server.host, repo, settings=settings, retention=server.scheduler)
     _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
     _retention_notices(server, outcome)
 
@@ -112,10 +111,12 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     elif event == "message_end":
         return outcome  # the entry is written after this event (§10.2); turn_end binds it
     elif event == "turn_end":
+        # Pi's assistant message is matched by its timestamp (the reference's rule); a host that
+        # sends only the role gets the latest assistant message of the prompt on the branch.
         message_value = payload.get("message")
         if isinstance(message_value, dict) and message_value.get("timestamp") is not None:
             result = engine.turn_end(_int(payload, "turnIndex"), message=message_value)
-        elif (message_value or {}).get("role", payload.get("role", "assistant")) != "assistant":
+        elif payload.get("role", "assistant") != "assistant":
             return outcome
         else:
             result = engine.turn_end(_int(payload, "turnIndex"), assistant_entry_id=_latest_assistant(engine))

@@ -16,8 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -47,8 +45,7 @@ class Outcome:
 class BridgeServer:
     """Serve one extension instance (one Pi session) until end of input."""
 
-    def __init__(self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None,
-                 engine_factory: Callable[..., Any] | None = None) -> None:
+    def __init__(self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None) -> None:
         self.reader = reader
         self.writer = writer
         self.agent_dir = agent_dir
@@ -56,12 +53,9 @@ class BridgeServer:
         self.engine: Any = None
         self.settings: Any = None
         self.scheduler: Any = None
-        self._engine_factory = engine_factory
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int] | None = None
-        self.events = 0
-        self.busy_ms = 0.0
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -137,7 +131,6 @@ class BridgeServer:
         return 0
 
     def _handle(self, message: EventMessage) -> None:
-        started = time.perf_counter()
         try:
             outcome = self._dispatch(message)
         except BridgeClosed:
@@ -148,9 +141,6 @@ class BridgeServer:
         except Exception as exc:  # noqa: BLE001 - the bridge must keep serving the agent
             self._error(message.id, "internal", f"{type(exc).__name__}: {exc}")
             return
-        finally:
-            self.events += 1
-            self.busy_ms += (time.perf_counter() - started) * 1000
         self._send({"type": "result", "id": message.id, "result": outcome.result,
                     "notices": outcome.notices, "status": self._footer()})
 

@@ -103,9 +103,11 @@ class PiRunner:
     def __init__(self, cli: Path, repo: Path, agent_dir: Path, *, extension: bool = True) -> None:
         self.cli, self.repo, self.agent_dir, self.extension = cli, repo, agent_dir, extension
 
-    def run(self, prompt: str, *extra: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    def run(self, prompt: str, *extra: str, timeout: float = 180,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt], cwd=self.repo,
-                                env=pi_env(self.agent_dir), capture_output=True, text=True, timeout=timeout)
+                                env={**pi_env(self.agent_dir), **(env or {})}, capture_output=True, text=True,
+                                timeout=timeout)
         if result.returncode != 0:
             raise AssertionError(f"pi failed ({result.returncode}): {result.stderr[-3000:]}")
         return result

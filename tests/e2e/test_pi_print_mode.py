@@ -121,3 +121,14 @@ def test_a_startup_sweep_runs_with_retention_settings_in_the_agent_dir(pi: PiRun
     assert view.latest_current is None or view.latest_current in kept
     last_turn = [e for e in read_session(path).entries if e.custom_type in (TURN, OP)][-1]
     assert any(sha in kept for sha in last_turn.raw["data"]["snapshots"]), "the newest points are kept"
+
+
+def test_a_bridge_that_dies_or_hangs_never_blocks_pi(pi: PiRunner) -> None:
+    for command, timeout_ms in ((["false"], "120000"), (["sleep", "600"], "1500")):
+        result = pi.run("work " + turns([write("w.txt", f"{command[0]}\n")]),
+                        env={"REWIND_BRIDGE_CMD": json.dumps(command), "REWIND_BRIDGE_TIMEOUT_MS": timeout_ms},
+                        timeout=120)
+        assert result.stdout.strip() == "Done: 1 turns"
+        assert (pi.repo / "w.txt").read_text() == f"{command[0]}\n", "the agent carried on"
+        assert result.stderr.count("Rewind: bridge unavailable") == 1, "one warning, not one per event"
+    assert all(TURN not in p.read_text() for p in pi.sessions())
