@@ -5,11 +5,16 @@ snapshots reachable; the two can drift apart (a hand-edited ref, an old gc, a cr
 commit and its keepalive). The doctor reads both and says what is wrong and how to fix it. It
 changes nothing.
 
-Problems (exit 1): a malformed keepalive chain, and referenced snapshots that exist, that the
-retention settings would keep (all of them when retention is off), but that the store does not
-reach (``git gc`` would prune them). Not problems: snapshots the retention plan drops anyway,
-snapshots that are gone (pruned after a sweep — they are skipped before anything is offered),
+Problems (exit 1): a malformed keepalive chain, and referenced snapshots that exist but that
+the store does not reach although they were recorded after the chain began (after the last
+rewrite, or the first append): no sweep dropped them, so they fell out by accident and ``git gc``
+would prune them. Not problems: referenced snapshots recorded before the last rewrite and not
+kept (a sweep dropped them: its limits, or an ``ancestor-only`` scan that did not read their
+session), snapshots that are gone (pruned; those points are skipped before anything is offered),
 and a private index that is missing, stale or corrupt (the next capture rebuilds it).
+
+The doctor needs no settings: what a sweep dropped is told apart from what fell out by time,
+so a sweep run by hand with its own limits does not make the doctor fail.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ class DanglingReference:
     kind: str
     snapshot: str
     state: str
-    """``missing`` (pruned), ``dropped`` (exists, not kept, and retention would not keep it) or
-    ``unreachable`` (exists, retention would keep it, the store does not: gc may prune it)."""
+    """``missing`` (pruned), ``dropped`` (exists, not kept, recorded before the chain's last
+    rewrite: a sweep dropped it) or ``unreachable`` (exists, not kept, recorded after it: gc may
+    prune it)."""
 
 
 @dataclass
@@ -45,6 +51,8 @@ class DoctorReport:
     chain_problems: list[str] = field(default_factory=list)
     references: list[DanglingReference] = field(default_factory=list)
     index: str = "missing"
+    chain_started_ms: int | None = None
+    """When the chain began (its last rewrite or first append); None without a keepalive chain."""
     store_bytes: int = 0
     exclusive_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -71,13 +79,15 @@ class DoctorReport:
             return ("rebuild the store from the ledgers: rewind sweep --scan repo-sessions "
                     "(without limits it keeps every referenced snapshot that still exists)")
         if self.unreachable:
-            return "keep them: rewind sweep --scan repo-sessions (without limits it keeps every referenced snapshot)"
+            return ("keep them: rewind sweep --scan repo-sessions (they are the most recently recorded; "
+                    "raise --max-snapshots if a limit still drops them)")
         return None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ok": not self.problems, "problems": self.problems, "hint": self.hint,
             "store": {"head": self.store_head, "keepalives": self.keepalives, "snapshots": self.snapshots,
+                      "chainStarted": self.chain_started_ms,
                       "bytes": self.store_bytes, "exclusiveBytes": self.exclusive_bytes},
             "sessions": self.sessions, "ledgers": self.ledgers, "privateIndex": self.index,
             "references": [{"session": r.session, "entry": r.entry, "kind": r.kind, "snapshot": r.snapshot,
@@ -86,12 +96,12 @@ class DoctorReport:
         }
 
 
-def diagnose(repo: GitRepo, agent_dir: Path, settings: Any = None) -> DoctorReport:
-    from ledger.clock import SystemClock
+def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
+    """Read the store chain, the private index and every session of this repository; change
+    nothing."""
     from ledger.git.index import PrivateIndex
+    from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
-    from ledger.retention.plan import LedgerInput, plan_retention
-    from ledger.retention.sweep import policy_from
 
     store = Store(repo)
     keepalives, chain_problems = store.check_chain()
@@ -99,7 +109,8 @@ def diagnose(repo: GitRepo, agent_dir: Path, settings: Any = None) -> DoctorRepo
     total, exclusive = store.disk_usage()
     sessions = repo_sessions(agent_dir, repo.root)
     report = DoctorReport(store.head(), keepalives, len(kept), len(sessions), 0, chain_problems,
-                          index=PrivateIndex(repo.git_dir).health(), store_bytes=total, exclusive_bytes=exclusive)
+                          index=PrivateIndex(repo.git_dir).health(), chain_started_ms=chain_started_ms(repo),
+                          store_bytes=total, exclusive_bytes=exclusive)
     reader = LineageReader()
     ledgers = []
     for info in sessions:
@@ -111,8 +122,13 @@ def diagnose(repo: GitRepo, agent_dir: Path, settings: Any = None) -> DoctorRepo
         if ledger.view.references:
             ledgers.append(ledger)
     report.ledgers = len(ledgers)
-    wanted = set(plan_retention([LedgerInput(str(x.path), x.view) for x in ledgers], SystemClock().now_ms(),
-                                policy_from(settings), repo.commit_exists).live)
+    latest: dict[str, int] = {}
+    for ledger in ledgers:
+        for reference in ledger.view.references:
+            if reference.is_retention_reference:
+                latest[reference.snapshot] = max(latest.get(reference.snapshot, 0), reference.timestamp_ms)
+    # Keepalive times are whole seconds: a record counts as "after" once that second is over.
+    started = report.chain_started_ms
     reached: dict[str, bool] = {}
     for ledger in ledgers:
         for reference in ledger.view.references:
@@ -123,6 +139,11 @@ def diagnose(repo: GitRepo, agent_dir: Path, settings: Any = None) -> DoctorRepo
                 reached[sha] = sha in kept or store.reaches(sha)
             if reached[sha]:
                 continue
-            state = "missing" if not repo.commit_exists(sha) else "unreachable" if sha in wanted else "dropped"
+            if not repo.commit_exists(sha):
+                state = "missing"
+            elif started is None or latest[sha] >= started + 1000:
+                state = "unreachable"
+            else:
+                state = "dropped"
             report.references.append(DanglingReference(ledger.session_id, reference.entry_id, reference.kind, sha, state))
     return report

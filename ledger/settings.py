@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -259,10 +259,10 @@ def _show(default: Any) -> str:
 __all__ = [
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
     "DEFAULT_PROTECTED_DIRS",
+    "EffectiveSettings",
     "RetentionSettings",
     "Settings",
     "SnapshotSettings",
-    "EffectiveSettings",
     "load_settings",
     "resolve_settings",
     "settings_from_mapping",

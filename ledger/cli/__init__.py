@@ -30,6 +30,8 @@ COMMAND_MODULES = (
     "ledger.cli.demo",
     "ledger.cli.maintain",
     "ledger.cli.serve",
+    "ledger.cli.review",
+    "ledger.cli.portable",
 )
 
 EXIT_OK = 0

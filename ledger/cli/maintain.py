@@ -65,25 +65,36 @@ def _settings(ctx: CliContext, repo: Any) -> Any:
 
 
 def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.cli.inspect import resolve_session_path
-    from ledger.retention.sweep import policy_from, run_sweep as sweep
+    from ledger.retention.sweep import policy_from
+    from ledger.retention.sweep import run_sweep as sweep
 
     repo = ctx.repo()
     settings = _settings(ctx, repo)
-    start = resolve_session_path(ctx, args.session)
+    start = _start_session(ctx, repo, args.session)
     retention = settings.retention
     scan = args.scan or (retention.scan_mode if retention is not None else "ancestor-only")
     policy = policy_from(settings, max_snapshots=args.max_snapshots, max_age_days=args.max_age_days,
                          pin_labeled=args.pin_labeled)
     progress = _progress(ctx)
     report = sweep(repo, start, ctx.agent_dir(), scan_mode=scan, policy=policy, dry_run=args.dry_run,
-                   progress=progress)
+                   progress=progress, count_objects=True)
     if progress is not None:
         ctx.stderr.write("\r\033[K")
     for warning in report.warnings:
         ctx.warn(warning)
     ctx.emit(report.to_json(), lambda: _sweep_text(report))
     return 0
+
+
+def _start_session(ctx: CliContext, repo: Any, name: str) -> Any:
+    """SESSION as a path; ``@`` in a repository without sessions is no session (the sweep then
+    reads nothing, or only the other files with ``repo-sessions``, and changes nothing)."""
+    from ledger.cli.inspect import resolve_session_path
+    from ledger.session.discovery import repo_sessions
+
+    if name == "@" and not repo_sessions(ctx.agent_dir(), repo.root):
+        return None
+    return resolve_session_path(ctx, name)
 
 
 def _progress(ctx: CliContext) -> Any:
@@ -103,8 +114,10 @@ def _progress(ctx: CliContext) -> Any:
 def _sweep_text(report: Any) -> str:
     s = report.plan.summary()
     verb = "would keep" if report.dry_run else "kept"
-    lines = [f"read {report.sessions_read} session files ({report.ledgers} ledgers of this repository, "
-             f"scan {report.scan_mode})"]
+    if not report.sessions_read:
+        return "no session of this repository to sweep from: refs/pi-rewind/store left as it is"
+    lines = [(f"read {report.sessions_read} session files ({report.ledgers} ledgers of this repository, "
+              f"scan {report.scan_mode})")]
     if report.preserved:
         lines.append("no live snapshot found: refs/pi-rewind/store left as it is")
         return "\n".join(lines)
@@ -113,10 +126,12 @@ def _sweep_text(report: Any) -> str:
                  + (f", {len(report.arrived)} appended during the sweep" if report.arrived else "") + ")"
                  + f", {'would drop' if report.dry_run else 'dropped'} {s['dropped']}"
                  + (f" ({s['missing']} already gone)" if s["missing"] else ""))
-    if report.unreachable_commits:
-        lines.append(f"{report.unreachable_commits} commits {'would become' if report.dry_run else 'are now'} "
-                     "unreachable from the store (dropped snapshots and old keepalives); git gc may reclaim "
-                     "them and the objects only they used")
+    if report.unreachable_objects:
+        n = report.unreachable_objects
+        lines.append(f"{n} {'object' if n == 1 else 'objects'} "
+                     f"{('would become' if report.dry_run else 'is now' if n == 1 else 'are now')} "
+                     "unreachable (old keepalives, dropped snapshots and the trees and blobs only they use); "
+                     "git gc may reclaim them")
     elif not report.rewritten:
         lines.append("the store already keeps exactly these snapshots: nothing to rewrite")
     if report.rewritten:
@@ -151,7 +166,7 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.doctor import diagnose
 
     repo = ctx.repo()
-    report = diagnose(repo, ctx.agent_dir(), _settings(ctx, repo))
+    report = diagnose(repo, ctx.agent_dir())
     for warning in report.warnings:
         ctx.warn(warning)
     ctx.emit(report.to_json(), lambda: _doctor_text(report))

@@ -143,10 +143,9 @@ def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
     ordered: list[tuple[str, Reason]] = [*pinned.items(), *((sha, "recent") for sha in candidates)]
     for sha, reason in ordered:
         tick()
-        if reason.startswith("pinned: label") or reason == "recent":
-            if not exists(sha):
-                decisions[sha] = Decision(sha, "dropped: missing", latest.get(sha, 0))
-                continue
+        if (reason.startswith("pinned: label") or reason == "recent") and not exists(sha):
+            decisions[sha] = Decision(sha, "dropped: missing", latest.get(sha, 0))
+            continue
         decisions[sha] = Decision(sha, reason, latest.get(sha, 0))
         live.append(sha)
     if live:

@@ -15,8 +15,12 @@ Contract:
 - Unlike the reference, no sweep runs ``git gc --auto``: gc rewrites ``packed-refs``, reflogs
   and packs of the user's repository, and we write nothing in ``.git`` but objects, our own
   files and our one ref. Unreachable snapshots go with the user's next (automatic) gc.
-- ``on_shutdown()`` waits for a sweep in flight, then sweeps unless one already completed in
-  this session with fewer than 50 new snapshots since (the reference's rule).
+- ``on_shutdown()`` waits for a sweep in flight, then sweeps (in the calling thread, no budget)
+  unless one already completed in this session with fewer than 50 new snapshots since (the
+  reference's rule). A sweep that found an empty live set, failed or ran out of budget did not
+  complete, and leaves the counter as it was.
+- ``reports`` lists ``(reason, SweepReport)`` of every sweep that ran to the end; ``wait()``
+  joins a sweep in flight; ``drain_notices()`` returns and clears ``(level, text)`` warnings.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ledger.clock import Clock
 from ledger.git.repo import GitRepo
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 
@@ -36,8 +41,15 @@ Source = Callable[[], Any]
 
 class SweepScheduler:
     def __init__(self, repo: GitRepo, agent_dir: Path, settings: Any, source: Source, *,
-                 background: bool = True) -> None:
+                 background: bool = True, clock: Clock | None = None) -> None:
+        """``repo``: the repository (the worker opens its own handle on ``repo.root``);
+        ``agent_dir``: where ``sessions/`` lives (``repo-sessions`` scans); ``settings``: a
+        :class:`~ledger.settings.Settings` (retention off when ``settings.retention`` is None);
+        ``source``: returns the current session (a Session, a path, or None), called in the
+        engine's thread; ``background``: run startup and 50-snapshot sweeps in a thread;
+        ``clock``: the time the plan ages references against."""
         self.root = repo.root
+        self.clock = clock
         self.agent_dir = agent_dir
         self.settings = settings
         self.source = source
@@ -67,7 +79,8 @@ class SweepScheduler:
     def on_snapshot_added(self, count: int) -> None:
         if not self.enabled:
             return
-        self.new_snapshots += count
+        with self._lock:
+            self.new_snapshots += count
         if self.new_snapshots >= SWEEP_EVERY and not self.running:
             self._start("new-snapshots")
 
@@ -104,9 +117,14 @@ class SweepScheduler:
         if not self.background:
             self._sweep(reason, session)
             return
-        self._thread = threading.Thread(target=self._sweep, args=(reason, session),
-                                        name=f"rewind-sweep-{reason}", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._sweep, args=(reason, session),
+                                  name=f"rewind-sweep-{reason}", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: skip this sweep, never break the agent
+            self._note("warning", f"Rewind retention sweep not started: {exc}")
+            return
+        self._thread = thread
 
     def _sweep(self, reason: str, session: Any) -> None:
         retention = self.settings.retention
@@ -114,7 +132,8 @@ class SweepScheduler:
             repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
             report = run_sweep(repo, session, self.agent_dir, scan_mode=retention.scan_mode,
                                policy=policy_from(self.settings),
-                               budget_ms=retention.startup_budget_ms if reason == "startup" else None)
+                               budget_ms=retention.startup_budget_ms if reason == "startup" else None,
+                               clock=self.clock)
         except BudgetExceeded as exc:
             self._note("warning", str(exc))
             return
@@ -124,10 +143,10 @@ class SweepScheduler:
             return
         with self._lock:
             self.reports.append((reason, report))
-        if report.preserved:
-            return  # an empty live set: nothing changed, counters unchanged
-        self.new_snapshots = 0
-        self.completed = True
+            if report.preserved:
+                return  # an empty live set: nothing changed, counters unchanged
+            self.new_snapshots = 0
+            self.completed = True
 
     def _note(self, level: str, text: str) -> None:
         with self._lock:

@@ -2,7 +2,8 @@
 
 Why it exists: the plan (:mod:`ledger.retention.plan`) is pure; this module feeds it the ledgers
 the reference would read (rewind-v2.md §13 step 1–2) and executes it with the store's
-compare-and-swap rewrite (D7 fixed in :meth:`ledger.git.store.Store.rewrite`).
+compare-and-swap rewrite (:func:`ledger.git.rewrite.rewrite_store`; D7 fixed in
+:meth:`ledger.git.store.Store.rewrite`).
 
 Invariants:
 - Session files are only read, never written; the store ref is the only thing that changes,
@@ -53,9 +54,10 @@ class SweepReport:
     """Snapshots the store kept before the sweep."""
     arrived: list[str] = field(default_factory=list)
     """Snapshots appended by other processes during the sweep, kept (D7)."""
-    unreachable_commits: int = 0
-    """Snapshot and keepalive commits no longer reachable from the store: what ``git gc`` may
-    reclaim (with the trees and blobs only they used) once they are not reachable otherwise."""
+    unreachable_objects: int = 0
+    """Objects (old keepalives, dropped snapshots, the trees and blobs only they use) that no
+    ref reaches once the store keeps the live set: what ``git gc`` may reclaim. Counted only
+    when asked (``count_objects``)."""
     preserved: bool = False
     rewritten: bool = False
     old_head: str | None = None
@@ -69,7 +71,7 @@ class SweepReport:
             "ledgers": self.ledgers, "kept": summary["live"] + len(self.arrived), "pinned": summary["pinned"],
             "recent": summary["recent"], "unrecorded": summary["unrecorded"], "arrived": len(self.arrived), "dropped": summary["dropped"],
             "missing": summary["missing"], "storeBefore": self.store_before,
-            "unreachableCommits": self.unreachable_commits, "preserved": self.preserved,
+            "unreachableObjects": self.unreachable_objects, "preserved": self.preserved,
             "rewritten": self.rewritten, "oldHead": self.old_head, "newHead": self.new_head,
             "skipped": [{"file": f, "reason": r} for f, r in self.skipped], "warnings": self.warnings,
             "decisions": [{"snapshot": d.snapshot, "reason": d.reason, "latest": d.latest_ms}
@@ -155,9 +157,16 @@ class SweepReportParts:
 def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path, *, scan_mode: ScanMode,
               policy: Policy, dry_run: bool = False, budget_ms: float | None = None,
               clock: Clock | None = None, reader: LineageReader | None = None,
-              progress: Progress | None = None) -> SweepReport:
-    """One sweep. Raises :class:`BudgetExceeded` when ``budget_ms`` runs out (nothing changed)."""
-    from ledger.git.snapshot import git_identity, load_last_exact, save_last_exact
+              progress: Progress | None = None, count_objects: bool = False) -> SweepReport:
+    """One sweep from ``start`` (the current session: a Session, a path, or None for none).
+
+    ``policy``: the limits (:func:`policy_from`); ``dry_run``: plan only; ``budget_ms``: abort
+    with :class:`BudgetExceeded` (nothing changed) when the sweep takes longer; ``progress``:
+    called as ``(files done, files)`` while a ``repo-sessions`` scan reads files;
+    ``count_objects``: also count what ``git gc`` may reclaim (one ``git rev-list``).
+    Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
+    from ledger.git.rewrite import reclaimable_objects, rewrite_store
+    from ledger.git.snapshot import load_last_exact, save_last_exact
     from ledger.git.store import Store
 
     clock = clock or SystemClock()
@@ -180,33 +189,20 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
     elif since is not None and set(plan.live) == set(before):
         pass  # the store already keeps exactly the live set: nothing to rewrite
     elif dry_run:
-        report.unreachable_commits = _unreachable(before, plan.live, since)
+        if count_objects:
+            report.unreachable_objects = reclaimable_objects(repo, since, plan.live)
     else:
         tick()
-        when = clock.now_ms() // 1000
-        result = store.rewrite(plan.live, since=since, identity=git_identity(repo), when_s=when,
-                               offset_min=_offset_minutes(when))
+        result = rewrite_store(repo, plan.live, since=since, now_ms=clock.now_ms())
         report.rewritten, report.arrived, report.new_head = True, result.arrived, result.new_head
         report.old_head = result.old_head
-        report.unreachable_commits = _unreachable(before, result.kept, since)
+        if count_objects:
+            report.unreachable_objects = reclaimable_objects(repo, result.old_head, result.kept)
         last = load_last_exact(repo)
         if last is not None and last.commit not in result.kept:
             save_last_exact(repo, None)
     report.ms = (time.perf_counter() - started) * 1000
     return report
-
-
-def _unreachable(before: list[str], kept: list[str], head: str | None) -> int:
-    """Snapshots that leave the chain, plus the old keepalives (one per snapshot entry)."""
-    if head is None:
-        return 0
-    kept_set = set(kept)
-    return sum(1 for sha in before if sha not in kept_set) + len(before)
-
-
-def _offset_minutes(when_s: int) -> int:
-    local = time.localtime(when_s)
-    return (local.tm_gmtoff or 0) // 60
 
 
 def policy_from(settings: Any, *, max_snapshots: int | None = None, max_age_days: float | None = None,

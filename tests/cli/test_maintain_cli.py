@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from ledger.clock import FixedClock
 from ledger.demo import DemoWorld, build_world, run_prompts
 from ledger.git.repo import GitRepo
 from ledger.git.store import Store
+from ledger.record_models import build_op
+from ledger.records import OP
+from ledger.retention.plan import Policy
+from ledger.retention.sweep import run_sweep
+from ledger.session.store import SessionAppender
 from tests.cli.helpers import run_cli
 from tests.conftest import git
 
@@ -19,7 +26,7 @@ def world(tmp_path: Path) -> DemoWorld:
     return run_prompts(build_world(tmp_path / "demo"))
 
 
-def cli(capsys: pytest.CaptureFixture[str], world: DemoWorld, *args: str):  # noqa: ANN201
+def cli(capsys: pytest.CaptureFixture[str], world: DemoWorld, *args: str):
     return run_cli(capsys, "--agent-dir", world.agent_dir, *args, cwd=world.repo)
 
 
@@ -84,3 +91,47 @@ def test_doctor_reports_a_broken_chain(world: DemoWorld, capsys: pytest.CaptureF
     result = cli(capsys, world, "doctor", "--json")
     assert result.code == 1
     assert any("tree is not empty" in p for p in result.json_lines()[0]["problems"])
+
+
+def test_doctor_accepts_what_a_sweep_dropped(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(capsys, world, "sweep", "--max-snapshots", "1").code == 0
+    result = cli(capsys, world, "doctor")
+    assert result.code == 0, result.err
+    assert "dropped" in result.out and "await git gc" in result.out
+
+
+def test_doctor_flags_a_point_recorded_after_the_last_rewrite_that_the_store_lost(
+        world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    swept = run_sweep(GitRepo.discover(world.repo), world.session, world.agent_dir, scan_mode="ancestor-only",
+                      policy=Policy(max_snapshots=2))
+    assert swept.rewritten
+    (world.repo / "late.txt").write_text("recorded after the rewrite, never appended\n")
+    tree = git(world.repo, "write-tree").strip()  # the user's index: the file is not in it, fine
+    lost = git(world.repo, "commit-tree", tree, "-m", "pi rewind snapshot").strip()
+    a_minute_later = FixedClock(int(time.time() * 1000) + 60_000)  # surely after the rewrite's second
+    SessionAppender(world.session, clock=a_minute_later).append_custom(OP, build_op(current=lost).to_data())
+    result = cli(capsys, world, "doctor", "--json")
+    assert result.code == 1
+    report = result.json_lines()[0]
+    states = {(r["snapshot"], r["state"]) for r in report["references"]}
+    assert (lost, "unreachable") in states and all(state == "dropped" for sha, state in states if sha != lost)
+    assert "hint: keep them: rewind sweep --scan repo-sessions" in result.err
+
+
+def test_sweep_counts_the_objects_gc_may_reclaim(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+    dry = cli(capsys, world, "sweep", "--dry-run", "--max-snapshots", "1", "--json").json_lines()[0]
+    real = cli(capsys, world, "sweep", "--max-snapshots", "1", "--json").json_lines()[0]
+    assert real["rewritten"] and real["dropped"] == dry["dropped"] > 0
+    assert real["unreachableObjects"] == dry["unreachableObjects"] > real["dropped"], "keepalives, trees, blobs too"
+    text = cli(capsys, world, "sweep").out  # no limit: the dropped ones come back, the one old keepalive goes
+    assert "kept 4 snapshots" in text and "1 object is now unreachable" in text
+
+
+def test_sweep_in_a_repository_without_sessions_changes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    result = run_cli(capsys, "--agent-dir", tmp_path / "agent", "sweep", cwd=repo)
+    assert result.code == 0, result.err
+    assert "no session of this repository" in result.out
+    assert git(repo, "for-each-ref").strip() == ""

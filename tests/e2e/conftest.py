@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.e2e.pikit import PiRunner, PiUnavailable, ensure_pi
+from tests.e2e.pikit import PiRunner, PiUnavailable, RpcPi, ensure_pi
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +47,18 @@ def agent_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def pi(pi_cli: Path, project: Path, agent_dir: Path) -> PiRunner:
     return PiRunner(pi_cli, project, agent_dir)
+
+
+@pytest.fixture
+def start_rpc(pi_cli: Path, project: Path, agent_dir: Path):
+    """Start ``pi --mode rpc`` (extra env allowed); every client is closed after the test."""
+    clients: list[RpcPi] = []
+
+    def start(*extra: str, env: dict[str, str] | None = None) -> RpcPi:
+        client = RpcPi(pi_cli, project, agent_dir, *extra, env=env)
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        client.close()

@@ -49,21 +49,31 @@ def ensure_pi() -> Path:
     with open(CACHE / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _installed(package):
+            (CACHE / MARKER).unlink(missing_ok=True)
             if not (CACHE / "package.json").exists():
                 (CACHE / "package.json").write_text('{"name": "rewind-ledger-pi-cache", "private": true}\n')
             result = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
-                                     f"@mariozechner/pi-coding-agent@{PI_VERSION}"], cwd=CACHE,
+                                     f"@mariozechner/pi-coding-agent@{PI_VERSION}"], cwd=CACHE, check=False,
                                     capture_output=True, text=True, timeout=900)
-            if result.returncode != 0 or not _installed(package):
-                raise PiUnavailable(f"npm install of pi-coding-agent@{PI_VERSION} failed: {result.stderr[-2000:]}")
+            if result.returncode != 0 or not _version_ok(package):
+                raise PiUnavailable(f"npm install of pi-coding-agent@{PI_VERSION} into {CACHE} failed: "
+                                    f"{result.stderr[-2000:]}")
+            (CACHE / MARKER).write_text(PI_VERSION + "\n")  # written last: an interrupted install has none
     return cli
 
 
-def _installed(package: Path) -> bool:
+MARKER = ".installed"
+
+
+def _version_ok(package: Path) -> bool:
     try:
         return json.loads((package / "package.json").read_text())["version"] == PI_VERSION
     except (OSError, ValueError, KeyError):
         return False
+
+
+def _installed(package: Path) -> bool:
+    return (CACHE / MARKER).is_file() and _version_ok(package)
 
 
 def pi_env(agent_dir: Path) -> dict[str, str]:
@@ -97,6 +107,16 @@ def bash(command: str) -> dict[str, Any]:
     return {"name": "bash", "args": {"command": command}}
 
 
+def store_snapshots(repo: Path) -> list[str]:
+    """The snapshots ``refs/pi-rewind/store`` keeps alive, newest first (rewind-v2 §5.1: a
+    first-parent chain of keepalives with the empty tree, each with one snapshot as its last parent)."""
+    empty_tree = subprocess.run(["git", "hash-object", "-t", "tree", "/dev/null"], cwd=repo, capture_output=True,
+                                text=True, check=True).stdout.strip()
+    chain = subprocess.run(["git", "log", "--first-parent", "--format=%T %P", "refs/pi-rewind/store"], cwd=repo,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line.split()[-1] for line in chain if line.split()[0] == empty_tree]
+
+
 class PiRunner:
     """``pi -p`` runs in one repository with one agent dir."""
 
@@ -105,7 +125,7 @@ class PiRunner:
 
     def run(self, prompt: str, *extra: str, timeout: float = 180,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt], cwd=self.repo,
+        result = subprocess.run([*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt], cwd=self.repo, check=False,
                                 env={**pi_env(self.agent_dir), **(env or {})}, capture_output=True, text=True,
                                 timeout=timeout)
         if result.returncode != 0:
@@ -121,12 +141,14 @@ class PiRunner:
 class RpcPi:
     """``pi --mode rpc``: send commands, answer menus, collect notices."""
 
-    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True) -> None:
+    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True,
+                 env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen([*pi_args(cli, extension=extension), "--mode", "rpc", *extra], cwd=repo,
-                                     env=pi_env(agent_dir),
+                                     env={**pi_env(agent_dir), **(env or {})},
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: Queue[dict[str, Any] | None] = Queue()
         self.choices: list[str | None] = []
+        self.think_seconds = 0.0  # how long the "user" looks at a menu before answering
         self.menus: list[tuple[str, list[str]]] = []
         self.notices: list[tuple[str, str]] = []
         self.status: str | None = None
@@ -168,6 +190,7 @@ class RpcPi:
         if method == "select":
             self.menus.append((request["title"], request["options"]))
             choice = self.choices.pop(0) if self.choices else None
+            time.sleep(self.think_seconds)
             reply = {"type": "extension_ui_response", "id": request["id"]}
             reply.update({"value": choice} if choice is not None else {"cancelled": True})
             self._send(reply)

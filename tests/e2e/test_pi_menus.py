@@ -103,3 +103,18 @@ def test_fork_menu_undo_restores_the_files_before_the_last_rewind(rpc: RpcPi, pr
     assert M.UNDO in rpc.menus[-1][1] and reply["data"]["cancelled"] is False
     assert (project / "a.txt").read_text() == "two\n"
     assert ("info", M.FILES_RESTORED_BEFORE_REWIND) in rpc.notices
+
+
+def test_tree_with_a_branch_summary_binds_the_summary_to_the_restored_files(rpc: RpcPi, project: Path) -> None:
+    path, _, finals = two_prompts(rpc, project)
+    rpc.choices = [M.TREE_RESTORE]
+    rpc.run_command(f"/e2e-tree {finals[0]} summarize", "e2e-tree:")
+    assert rpc.notices[-1] == ("info", "e2e-tree: done")
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "b.txt").exists()
+    session = read_session(path)
+    (summary,) = [e for e in session.entries if e.type == "branch_summary"]
+    assert summary.parent_id == finals[0]
+    op = records(path, OP)[-1]
+    assert list(op) == ["v", "snapshots", "current", "undo", "bindings"]
+    assert op["bindings"] == [[summary.id, 0]] and op["current"] == 0
+    assert session.leaf.parent_id == summary.id, "the op hangs under the summary, the new leaf"

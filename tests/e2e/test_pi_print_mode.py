@@ -4,43 +4,56 @@ Pi's files afterwards, resume and fork lineage, and the startup retention sweep.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from ledger.ledgerview import LedgerView
-from ledger.records import OP, TURN
+from ledger.records import TURN
 from ledger.session.store import read_session
 from tests.cli.helpers import run_process
 from tests.conftest import git
-from tests.e2e.pikit import PiRunner, bash, edit, turns, write
+from tests.e2e.pikit import PiRunner, bash, edit, store_snapshots, turns, write
 
 
 def user_entries(path: Path) -> list[str]:
     return [e.id for e in read_session(path).entries if e.type == "message" and e.role == "user"]
 
 
-def files_at(repo: Path, commit: str) -> dict[str, str]:
+def files_at(repo: Path, commit: str) -> dict[str, bytes]:
     names = git(repo, "ls-tree", "-r", "--name-only", commit).split()
-    return {name: git(repo, "show", f"{commit}:{name}") for name in names}
+    return {name: subprocess.run(["git", "show", f"{commit}:{name}"], cwd=repo, capture_output=True,
+                                 check=True).stdout for name in names}
 
 
-def work_tree(repo: Path) -> dict[str, str]:
-    return {str(p.relative_to(repo)): p.read_text() for p in sorted(repo.rglob("*"))
+def work_tree(repo: Path) -> dict[str, bytes]:
+    """Every file's exact bytes (ignored ones included)."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
             if p.is_file() and ".git" not in p.relative_to(repo).parts}
 
 
-def rewind(pi: PiRunner, *args: str | Path):  # noqa: ANN201
+def rewind(pi: PiRunner, *args: str | Path):
     return run_process("--agent-dir", pi.agent_dir, *args, cwd=pi.repo)
 
 
-BEFORE_ANY = {".gitignore": "build/\n", "README.md": "# e2e\n"}
+BEFORE_ANY = {".gitignore": b"build/\n", "README.md": b"# e2e\n"}
+BINARY = b"crlf\r\nline\n\000\377end"
+# The files after each tool turn of three_prompts (assistant messages in order: the final
+# answer of a prompt makes no tool call and keeps the files of the turn before it).
+T1 = {**BEFORE_ANY, "a.txt": b"one\n", "src/b.py": b"print(1)\n"}
+T2 = {**T1, "c.txt": b"data\n", "bin.dat": BINARY}
+T3 = {**T2, "a.txt": b"two\n"}
+T4 = {k: v for k, v in T3.items() if k != "c.txt"}  # + build/out, ignored
+T5 = {**{k: v for k, v in T4.items() if k != "src/b.py"}, "src/renamed.py": b"print(1)\n"}
+T6 = {**T5, "d.txt": b"four\n"}
+AFTER_EACH_ASSISTANT = [T1, T2, T2, T3, T4, T4, T5, T6, T6]
 
 
-def three_prompts(pi: PiRunner) -> list[dict[str, str]]:
-    """Three prompts whose tools write, edit, delete and rename files (bash included); returns the
-    work tree before each prompt."""
+def three_prompts(pi: PiRunner) -> list[dict[str, bytes]]:
+    """Three prompts whose tools write, edit, delete and rename files (bash included, a binary
+    file with CRLF and non-UTF-8 bytes); returns the work tree before each prompt and at the end."""
     states = [work_tree(pi.repo)]
     pi.run("start " + turns([write("a.txt", "one\n"), write("src/b.py", "print(1)\n")],
-                            [bash("echo data > c.txt")]))
+                            [bash("echo data > c.txt && printf 'crlf\\r\\nline\\n\\000\\377end' > bin.dat")]))
     states.append(work_tree(pi.repo))
     pi.run("change " + turns([edit("a.txt", "one", "two")], [bash("rm c.txt && mkdir -p build && echo x > build/out")]), "-c")
     states.append(work_tree(pi.repo))
@@ -63,9 +76,14 @@ def test_each_prompt_records_one_turn_bound_to_its_own_user_entry(pi: PiRunner) 
         expected = {k: v for k, v in before.items() if not k.startswith("build/")}
         assert files_at(pi.repo, view.entry_to_commit[user]) == expected
     assistants = [e.id for e in session.entries if e.type == "message" and e.role == "assistant"]
-    assert set(assistants) <= set(view.entry_to_commit), "every assistant turn has a post-turn point"
+    # Each assistant message is bound to the files after its own turn (its tools' changes).
+    assert [files_at(pi.repo, view.entry_to_commit[a]) for a in assistants] == AFTER_EACH_ASSISTANT
     assert files_at(pi.repo, view.entry_to_commit[assistants[-1]]) == {
         k: v for k, v in states[3].items() if not k.startswith("build/")}
+    # The bindings of each record: its prompt's user entry first, then its assistant messages.
+    for record, user, prompt_assistants in zip(turn_records, users, (assistants[0:3], assistants[3:6], assistants[6:9]),
+                                               strict=True):
+        assert [b[0] for b in record.raw["data"]["bindings"]] == [user, *prompt_assistants]
 
 
 def test_our_cli_restores_an_earlier_prompt_after_pi_exits_and_pi_continues(pi: PiRunner) -> None:
@@ -75,7 +93,7 @@ def test_our_cli_restores_an_earlier_prompt_after_pi_exits_and_pi_continues(pi: 
     index_before = (pi.repo / ".git" / "index").read_bytes()
     result = rewind(pi, "restore", path, second_user, "--mode", "files", "--yes")
     assert result.code == 0, result.err
-    expected = {**states[1], "build/out": "x\n"}  # the ignored directory is left alone
+    expected = {**states[1], "build/out": b"x\n"}  # the ignored directory is left alone
     assert work_tree(pi.repo) == expected
     assert (pi.repo / ".git" / "index").read_bytes() == index_before
     # Real Pi resumes the file our CLI appended to, and chains off our record.
@@ -103,24 +121,37 @@ def test_a_resumed_and_a_forked_session_resolve_earlier_points(pi: PiRunner) -> 
     assert tree[first_user]["point"], "the fork resolves the parent's point through lineage"
     result = rewind(pi, "restore", child, first_user, "--mode", "files", "--yes")
     assert result.code == 0, result.err
-    assert work_tree(pi.repo) == {**states[0], "build/out": "x\n"}
+    assert work_tree(pi.repo) == {**states[0], "build/out": b"x\n"}
 
 
 def test_a_startup_sweep_runs_with_retention_settings_in_the_agent_dir(pi: PiRunner) -> None:
     three_prompts(pi)
     (path,) = pi.sessions()
-    old_tree = git(pi.repo, "write-tree").strip()
-    env_date = {"GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z"}
-    orphan = git(pi.repo, "commit-tree", old_tree, "-m", "pi rewind snapshot", env=env_date).strip()
-    git(pi.repo, "update-ref", "refs/pi-rewind/store", orphan)  # a stale store: an old orphan only
+    turn_records = [e.raw["data"] for e in read_session(path).entries if e.custom_type == TURN]
+    referenced = {sha for data in turn_records for sha in data["snapshots"]}
+    assert set(store_snapshots(pi.repo)) == referenced and len(referenced) > 3, "no sweep without settings"
+    # An unreferenced snapshot kept alive by the store (as an orphaned undo point would be).
+    old_date = {"GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z"}
+    stray = git(pi.repo, "commit-tree", git(pi.repo, "write-tree").strip(), "-m", "pi rewind snapshot",
+                env=old_date).strip()  # old: past the grace the sweep gives unrecorded new snapshots
+    empty = git(pi.repo, "hash-object", "-t", "tree", "-w", "/dev/null").strip()
+    old = git(pi.repo, "rev-parse", "refs/pi-rewind/store").strip()
+    keepalive = git(pi.repo, "commit-tree", empty, "-p", old, "-p", stray, "-m", "pi rewind store").strip()
+    git(pi.repo, "update-ref", "refs/pi-rewind/store", keepalive, old)
     (pi.agent_dir / "settings.json").write_text(json.dumps({"rewind": {"retention": {"maxSnapshots": 2}}}))
+
     pi.run("[no-tools] after settings", "-c")
-    kept = git(pi.repo, "log", "--format=%P", "refs/pi-rewind/store").split()
-    view = LedgerView.of(read_session(path))
-    assert orphan not in kept, "the old unreferenced snapshot was swept"
-    assert view.latest_current is None or view.latest_current in kept
-    last_turn = [e for e in read_session(path).entries if e.custom_type in (TURN, OP)][-1]
-    assert any(sha in kept for sha in last_turn.raw["data"]["snapshots"]), "the newest points are kept"
+
+    # rewind-v2 §13: no rewind-op, so nothing is pinned; candidates newest first (by their record's
+    # timestamp), the first 2 kept: two of the last prompt's snapshots, nothing older, no stray.
+    # The prompt after the sweep appends its own snapshots to the swept store.
+    after = [e.raw["data"] for e in read_session(path).entries if e.custom_type == TURN]
+    assert after[:3] == turn_records and len(after) == 4, "session files are never rewritten"
+    survivors = set(store_snapshots(pi.repo))
+    assert stray not in survivors, "the unreferenced snapshot was swept"
+    swept = survivors - set(after[3]["snapshots"])
+    assert len(swept) == 2 and swept <= set(turn_records[2]["snapshots"]), survivors
+    assert not survivors & (set(turn_records[0]["snapshots"]) - set(turn_records[2]["snapshots"])), "the oldest went"
 
 
 def test_a_bridge_that_dies_or_hangs_never_blocks_pi(pi: PiRunner) -> None:

@@ -47,13 +47,47 @@ function bridgeCommand(): string[] {
 	return ["python3", "-m", "ledger", "serve", "--stdio"];
 }
 
+/** A per-event deadline that does not count the time a menu waits for the user. */
+class Deadline {
+	private timer: ReturnType<typeof setTimeout> | undefined;
+	private left: number;
+	private since = 0;
+
+	constructor(ms: number, private readonly expire: () => void) {
+		this.left = ms;
+		this.resume();
+	}
+
+	pause(): void {
+		if (!this.timer) return;
+		clearTimeout(this.timer);
+		this.timer = undefined;
+		this.left -= Date.now() - this.since;
+	}
+
+	resume(): void {
+		if (this.timer) return;
+		this.since = Date.now();
+		this.timer = setTimeout(this.expire, Math.max(0, this.left));
+	}
+
+	clear(): void {
+		this.pause();
+	}
+}
+
+type Waiting = { id: number; resolve: (m: Json) => void; reject: (e: Error) => void; ctx: Ctx; deadline: Deadline };
+
 class Bridge {
 	private child: ChildProcessWithoutNullStreams | undefined;
 	private buffer = "";
 	private nextId = 1;
-	private waiting: { id: number; resolve: (m: Json) => void; reject: (e: Error) => void; ctx: Ctx } | undefined;
+	private waiting: Waiting | undefined;
 	private queue: Promise<unknown> = Promise.resolve();
+	/** Why the bridge is unusable (it could not start, exited, or did not answer in time). */
 	dead: string | undefined;
+	/** session_shutdown was forwarded and stdin closed: the bridge's exit is expected. */
+	private closed = false;
 	private warned = false;
 	lastCtx: Ctx;
 
@@ -67,8 +101,9 @@ class Bridge {
 		child.stdout.on("data", (chunk: string) => this.onData(chunk));
 		child.stderr.on("data", () => {}); // free-form logging; never block on a full pipe
 		child.on("error", (err) => this.fail(`cannot start ${cmd}: ${err.message}`));
-		child.on("exit", (code, signal) => this.fail(`bridge exited (${signal ?? code})`));
-		child.stdin.on("error", () => {}); // EPIPE after a crash: reported through "exit"
+		// "close", not "exit": a result written just before exiting is still read first.
+		child.on("close", (code, signal) => this.fail(`bridge exited (${signal ?? code})`));
+		child.stdin.on("error", () => {}); // EPIPE after a crash: reported through "close"
 	}
 
 	private fail(reason: string): void {
@@ -82,12 +117,13 @@ class Bridge {
 	private warnOnce(ctx: Ctx, reason: string): void {
 		if (this.warned) return;
 		this.warned = true;
-		if (ctx?.hasUI) ctx.ui.notify(`Rewind: bridge unavailable (${reason}); continuing without rewind`, "warning");
-		else process.stderr.write(`Rewind: bridge unavailable (${reason}); continuing without rewind\n`);
+		const text = `Rewind: bridge unavailable (${reason}); continuing without rewind`;
+		if (ctx?.hasUI) ctx.ui.notify(text, "warning");
+		else process.stderr.write(`${text}\n`);
 	}
 
 	private write(message: Json): void {
-		this.child?.stdin.write(`${JSON.stringify(message)}\n`);
+		if (this.child && !this.child.stdin.destroyed) this.child.stdin.write(`${JSON.stringify(message)}\n`);
 	}
 
 	private onData(chunk: string): void {
@@ -105,16 +141,24 @@ class Bridge {
 		try {
 			message = JSON.parse(line);
 		} catch {
-			return;
+			return; // not protocol output
 		}
 		const waiting = this.waiting;
 		if (message.type === "call") {
-			if (!waiting) return;
+			if (!waiting) {
+				this.write({ type: "reply", id: message.id, error: "no event in flight" });
+				return;
+			}
+			// A menu waits for the user: that time does not count against the bridge's deadline.
+			const interactive = message.method === "select";
+			if (interactive) waiting.deadline.pause();
 			try {
 				const result = await this.answer(message.method, message.params ?? {}, waiting.ctx);
 				this.write({ type: "reply", id: message.id, result });
 			} catch (err: any) {
 				this.write({ type: "reply", id: message.id, error: String(err?.message ?? err) });
+			} finally {
+				if (interactive && this.waiting === waiting) waiting.deadline.resume();
 			}
 			return;
 		}
@@ -159,21 +203,26 @@ class Bridge {
 	private async sendNow(event: string, payload: Json, ctx: Ctx): Promise<Json | undefined> {
 		if (ctx) this.lastCtx = ctx;
 		ctx = ctx ?? this.lastCtx;
-		if (this.dead || !ctx) return undefined;
+		if (this.closed || !ctx) return undefined;
+		if (this.dead) {
+			this.warnOnce(ctx, this.dead); // it died between two events
+			return undefined;
+		}
 		try {
 			if (!this.child) this.start(ctx.cwd);
 			const id = this.nextId++;
 			const sm = ctx.sessionManager;
 			const reply: Json = await new Promise((resolve, reject) => {
-				const timer = setTimeout(() => {
+				const deadline = new Deadline(TIMEOUT_MS, () => {
 					this.fail(`no answer to ${event} within ${TIMEOUT_MS} ms`);
-					this.child?.kill();
-				}, TIMEOUT_MS);
+					this.child?.kill("SIGKILL");
+				});
 				this.waiting = {
 					id,
 					ctx,
-					resolve: (m) => (clearTimeout(timer), resolve(m)),
-					reject: (e) => (clearTimeout(timer), reject(e)),
+					deadline,
+					resolve: (m) => (deadline.clear(), resolve(m)),
+					reject: (e) => (deadline.clear(), reject(e)),
 				};
 				this.write({
 					type: "event",
@@ -184,7 +233,9 @@ class Bridge {
 				});
 			});
 			if (reply.type === "error") {
-				if (ctx.hasUI) ctx.ui.notify(`Rewind: ${reply.error?.message ?? "bridge error"}`, "warning");
+				const text = `Rewind: ${reply.error?.message ?? "bridge error"} (${event})`;
+				if (ctx.hasUI) ctx.ui.notify(text, "warning");
+				else process.stderr.write(`${text}\n`);
 				return undefined;
 			}
 			if (ctx.hasUI) {
@@ -199,13 +250,22 @@ class Bridge {
 		}
 	}
 
+	/** After session_shutdown: close stdin (the bridge exits on EOF); kill it if it lingers. */
 	close(): void {
-		this.child?.stdin.end();
+		this.closed = true;
+		const child = this.child;
+		if (!child) return;
+		child.stdin.end();
+		const timer = setTimeout(() => {
+			if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+		}, 10000);
+		timer.unref(); // never keeps Pi's process alive
 	}
 }
 
 export default function rewindLedger(pi: Json): void {
 	const bridge = new Bridge(pi);
+	const unsubscribe: unknown[] = [];
 	const forward = (event: string, payload: (e: Json) => Json) => (e: Json, ctx: Ctx) => bridge.send(event, payload(e), ctx);
 
 	pi.on("session_start", forward("session_start", (e) => ({ reason: e.reason, previousSessionFile: e.previousSessionFile ?? null })));
@@ -255,12 +315,16 @@ export default function rewindLedger(pi: Json): void {
 			await Promise.race([promptOpen, new Promise((resolve) => (timer = setTimeout(resolve, 30000)))]);
 			clearTimeout(timer); // a pending timer would keep Pi's process alive
 		}
+		for (const off of unsubscribe.splice(0)) if (typeof off === "function") off();
 		await bridge.send("session_shutdown", { reason: e.reason, targetSessionFile: e.targetSessionFile ?? null }, ctx);
 		bridge.close();
 	});
 	// The reference's event-bus hooks, for other extensions (no ctx: the last one seen is used).
-	pi.events?.on?.("rewind:checkpoint-entry", (data: Json) =>
-		bridge.send("checkpoint_entry", { entryId: data?.entryId, source: data?.source ?? null }, undefined));
-	pi.events?.on?.("rewind:fork-preference", (data: Json) =>
-		bridge.send("fork_preference", { mode: data?.mode, source: data?.source }, undefined));
+	// The bus outlives this instance (/new, /fork, /reload start a fresh one): unsubscribe at shutdown.
+	unsubscribe.push(
+		pi.events?.on?.("rewind:checkpoint-entry", (data: Json) =>
+			bridge.send("checkpoint_entry", { entryId: data?.entryId, source: data?.source ?? null }, undefined)),
+		pi.events?.on?.("rewind:fork-preference", (data: Json) =>
+			bridge.send("fork_preference", { mode: data?.mode, source: data?.source }, undefined)),
+	);
 }

@@ -8,6 +8,8 @@
 //     tool calls); when the turns are used up it answers "Done: <turns> turns".
 //   * it contains "[no-tools]": "Echo: <text>".
 //   * otherwise one bash call `echo <text>`, then "Done: <first output line>" (the fixture's policy).
+//   * Pi's own summarization calls (compaction, /tree branch summaries; recognized by their system
+//     prompt) get a short text summary.
 //
 // It also registers the command /e2e-tree <entryId> [summarize], which navigates the session tree
 // with ctx.navigateTree (Pi's RPC mode has no /tree command), so tests can drive /tree.
@@ -27,6 +29,9 @@ export default function scriptedProvider(pi) {
 	});
 
 	const respond = (context) => {
+		if (String(context.systemPrompt ?? "").startsWith("You are a context summarization assistant")) {
+			return fauxAssistantMessage([fauxText("## Goal\nScripted summary.")]);
+		}
 		const msgs = context.messages ?? [];
 		let userIndex = -1;
 		for (let i = msgs.length - 1; i >= 0; i--) {

@@ -1,0 +1,99 @@
+"""Retention's git side: rewrite the store to a live set, and say what that frees and when.
+
+Why it exists: the retention sweep (:mod:`ledger.retention.sweep`) and ``rewind doctor``
+(:mod:`ledger.doctor`) must not import pygit2 or build git commands. This module gives them
+three questions and one write:
+
+- :func:`rewrite_store` — the compare-and-swap rewrite (rewind-v2.md §5.3 with D7 fixed; the
+  retry lives in :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
+- :func:`reclaimable_objects` — how many objects (commits, trees, blobs) stop being reachable
+  from any ref when the store keeps only ``kept`` instead of its old chain: what ``git gc`` may
+  reclaim.
+- :func:`chain_started_ms` — when the current chain began: the commit time of its first
+  keepalive, i.e. the last rewrite (or the first append). A referenced snapshot recorded after
+  that and not kept by the store fell out by accident, not by a sweep.
+
+Invariants: :func:`rewrite_store` writes only ``refs/pi-rewind/store`` and new keepalive
+objects; the other functions only read. No reflog, no hook, no gc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pygit2
+
+from ledger.git.repo import GitRepo
+from ledger.git.runner import EMPTY_TREE, GitRunner
+from ledger.git.store import KEEPALIVE_MESSAGE, STORE_REF, RewriteResult, Store
+
+
+@dataclass(frozen=True)
+class ChainShape:
+    """The store chain as :func:`chain_shape` found it."""
+
+    head: str | None
+    keepalives: int
+    started_ms: int | None
+    """Commit time of the first keepalive; None when there is no chain of keepalives."""
+
+
+def rewrite_store(repo: GitRepo, live: list[str], *, since: str | None, now_ms: int) -> RewriteResult:
+    """Rewrite ``refs/pi-rewind/store`` to keep exactly ``live`` plus every snapshot appended on
+    top of ``since`` meanwhile (compare-and-swap, retried). An empty ``live`` changes nothing.
+    Raises :class:`~ledger.errors.StoreUpdateError` when the swap keeps failing."""
+    from ledger.git.snapshot import _offset_minutes, git_identity
+
+    when_s = now_ms // 1000
+    return Store(repo).rewrite(live, since=since, identity=git_identity(repo), when_s=when_s,
+                               offset_min=_offset_minutes(when_s))
+
+
+def _is_keepalive(commit: pygit2.Commit) -> bool:
+    return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(KEEPALIVE_MESSAGE)
+
+
+def chain_shape(repo: GitRepo, head: str | None = None) -> ChainShape:
+    """Walk the first-parent chain from ``head`` (default: the store ref) while it is made of
+    keepalives; cycle-safe."""
+    head = Store(repo).head() if head is None else head
+    sha, seen, keepalives, started = head, set(), 0, None
+    while sha and sha not in seen:
+        seen.add(sha)
+        try:
+            commit = repo.pygit2.get(sha)
+        except (ValueError, pygit2.GitError):
+            break
+        if not isinstance(commit, pygit2.Commit) or not _is_keepalive(commit):
+            break
+        keepalives += 1
+        started = commit.commit_time * 1000
+        parents = [str(p) for p in commit.parent_ids]
+        sha = parents[0] if len(parents) == 2 else None
+    return ChainShape(head, keepalives, started)
+
+
+def chain_started_ms(repo: GitRepo) -> int | None:
+    return chain_shape(repo).started_ms
+
+
+def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
+    """Objects reachable from the old chain ``old_head`` and from nothing else once the store
+    keeps only ``kept`` (and every other ref, HEAD and the empty tree stay): old keepalives,
+    dropped snapshots and the trees and blobs only they use."""
+    if old_head is None or not repo.commit_exists(old_head):
+        return 0
+    lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
+    if repo.pygit2.get(EMPTY_TREE) is not None:
+        lines.append(f"^{EMPTY_TREE}")  # every chain uses it
+    runner = GitRunner(repo.root, repo.git_dir)
+    result = runner.run(["rev-list", "--objects", "--count", "--stdin", "--not",
+                         f"--exclude={STORE_REF}", "--all"],
+                        operation="git rev-list --objects --count", check=False,
+                        input=("\n".join(lines) + "\n").encode())
+    text = result.stdout.decode().strip() if result.returncode == 0 else ""
+    return int(text) if text.isdigit() else 0
+
+
+__all__ = ["ChainShape", "chain_shape", "chain_started_ms", "reclaimable_objects", "rewrite_store"]

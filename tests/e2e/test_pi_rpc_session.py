@@ -1,0 +1,166 @@
+"""One long-lived real Pi (``pi --mode rpc``, the host of interactive use) with our extension:
+records go through Pi, the footer, silent checkpoints, compaction, one bridge per session, and a
+bridge that crashes or is slower than a user at a menu."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ledger.engine import messages as M
+from ledger.ledgerview import LedgerView
+from ledger.records import OP, TURN
+from ledger.session.store import read_session
+from tests.cli.helpers import run_process
+from tests.conftest import git
+from tests.e2e.pikit import RpcPi, bash, turns, write
+
+StartRpc = Callable[..., RpcPi]
+UNAVAILABLE = "Rewind: bridge unavailable"
+
+
+def counted_bridge(pid_file: Path) -> dict[str, str]:
+    """The real bridge, started through a shell that records its pid (exec keeps the pid)."""
+    script = f'echo $$ >> "{pid_file}"; exec "$0" -m ledger serve --stdio'
+    return {"REWIND_BRIDGE_CMD": json.dumps(["sh", "-c", script, sys.executable])}
+
+
+def pids(pid_file: Path) -> list[int]:
+    return [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie (exited, not yet reaped by Pi) counts as gone
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def entries(path: Path) -> list:
+    return read_session(path).entries
+
+
+def test_records_go_through_pi_so_the_next_prompt_hangs_under_them(start_rpc: StartRpc, project: Path) -> None:
+    rpc = start_rpc()
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    rpc.prompt("two " + turns([write("a.txt", "2\n")], [bash("rm a.txt")]))
+    path = Path(rpc.state()["sessionFile"])
+    all_entries = entries(path)
+    first_turn = next(e for e in all_entries if e.custom_type == TURN)
+    second_user = [e for e in all_entries if e.type == "message" and e.role == "user"][1]
+    # Had the bridge written the file itself, Pi's leaf would not know the record and the next
+    # user message would hang under the assistant message instead.
+    assert second_user.parent_id == first_turn.id
+    assert len({e.id for e in all_entries}) == len(all_entries), "no entry written twice"
+    # The footer: N bound entries of this file / M distinct snapshots among them (rewind-v2 §14).
+    bound = LedgerView.of(read_session(path)).entry_to_commit
+    assert rpc.status == f"◆ {len(bound)} points / {len(set(bound.values()))} snapshots"
+    assert not (project / "a.txt").exists()
+
+
+def test_silent_checkpoints_hide_the_footer_and_info_notices_but_still_restore(
+        start_rpc: StartRpc, project: Path, agent_dir: Path) -> None:
+    (agent_dir / "settings.json").write_text(json.dumps({"rewind": {"silentCheckpoints": True}}))
+    rpc = start_rpc()
+    rpc.prompt("first " + turns([write("a.txt", "one\n")]))
+    rpc.prompt("second " + turns([write("a.txt", "two\n")]))
+    path = Path(rpc.state()["sessionFile"])
+    assert len([e for e in entries(path) if e.custom_type == TURN]) == 2, "still recorded"
+    first_final = [e.id for e in entries(path) if e.type == "message" and e.role == "assistant"][1]
+    rpc.choices = [M.TREE_RESTORE]
+    rpc.run_command(f"/e2e-tree {first_final}", "e2e-tree:")
+    assert (project / "a.txt").read_text() == "one\n"
+    assert rpc.status is None, "no footer when silent"
+    assert [n for n in rpc.notices if n[1].startswith("Rewind") or n[1] in (M.FILES_RESTORED_TO_POINT,)] == []
+
+
+def test_compaction_binds_the_compaction_entry_to_the_current_files(
+        start_rpc: StartRpc, project: Path, agent_dir: Path) -> None:
+    (agent_dir / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 1}}))
+    rpc = start_rpc()
+    rpc.prompt("first " + turns([write("a.txt", "one\n")]))
+    rpc.prompt("second " + turns([write("b.txt", "two\n")]))
+    rpc.command({"type": "compact"})
+    path = Path(rpc.state()["sessionFile"])
+    (compaction,) = [e for e in entries(path) if e.type == "compaction"]
+    (op,) = [e.raw["data"] for e in entries(path) if e.custom_type == OP]
+    assert op["bindings"] == [[compaction.id, 0]]
+    snapshot = op["snapshots"][0]
+    assert git(project, "show", f"{snapshot}:a.txt") == "one\n" and git(project, "show", f"{snapshot}:b.txt") == "two\n"
+    tree = {row["id"]: row for row in run_process("--agent-dir", agent_dir, "tree", path, "--json",
+                                                  cwd=project).json_lines()}
+    assert tree[compaction.id]["point"] == snapshot
+
+
+def test_each_session_gets_its_own_bridge_and_the_old_one_exits(
+        start_rpc: StartRpc, project: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "bridges"
+    rpc = start_rpc(env=counted_bridge(pid_file))
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    first = Path(rpc.state()["sessionFile"])
+    (old,) = pids(pid_file)
+    rpc.command({"type": "new_session"})
+    rpc.prompt("two " + turns([write("b.txt", "2\n")]))
+    second = Path(rpc.state()["sessionFile"])
+    assert second != first
+    assert len(pids(pid_file)) == 2, "the new session started its own bridge"
+    wait_for(lambda: not alive(old), "the first session's bridge to exit after session_shutdown")
+    assert alive(pids(pid_file)[1])
+    for path in (first, second):
+        assert len([e for e in entries(path) if e.custom_type == TURN]) == 1
+    rpc.close()
+    wait_for(lambda: not alive(pids(pid_file)[1]), "the last bridge to exit with Pi")
+
+
+def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
+        start_rpc: StartRpc, project: Path, tmp_path: Path) -> None:
+    pid_file = tmp_path / "bridges"
+    rpc = start_rpc(env=counted_bridge(pid_file))
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    (pid,) = pids(pid_file)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not alive(pid), "the bridge to die")
+    rpc.prompt("two " + turns([write("b.txt", "2\n")], [bash("echo 3 > c.txt")]))
+    rpc.prompt("three " + turns([write("d.txt", "4\n")]))
+    assert [(project / n).read_text() for n in ("b.txt", "c.txt", "d.txt")] == ["2\n", "3\n", "4\n"]
+    warnings = [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)]
+    assert len(warnings) == 1 and warnings[0][0] == "warning", rpc.notices
+    assert "continuing without rewind" in warnings[0][1]
+    path = Path(rpc.state()["sessionFile"])
+    assert len([e for e in entries(path) if e.custom_type == TURN]) == 1, "only the prompt before the crash"
+    assert pids(pid_file) == [pid], "no restart behind the user's back"
+
+
+def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeout(
+        start_rpc: StartRpc, project: Path) -> None:
+    rpc = start_rpc(env={"REWIND_BRIDGE_TIMEOUT_MS": "4000"})
+    rpc.prompt("first " + turns([write("a.txt", "one\n")]))
+    rpc.prompt("second " + turns([write("a.txt", "two\n")]))
+    path = Path(rpc.state()["sessionFile"])
+    first_final = [e.id for e in entries(path) if e.type == "message" and e.role == "assistant"][1]
+    rpc.think_seconds = 5.5  # longer than the bridge's timeout
+    rpc.choices = [M.TREE_RESTORE]
+    rpc.run_command(f"/e2e-tree {first_final}", "e2e-tree:")
+    rpc.think_seconds = 0
+    assert not [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)], rpc.notices
+    assert (project / "a.txt").read_text() == "one\n"
+    rpc.prompt("third " + turns([write("c.txt", "3\n")]))
+    assert len([e for e in entries(path) if e.custom_type == TURN]) == 3, "the bridge still records"
