@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.git.journal import Journal
 from ledger.git.repo import GitRepo
+from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
+from ledger.recovery import interruption_error
 from ledger.lineage import LineageReader
 from ledger.session.discovery import repo_sessions
 
@@ -56,6 +59,12 @@ class DoctorReport:
     store_bytes: int = 0
     exclusive_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    interrupted: list[Journal] = field(default_factory=list)
+    """Open restore journals whose restore was interrupted (docs/design.md#crash-safe-restore)."""
+    broken_journals: list[str] = field(default_factory=list)
+    store_lock: str | None = None
+    store_lock_age_s: float | None = None
+    """git's lock on the store ref, when one exists; stale from :data:`STALE_LOCK_S` on."""
 
     @property
     def unreachable(self) -> list[DanglingReference]:
@@ -66,8 +75,18 @@ class DoctorReport:
         return [r for r in self.references if r.state == "missing"]
 
     @property
+    def stale_lock(self) -> bool:
+        return self.store_lock_age_s is not None and self.store_lock_age_s >= STALE_LOCK_S
+
+    @property
     def problems(self) -> list[str]:
-        found = list(self.chain_problems)
+        found = [interruption_error(j).message for j in self.interrupted[-1:]]
+        if len(self.interrupted) > 1:
+            found.append(f"{len(self.interrupted)} restores were interrupted in all")
+        found += [f"unreadable restore journal {b}" for b in self.broken_journals]
+        if self.stale_lock:
+            found.append(f"a stale lock on the rewind store: {self.store_lock} ({self.store_lock_age_s:.0f} s old)")
+        found += list(self.chain_problems)
         if self.unreachable:
             found.append(f"{len({r.snapshot for r in self.unreachable})} referenced snapshots are not kept by the "
                          "store (git gc may prune them)")
@@ -75,6 +94,13 @@ class DoctorReport:
 
     @property
     def hint(self) -> str | None:
+        if self.interrupted:
+            return interruption_error(self.interrupted[-1]).hint
+        if self.broken_journals:
+            return ("a journal rewind cannot read: move it aside once no restore is running "
+                    f"({self.broken_journals[0]})")
+        if self.stale_lock and self.store_lock:
+            return stale_lock_remedy(Path(self.store_lock))
         if self.chain_problems:
             return ("rebuild the store from the ledgers: rewind sweep --scan repo-sessions "
                     "(without limits it keeps every referenced snapshot that still exists)")
@@ -93,6 +119,10 @@ class DoctorReport:
             "references": [{"session": r.session, "entry": r.entry, "kind": r.kind, "snapshot": r.snapshot,
                             "state": r.state} for r in self.references],
             "warnings": self.warnings,
+            "interruptedRestores": [j.to_json() for j in self.interrupted],
+            "brokenJournals": self.broken_journals,
+            "storeLock": ({"path": self.store_lock, "ageSeconds": round(self.store_lock_age_s or 0.0, 1),
+                           "stale": self.stale_lock} if self.store_lock else None),
         }
 
 
@@ -101,9 +131,13 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     nothing."""
     from ledger.git.index import PrivateIndex
     from ledger.git.rewrite import chain_started_ms
+    from ledger.git.journal import open_journals
     from ledger.git.store import Store
+    from ledger.recovery import settle_journals
 
     store = Store(repo)
+    interrupted = settle_journals(repo)
+    _, broken = open_journals(repo)
     keepalives, chain_problems = store.check_chain()
     kept = set(store.snapshots())
     total, exclusive = store.disk_usage()
@@ -111,6 +145,11 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     report = DoctorReport(store.head(), keepalives, len(kept), len(sessions), 0, chain_problems,
                           index=PrivateIndex(repo.git_dir).health(), chain_started_ms=chain_started_ms(repo),
                           store_bytes=total, exclusive_bytes=exclusive)
+    report.interrupted = interrupted
+    report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
+    age = store.lock_age_s()
+    if age is not None:
+        report.store_lock, report.store_lock_age_s = str(store.lock_path), age
     reader = LineageReader()
     ledgers = []
     for info in sessions:

@@ -52,6 +52,11 @@ class SessionAppendError(SessionFileError):
 # --- names on the command line or in the API ----------------------------------------------
 
 
+def _plural(kind: str) -> str:
+    """``entry`` → ``entries``, ``session`` → ``sessions``."""
+    return kind[:-1] + "ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" else kind + "s"
+
+
 class NameResolutionError(LedgerError):
     """A SESSION or ENTRY name matched nothing, or more than one thing."""
 
@@ -78,9 +83,9 @@ class NameResolutionError(LedgerError):
             if self.candidates:
                 shown = ", ".join(self.candidates[:10])
                 more = f" (and {len(self.candidates) - 10} more)" if len(self.candidates) > 10 else ""
-                hint = f"known {kind}s: {shown}{more}"
+                hint = f"known {_plural(kind)}: {shown}{more}"
             else:
-                hint = f"there are no {kind}s to choose from"
+                hint = f"there are no {_plural(kind)} to choose from"
         super().__init__(message, hint=hint)
 
 
@@ -96,6 +101,22 @@ class NotARepositoryError(LedgerError):
             f"{self.path} is not inside a git repository",
             hint="run inside a git work tree or pass --repo DIR",
         )
+
+
+class UnsafeLayoutError(NotARepositoryError):
+    """The repository's layout is one rewind refuses to work in (its git directory inside the
+    work tree under another name than ``.git``, or a work tree that does not hold the directory
+    rewind was started from): a capture would read, and a restore could delete, git's own files."""
+
+    def __init__(self, path: Path | str, reason: str, *, root: Path | str, git_dir: Path | str) -> None:
+        self.reason = reason
+        self.root = Path(root)
+        self.git_dir = Path(git_dir)
+        LedgerError.__init__(
+            self, f"{Path(path)}: {reason} (work tree {self.root}, git dir {self.git_dir})",
+            hint="rewind works in a work tree whose git directory is its .git or lies outside it; "
+                 "see 'git rev-parse --show-toplevel --absolute-git-dir'")
+        self.path = Path(path)
 
 
 class GitError(LedgerError):
@@ -161,6 +182,49 @@ class RestoreFailedError(LedgerError):
                          hint=hint or "your files are as they were before the restore; nothing was recorded")
 
 
+class InterruptedRestoreError(LedgerError):
+    """A restore of this repository was interrupted (killed, a full disk, a failed rollback): its
+    journal is still open, so the work tree may be between two states. Its undo snapshot holds
+    every byte from before that restore and is kept from sweeps until the journal is closed."""
+
+    def __init__(self, undo: str, target: str, *, session: str | None, entry: str | None, started: str,
+                 state: str) -> None:
+        self.undo = undo
+        self.target = target
+        self.session = session
+        self.entry = entry
+        self.state = state
+        what = "recorded" if state == "done" else "finished"
+        where = f" of session {session}" if session else ""
+        super().__init__(
+            f"a restore{where} (to {target[:12]}, started {started}) was interrupted before it was {what}: "
+            "the work tree may be between two states",
+            hint=f"'rewind undo {session or 'SESSION'}' brings back every file as it was before that restore "
+                 f"(snapshot {undo[:12]}); 'rewind doctor' shows the details")
+
+
+class InsufficientSpaceError(LedgerError):
+    """A restore needs more free space than the file system has; nothing was changed."""
+
+    def __init__(self, path: Path | str, needed: int, available: int) -> None:
+        self.path = Path(path)
+        self.needed = needed
+        self.available = available
+        super().__init__(
+            f"not enough free space under {self.path}: the restore writes {needed:,} bytes, {available:,} are free",
+            hint="free some space and try again; nothing was changed")
+
+
+class LockTimeoutError(LedgerError):
+    """A lock stayed held (or stale) for longer than rewind waits."""
+
+    def __init__(self, lock: Path | str, age_s: float | None, *, remedy: str) -> None:
+        self.lock = Path(lock)
+        self.age_s = age_s
+        age = f" (it is {age_s:.0f} s old)" if age_s is not None else ""
+        super().__init__(f"timed out waiting for the lock {self.lock}{age}", hint=remedy)
+
+
 class NoRewindPointError(LedgerError):
     """The entry has no exact rewind point (none bound through lineage, or its commit is pruned)."""
 
@@ -180,6 +244,10 @@ class NothingToUndoError(LedgerError):
 
 
 __all__ = [
+    "InsufficientSpaceError",
+    "InterruptedRestoreError",
+    "LockTimeoutError",
+    "UnsafeLayoutError",
     "NothingToUndoError",
     "NoRewindPointError",
     "RestoreFailedError",
@@ -194,3 +262,47 @@ __all__ = [
     "SessionFileError",
     "StoreUpdateError",
 ]
+
+
+# --- review and portability (issue 15) ------------------------------------------------------
+
+
+class CorruptArchiveError(LedgerError):
+    """A session archive (or a remote's export) is truncated, corrupt or not an archive; nothing was written."""
+
+    def __init__(self, reason: str, *, hint: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(f"archive refused: {reason}",
+                         hint=hint or "nothing was written; export the session again with 'rewind export'")
+
+
+class HostileArchiveError(LedgerError):
+    """A session archive holds something that could escape or is not a snapshot; nothing was written."""
+
+    def __init__(self, reason: str, *, hint: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(f"archive refused: {reason}",
+                         hint=hint or "nothing was written; only archives made by 'rewind export' are accepted")
+
+
+class ImportConflictError(LedgerError):
+    """An imported session file would replace a different file already in the agent dir."""
+
+    def __init__(self, path: Path | str, *, hint: str | None = None) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path} already exists with other content",
+                         hint=hint or "nothing was written; move that file away to import this archive again")
+
+
+class CaptureIndexError(GitError):
+    """The private capture index under ``<git-dir>/pi-rewind/`` cannot be written or read (a full
+    disk, a read-only or unwritable git directory): nothing was captured."""
+
+    def __init__(self, directory: Path | str, detail: str, *, no_space: bool = False) -> None:
+        self.directory = Path(directory)
+        self.no_space = no_space
+        hint = (f"free some disk space on the file system holding {self.directory}, then try again"
+                if no_space else
+                f"check that {self.directory} is writable (permissions, read-only mount), then try again")
+        super().__init__("snapshot", f"cannot use the capture index in {self.directory}: {detail}",
+                         hint=hint)

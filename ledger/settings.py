@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ledger.safe_read import read_regular_file
+
 MIB = 1024 * 1024
 DEFAULT_MAX_UNTRACKED_FILE_BYTES = 50 * MIB
 DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
@@ -114,13 +116,23 @@ class EffectiveSettings:
         return rows
 
 
+MAX_SETTINGS_BYTES = 1 << 20
+"""A settings file larger than this is ignored (with a warning), never read whole."""
+
+# A repository's own settings (a cloned project's .pi/settings.json) may not make sweeps drop
+# rewind points below these; the user's own settings file or a command-line flag may.
+# docs/design.md#settings-floor
+PROJECT_FLOOR_MAX_SNAPSHOTS = 20
+PROJECT_FLOOR_MAX_AGE_DAYS = 7.0
+
+
 def _read_layer(path: Path, warnings: list[str]) -> Any:
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
+        raw = read_regular_file(path, MAX_SETTINGS_BYTES)
     except OSError as exc:
         warnings.append(f"{path}: cannot read settings ({exc.strerror or exc}); ignoring it")
+        return None
+    if raw is None:
         return None
     try:
         document = json.loads(raw)
@@ -161,7 +173,29 @@ def resolve_settings(agent_dir: Path | str, repo_root: Path | str | None = None)
                 merged[key] = value
                 sources[f"rewind.{key}"] = str(path)
     settings = settings_from_mapping(merged or None, warnings, source="rewind")
+    if len(files) > 1:
+        settings = _apply_project_floor(settings, str(files[1]), files[0], sources, warnings)
     return EffectiveSettings(settings, warnings, files, sources)
+
+
+def _apply_project_floor(settings: Settings, project: str, user_file: Path, sources: dict[str, str],
+                         warnings: list[str]) -> Settings:
+    """Raise retention limits that only the project file set below the floor (see the constants)."""
+    retention = settings.retention
+    if retention is None:
+        return settings
+    update: dict[str, Any] = {}
+    for key, name, floor in (("maxSnapshots", "max_snapshots", PROJECT_FLOOR_MAX_SNAPSHOTS),
+                             ("maxAgeDays", "max_age_days", PROJECT_FLOOR_MAX_AGE_DAYS)):
+        value = getattr(retention, name)
+        if sources.get(f"rewind.retention.{key}") == project and value is not None and value < floor:
+            update[name] = floor
+            warnings.append(f"rewind.retention.{key}: {value:g} in {project} is below what a repository's own "
+                            f"settings may set ({floor:g}); using {floor:g} (set it in {user_file} or pass "
+                            f"--{'max-snapshots' if key == 'maxSnapshots' else 'max-age-days'} to go lower)")
+    if not update:
+        return settings
+    return settings.model_copy(update={"retention": retention.model_copy(update=update)})
 
 
 def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "settings") -> Settings:

@@ -2,6 +2,8 @@
 
 Why it exists: formatting only. The answers come from :mod:`ledger.inspect`; this module turns
 them into grep-able text lines or JSON (one object per line where a command lists things).
+``rewind log --patch/--stat`` (every prompt and turn with its diff) is formatted by
+:mod:`ledger.cli.review`, which owns the pager and colour rules.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        description="Print the session's rewind ledger, one grep-able line per reference: "
                                    "entry, kind, snapshot, record, entry type or role, text.")
     p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
-    p.add_argument("--lineage", action="store_true", help="also list the references of the ancestor sessions")
+    p.add_argument("--lineage", action="store_true", help="also list the references of the ancestor sessions "
+                                                          "(with --patch/--stat: find points through the forks)")
+    _add_log_detail_options(p)
     p.set_defaults(run=run_log)
 
     p = sub.add_parser("tree", parents=[common], help="draw the session tree with its rewind points",
@@ -29,6 +33,18 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                    "the entries that have an exact rewind point (through lineage).")
     p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
     p.set_defaults(run=run_tree)
+
+
+def _add_log_detail_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--patch", "-p", dest="detail", action="store_const", const="patch",
+                       help="every prompt and turn of the branch with its diff, like git log -p")
+    group.add_argument("--stat", dest="detail", action="store_const", const="stat",
+                       help="every prompt and turn of the branch with a diffstat")
+    p.set_defaults(detail=None)
+    p.add_argument("--find-renames", "-M", action="store_true", help="with --patch/--stat: detect renames")
+    p.add_argument("--no-color", action="store_true", help="with --patch/--stat: never colour")
+    p.add_argument("--no-pager", action="store_true", help="with --patch/--stat: do not page")
 
 
 def resolve_session_path(ctx: CliContext, name: str) -> Path:
@@ -69,6 +85,10 @@ def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.lineage import LineageReader
 
     path = resolve_session_path(ctx, args.session)
+    if args.detail is not None:
+        from ledger.cli.review import run_log_detail
+
+        return run_log_detail(args, ctx, path)
     report = ledger_log(path, LineageReader(), lineage=args.lineage)
     for warning in report.warnings:
         ctx.warn(warning)

@@ -187,6 +187,14 @@ def _doctor_text(report: Any) -> str:
         f"sessions     {report.sessions} of this repository, {report.ledgers} with rewind records",
         f"capture index {report.index}" + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
     ]
+    for journal in report.interrupted:
+        lines.append(f"  interrupted restore {journal.id}: to {journal.target[:12]} started {journal.started}, "
+                     f"{'files written, not recorded' if journal.state == 'done' else 'files may be mixed'}; "
+                     f"before it: snapshot {journal.undo[:12]} (pinned)"
+                     + (f"; failure: {journal.failure}" if journal.failure else ""))
+    if report.store_lock:
+        lines.append(f"store lock   {report.store_lock} ({report.store_lock_age_s:.0f} s old"
+                     + (", stale)" if report.stale_lock else ")"))
     lines += [f"  chain: {problem}" for problem in report.chain_problems]
     for ref in report.references:
         lines.append(f"  {ref.state:<11} {ref.snapshot[:12]}  {ref.kind:<7} entry {ref.entry or '-'}  session {ref.session}")

@@ -10,12 +10,16 @@ Invariants: a dry run, a refused confirmation and a refused plan change and appe
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ledger.cli.context import CliContext
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, SessionAppendError
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
@@ -102,6 +106,53 @@ def open_engine(ctx: CliContext, session_name: str) -> Any:
     return engine
 
 
+@contextlib.contextmanager
+def restoring(ctx: CliContext, engine: Any, operation: str, entry: str | None = None) -> Iterator[None]:
+    """Around an operation that may change files: the journal's intent (session, entry, agent
+    dir), and SIGTERM/SIGHUP turned into an interruption so that the restore rolls back (and its
+    git child is killed) instead of dying half-way."""
+    from ledger.git.journal import RestoreIntent, restore_intent
+
+    session_file = engine.host.session_file
+    intent = RestoreIntent(session=os.path.realpath(session_file) if session_file else None, entry=entry,
+                           operation=operation, agent_dir=str(ctx.agent_dir()))
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread: leave signals alone
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        with restore_intent(intent):
+            yield
+    except SessionAppendError as exc:
+        from ledger.recovery import settle_journals
+
+        if settle_journals(engine.repo):  # files changed, no record: the journal keeps the way back
+            exc.hint = (f"the files changed but the record was not written; once that is fixed, "
+                        f"'rewind undo {intent.session}' brings back the files as they were ('rewind doctor' shows it)")
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def check_interrupted(ctx: CliContext, engine: Any, *, refuse: bool) -> None:
+    """An interrupted restore of this work tree refuses a new restore (``refuse``) or is warned
+    about; journals of recorded restores are closed on the way."""
+    from ledger.recovery import interruption_error, settle_journals
+
+    left = settle_journals(engine.repo)
+    if not left:
+        return
+    error = interruption_error(left[-1])
+    if refuse:
+        raise error
+    ctx.warn(f"{error.message} ({error.hint})")
+
+
 def resolve_entry_name(engine: Any, name: str) -> str:
     from ledger.session.discovery import resolve_entry
 
@@ -143,8 +194,10 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)
+    check_interrupted(ctx, engine, refuse=not args.dry_run and args.mode != "conversation")
     if args.yes and not args.dry_run:  # no plan to show: skip the extra capture
-        report = operations.restore(engine, entry, args.mode)
+        with restoring(ctx, engine, "restore", entry):
+            report = operations.restore(engine, entry, args.mode)
         _warn_all(ctx, report.warnings)
         ctx.emit(report.to_json(), lambda: _restore_text(report, args.session))
         return 0
@@ -157,7 +210,8 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
              *plan_lines(plan)]))
         return 0
     confirm(ctx, args, f"Restore {args.mode} to entry {entry}", "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
-    report = operations.restore(engine, entry, args.mode)
+    with restoring(ctx, engine, "restore", entry):
+        report = operations.restore(engine, entry, args.mode)
     _warn_all(ctx, report.warnings)
     ctx.emit(report.to_json(), lambda: _restore_text(report, args.session))
     return 0
@@ -181,17 +235,45 @@ def _restore_text(report: Any, session_name: str) -> str:
 
 def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
+    from ledger.recovery import newest_interrupted
 
     engine = open_engine(ctx, args.session)
+    session_file = engine.host.session_file
+    journal = newest_interrupted(engine.repo, Path(os.path.realpath(session_file)) if session_file else None)
+    if journal is not None:
+        return _recover(args, ctx, engine, journal)
     plan = operations.undo(engine, dry_run=True)
     if args.dry_run:
         ctx.emit(plan.to_json(), lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]))
         return 0
     confirm(ctx, args, "Undo the last file rewind", "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]))
-    report = operations.undo(engine)
+    with restoring(ctx, engine, "undo"):
+        report = operations.undo(engine)
     ctx.emit(report.to_json(), lambda: "\n".join(
         [f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}", *plan_lines(report),
          "undo again to swap back"]))
+    return 0
+
+
+def _recover(args: argparse.Namespace, ctx: CliContext, engine: Any, journal: Any) -> int:
+    """``rewind undo`` after an interrupted restore: back to the state before it."""
+    from ledger.git.restore import plan_restore
+    from ledger.recovery import recover
+
+    what = (f"the restore to {journal.target[:12]} started {journal.started} was interrupted; "
+            f"undo brings every file back as it was before it (snapshot {journal.undo[:12]})")
+    ctx.warn(what)
+    plan = plan_restore(engine.repo, journal.undo, engine.settings.snapshot)
+    if args.dry_run:
+        ctx.emit({**plan.to_json(), "mode": "recover", "target": journal.undo, "dryRun": True},
+                 lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]))
+        return 0
+    confirm(ctx, args, "Undo the interrupted restore", "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]))
+    with restoring(ctx, engine, "recover"):
+        report = recover(engine, journal)
+    ctx.emit(report.to_json(), lambda: "\n".join(
+        [f"undid the interrupted restore (files now at {report.restored_to[:12]}): {_summary(report)}",
+         *plan_lines(report), f"undo again to return to {journal.target[:12]}"]))
     return 0
 
 
@@ -200,6 +282,7 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)
+    check_interrupted(ctx, engine, refuse=args.mode != "conversation")
     if args.mode != "conversation":
         target = engine.resolve_point(entry)
         if target is not None:
@@ -207,7 +290,8 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
             if not plan.noop:
                 confirm(ctx, args, f"Fork at {entry} and restore its files",
                         "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
-    report = operations.fork(engine, entry, args.mode)
+    with restoring(ctx, engine, "fork", entry):
+        report = operations.fork(engine, entry, args.mode)
     _warn_all(ctx, report.warnings)
     ctx.emit(report.to_json(), lambda: "\n".join(
         ([f"restored the files of entry {entry}: {_summary(report.restore)}", *plan_lines(report.restore)] if report.restore else [])
@@ -220,6 +304,7 @@ def run_checkpoint(args: argparse.Namespace, ctx: CliContext) -> int:
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry) if args.entry else None
+    check_interrupted(ctx, engine, refuse=False)
     report = operations.checkpoint(engine, entry)
     ctx.emit(report.to_json(), f"bound snapshot {report.commit} to entry {report.entry} (record {report.record})")
     return 0

@@ -3,11 +3,18 @@
 Why it exists: Pi's extension starts this process once per session and talks to it over
 stdin/stdout (README, "Running inside Pi"; ``schemas/bridge.schema.json``). Thin: the work is
 :class:`ledger.bridge.server.BridgeServer`.
+
+This process lives as long as the session, so it also runs the change feed
+(:mod:`ledger.git.feed`): captures then touch only the paths changed since the previous one. The
+watcher of the repository holding the cwd starts in the background right away, off the first
+prompt's path. ``REWIND_FEED=0`` turns the feed off (every capture scans fully);
+``REWIND_FEED_VERIFY=0`` skips the idle-time verification against full scans.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,5 +41,15 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
 
     gc.enable()  # main() pauses the collector for short commands; this process lives long
 
+    feed = None
+    if os.environ.get("REWIND_FEED", "1") != "0":
+        from ledger.git import feed
+
+        feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
+        feed.start_for(Path(getattr(args, "repo", None) or os.getcwd()))
     option = getattr(args, "agent_dir", None)
-    return serve_stdio(Path(option) if option else None)
+    try:
+        return serve_stdio(Path(option) if option else None)
+    finally:
+        if feed is not None:
+            feed.disable()

@@ -33,23 +33,29 @@ run at the repository root, so the result does not depend on the caller's cwd.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
+import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
-from ledger.errors import DirtySubmoduleError, GitError
+from ledger.errors import CaptureIndexError, DirtySubmoduleError, GitError
 from ledger.git.index import (
     CaptureState,
     PrivateIndex,
+    chunks,
+    covers,
     dir_signatures,
     global_fingerprint,
     parent_dirs,
+    protected_prefix,
     recent_entries,
     same_content,
     topmost,
@@ -90,7 +96,7 @@ tree instead of rewriting the index (see :mod:`ledger.git.treeedit`); beyond, it
 RACY_BACKDATE_LIMIT_S = 900
 """Racy entries whose mtime is older than this are dropped and re-hashed instead of moving the
 index timestamp back that far (which would make git compare every newer file's content)."""
-_ARG_CHUNK = 400
+_NO_SPACE = "No space left on device"
 _MANY_UNTRACKED = 2000
 
 
@@ -132,7 +138,8 @@ class _IndexUnusable(Exception):
 class Capturer:
     """Captures one repository's work tree (see the module docstring)."""
 
-    def __init__(self, repo: GitRepo, settings: SnapshotSettings | None = None) -> None:
+    def __init__(self, repo: GitRepo, settings: SnapshotSettings | None = None, *,
+                 use_feed: bool = True) -> None:
         self.repo = repo
         self.root = repo.root
         self.settings = settings or SnapshotSettings()
@@ -140,34 +147,80 @@ class Capturer:
         self.index = PrivateIndex(repo.git_dir)
         self._root_s = str(repo.root)
         self._filemode = True
+        self.use_feed = use_feed
+        self.last_state: CaptureState | None = None
+        """The state the last full capture saved (read by the change feed)."""
+        self.facts_ignore_case = False
+
+    @property
+    def root_s(self) -> str:
+        return self._root_s
+
+    @property
+    def filemode(self) -> bool:
+        return self._filemode
 
     # --- entry point ----------------------------------------------------------------------
 
     def capture(self) -> CaptureResult:
+        """Capture now: through the change feed when this process runs one (``rewind serve``,
+        :mod:`ledger.git.feed`) and it can be trusted, else by a full scan."""
+        feed = _active_feed(self.repo) if self.use_feed else None
+        if feed is not None:
+            feed.touch()
+        return self.capture_with(feed)
+
+    def capture_with(self, feed: Any) -> CaptureResult:
+        """:meth:`capture` with an explicit feed (``None``: always a full scan). Failures of the
+        private index (a full disk, an unwritable git directory) raise
+        :class:`~ledger.errors.CaptureIndexError`, never a bare ``OSError``."""
         started = time.perf_counter()
-        with self.index.locked():
-            fingerprint, facts = global_fingerprint(self.git, self.repo, self.settings)
-            self._filemode = facts.filemode
-            state = self.index.load_state()
-            fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
+        try:
+            with self.index.locked():
+                epoch = None
+                if feed is not None:
+                    try:
+                        fed = feed.try_fed(self)
+                    except Exception as exc:  # noqa: BLE001 - a feed bug must cost a scan, not a capture
+                        feed.note_error(exc)
+                        fed = None
+                    if fed is not None:
+                        return replace(fed, ms=(time.perf_counter() - started) * 1000.0)
+                    epoch = feed.before_full()
+                result = self.full_capture()
+                if feed is not None:
+                    feed.after_full(self, result, epoch)
+        except _IndexUnusable as exc:
+            raise _index_error(self.index.dir, str(exc), None) from None
+        except OSError as exc:
+            raise _index_error(self.index.dir, exc.strerror or str(exc), exc.errno) from None
+        except GitError as exc:
+            if _NO_SPACE in exc.message and not isinstance(exc, CaptureIndexError):
+                raise _index_error(self.index.dir, exc.message, errno.ENOSPC) from None
+            raise
+        return replace(result, ms=(time.perf_counter() - started) * 1000.0)
+
+    def full_capture(self) -> CaptureResult:
+        """The full scan (git status on the private index), under the caller's lock."""
+        fingerprint, facts = global_fingerprint(self.git, self.repo, self.settings)
+        self._filemode = facts.filemode
+        self.facts_ignore_case = facts.ignore_case
+        state = self.index.load_state()
+        fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
+        if fresh:
+            self.index.reset()
+            state = CaptureState(fingerprint=fingerprint)
+        try:
+            return self._capture(state, fresh=fresh)
+        except (_IndexUnusable, GitError) as exc:
+            # A kept index that git cannot read, or that references pruned objects, is
+            # rebuilt once; a failure on a fresh index is the real error.
+            if isinstance(exc, DirtySubmoduleError):
+                raise
             if fresh:
-                self.index.reset()
-                state = CaptureState(fingerprint=fingerprint)
-            try:
-                result = self._capture(state, fresh=fresh)
-            except (_IndexUnusable, GitError) as exc:
-                # A kept index that git cannot read, or that references pruned objects, is
-                # rebuilt once; a failure on a fresh index is the real error.
-                if isinstance(exc, DirtySubmoduleError):
-                    raise
-                if fresh:
-                    if isinstance(exc, GitError):
-                        raise
-                    raise GitError("snapshot", str(exc)) from None
-                self.index.reset()
-                result = self._capture(CaptureState(fingerprint=fingerprint), fresh=True)
-        ms = (time.perf_counter() - started) * 1000.0
-        return CaptureResult(result.tree, result.skipped, result.rebuilt, result.updated, ms)
+                raise
+            self.index.reset()
+            return self._capture(CaptureState(fingerprint=fingerprint), fresh=True)
 
     # --- one pass over a loaded state ------------------------------------------------------
 
@@ -228,6 +281,7 @@ class Capturer:
             if lazy_tree is not None:
                 self._guard_racy_entries(state, start_s)
                 self.index.save_state(state)
+                self.last_state = state
                 return CaptureResult(lazy_tree, tuple(plan.skipped.values()), fresh,
                                      len(plan.update) + len(plan.add) + len(plan.force_remove))
         if plan.force_remove or plan.update or plan.add:
@@ -262,6 +316,7 @@ class Capturer:
             state.tree = self._write_tree()
         self._guard_racy_entries(state, start_s)
         self.index.save_state(state)
+        self.last_state = state
         return CaptureResult(state.tree, tuple(plan.skipped.values()), fresh, updated)
 
     # --- steps ---------------------------------------------------------------------------
@@ -355,7 +410,7 @@ class Capturer:
         protected = set(self.settings.protected_dirs)
         known_gitlinks = set(state.gitlinks)
         big: dict[str, int] = {}
-        protected_prefix: dict[str, list[str]] = {}
+        protected_groups: dict[str, list[str]] = {}
         embedded: list[str] = []
         records = self._status()
         protected_probe = (re.compile("|".join(re.escape(n) for n in sorted(protected)))
@@ -389,11 +444,11 @@ class Capturer:
                 raw = decode_path(record[2:])
                 is_dir = raw.endswith("/")
                 path = raw.rstrip("/")
-                prefix = (_protected_prefix(path, protected, include_last=is_dir)
+                prefix = (protected_prefix(path, protected, include_last=is_dir)
                           if protected_probe is not None and protected_probe.search(path)
                           else None)
                 if prefix is not None:
-                    protected_prefix.setdefault(prefix, []).append(raw)
+                    protected_groups.setdefault(prefix, []).append(raw)
                     continue
                 if is_dir:
                     embedded.append(path)
@@ -408,13 +463,13 @@ class Capturer:
 
         # Protected directories and large files are skipped only when the user's git does not
         # track anything there: tracked content is always captured.
-        candidates = list(protected_prefix) + list(big) + list(state.kept_protected)
+        candidates = list(protected_groups) + list(big) + list(state.kept_protected)
         tracked = self._user_tracked(candidates) if candidates else set()
         kept = []
-        for prefix in protected_prefix:
-            if _covers(tracked, prefix):
+        for prefix, raws in protected_groups.items():
+            if covers(tracked, prefix):
                 kept.append(prefix)
-                for raw in protected_prefix[prefix]:
+                for raw in raws:
                     if raw.endswith("/"):
                         embedded.append(raw.rstrip("/"))
                     else:
@@ -422,9 +477,9 @@ class Capturer:
             else:
                 plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
         for prefix in state.kept_protected:
-            if prefix in protected_prefix:
+            if prefix in protected_groups:
                 continue
-            if _covers(tracked, prefix):
+            if covers(tracked, prefix):
                 kept.append(prefix)
             elif (self.root / prefix).is_dir():
                 plan.force_remove += self._ls_private([prefix])
@@ -453,7 +508,7 @@ class Capturer:
     def _check_dirty(self, state: CaptureState, plan: _Plan) -> None:
         """A submodule or embedded repository with uncommitted changes fails the capture (D6)."""
         known = [g for g in state.gitlinks if g not in plan.gone_gitlinks]
-        for chunk in _chunks(known):
+        for chunk in chunks(known):
             result = self.git.run(
                 ["status", "--porcelain=v2", "-z", "--untracked-files=no",
                  "--ignore-submodules=untracked", "--", *chunk],
@@ -507,7 +562,7 @@ class Capturer:
         options = ["-c", "-i", "--exclude-standard"] if ignored else ["-c"]
         specs = [d for d in dirs if d]
         out: list[str] = []
-        groups = [[]] if (not specs or len(specs) < len(dirs)) else list(_chunks(specs))
+        groups = [[]] if (not specs or len(specs) < len(dirs)) else list(chunks(specs))
         for chunk in groups:
             result = self.git.run(["ls-files", "-z", *options, "--", *chunk],
                                   operation="git ls-files (capture index)",
@@ -519,7 +574,7 @@ class Capturer:
         """Which of ``paths`` (files or directories) the user's own index tracks, as the set
         of tracked paths found under them. Read-only on ``.git/index``."""
         found: set[str] = set()
-        for chunk in _chunks(paths):
+        for chunk in chunks(paths):
             result = self.git.run(["ls-files", "-z", "--cached", "--", *chunk],
                                   operation="git ls-files (user index)")
             found.update(decode_path(p) for p in result.lines_z())
@@ -547,23 +602,18 @@ class Capturer:
             return False
 
 
-def _protected_prefix(path: str, names: set[str], *, include_last: bool) -> str | None:
-    parts = path.split("/")
-    limit = len(parts) if include_last else len(parts) - 1
-    for i in range(limit):
-        if parts[i] in names:
-            return "/".join(parts[: i + 1])
-    return None
+def _active_feed(repo: GitRepo) -> Any:
+    """The change feed of ``repo`` when this process runs feeds (the module is imported only by
+    ``rewind serve``; one-shot commands never pay for it)."""
+    module = sys.modules.get("ledger.git.feed")
+    if module is None or not module.enabled():
+        return None
+    return module.feed_for(repo)
 
 
-def _covers(tracked: set[str], prefix: str) -> bool:
-    head = prefix + "/"
-    return prefix in tracked or any(p.startswith(head) for p in tracked)
-
-
-def _chunks(items: Sequence[str], size: int = _ARG_CHUNK) -> Iterable[list[str]]:
-    for i in range(0, len(items), size):
-        yield list(items[i:i + size])
+def _index_error(directory: Path, detail: str, code: int | None) -> CaptureIndexError:
+    return CaptureIndexError(directory, detail, no_space=code in (errno.ENOSPC, errno.EDQUOT)
+                             or _NO_SPACE in detail)
 
 
 def capture_tree(repo: GitRepo, settings: SnapshotSettings | None = None) -> CaptureResult:

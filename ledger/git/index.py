@@ -54,7 +54,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -330,6 +330,35 @@ def topmost(dirs: Iterable[str]) -> list[str]:
         if not any(parent in kept for parent in parent_dirs(d)):
             kept.add(d)
     return sorted(kept)
+
+
+# --- path helpers shared by the capture and the feed ------------------------------------------
+
+ARG_CHUNK = 400
+
+
+def protected_prefix(path: str, names: set[str], *, include_last: bool) -> str | None:
+    """The first directory prefix of ``path`` named like a protected directory (the last
+    component counts only with ``include_last``), or ``None``."""
+    parts = path.split("/")
+    limit = len(parts) if include_last else len(parts) - 1
+    for i in range(limit):
+        if parts[i] in names:
+            return "/".join(parts[: i + 1])
+    return None
+
+
+def covers(tracked: set[str], prefix: str) -> bool:
+    """Whether ``tracked`` holds ``prefix`` itself or a path below it."""
+    head = prefix + "/"
+    return prefix in tracked or any(p.startswith(head) for p in tracked)
+
+
+def chunks(items: Sequence[str], size: int = ARG_CHUNK) -> Iterable[list[str]]:
+    """``items`` in argument-list-sized pieces."""
+    for i in range(0, len(items), size):
+        yield list(items[i:i + size])
+
 
 
 # --- racy entries in the index file ----------------------------------------------------------

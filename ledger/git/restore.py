@@ -60,6 +60,8 @@ import pygit2
 
 from ledger.clock import Clock
 from ledger.errors import (
+    InsufficientSpaceError,
+    InterruptedRestoreError,
     LedgerError,
     MissingCommitError,
     RestoreFailedError,
@@ -67,7 +69,7 @@ from ledger.errors import (
 )
 from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult, capture_tree
 from ledger.git.index import PrivateIndex, private_dir
-from ledger.git.repo import GitRepo
+from ledger.git.repo import GitRepo, is_inside
 from ledger.git.restore_safety import (
     EXEC_MODE,
     GITLINK_MODE,
@@ -81,7 +83,9 @@ from ledger.git.restore_safety import (
     tree_without,
     under,
 )
-from ledger.git.runner import GitRunner, nul_join
+from ledger.git.journal import STAGING_PREFIX, Journal, current_intent, open_journal, open_journals
+from ledger.git.placement import Placer, free_space_problem, remove_tree
+from ledger.git.runner import GitRunner
 from ledger.git.snapshot import (
     PERSISTED,
     LastExact,
@@ -340,17 +344,125 @@ def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *
     problems += _submodule_problems(repo, guard, submodules)
     if problems:
         raise _unsafe(problems)
+    added_paths = [c.path for c in kept if c.old is None and c.new is not None and c.new.mode != GITLINK_MODE]
+    uncaptured = _uncaptured(repo, guard, added_paths)
+    if uncaptured:
+        writes = [w for w in writes if w[0] not in uncaptured]
+        kept = [c for c in kept if c.path not in uncaptured]
+        skipped += sorted(uncaptured)
+    kept_ignored = _ignored_after(repo, target_tree, deletes, kept) if deletes else set()
+    if kept_ignored:
+        deletes = [d for d in deletes if d not in kept_ignored]
+        kept = [c for c in kept if c.path not in kept_ignored]
+        skipped += sorted(kept_ignored)
+        uncaptured |= kept_ignored
+    forbidden = _forbidden_paths(repo, [*deletes, *(w[0] for w in writes), *replace_dirs])
+    if forbidden:
+        raise UnsafeRestoreError("the restore would change files inside a git directory or Pi's agent dir",
+                                 forbidden, hint="nothing was changed; keep the agent dir out of the repository "
+                                                 "or ignore it in .gitignore")
 
     warnings = list(base.pop("warnings"))
-    if skipped:
-        shown = ", ".join(skipped[:5]) + (f" (and {len(skipped) - 5} more)"
-                                          if len(skipped) > 5 else "")
+    protected_skips = [p for p in skipped if p not in uncaptured]
+    if protected_skips:
+        shown = ", ".join(protected_skips[:5]) + (f" (and {len(protected_skips) - 5} more)"
+                                                  if len(protected_skips) > 5 else "")
         warnings.append(f"left alone (under protected or skipped paths): {shown}")
+    if uncaptured:
+        names = sorted(uncaptured)
+        shown = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+        warnings.append(f"left alone (ignored or protected now; a restore never writes those): {shown}")
     added, modified, deleted = _split(kept)
     return RestorePlan(**base, added=added, modified=modified, deleted=deleted,
                        skipped=tuple(skipped), warnings=tuple(warnings),
                        submodules=tuple(submodules), writes=tuple(writes),
                        replace_dirs=tuple(replace_dirs))
+
+
+def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> set[str]:
+    """Paths the target adds that the work tree's capture does not hold although they exist
+    (an ignored ``.env``, a protected or too-large file), or that are ignored now.
+
+    A restore leaves both alone: overwriting them would destroy bytes no undo snapshot holds
+    (the capture skips them), and writing an ignored path that is absent would leave a file the
+    undo could not see to remove (docs/design.md#ignored-files)."""
+    if not added:
+        return set()
+    def present(path: str) -> bool:  # a file or link at ``path`` itself, reached through real directories
+        for parent in parents(path):
+            st = guard.lstat(parent)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                return False
+        st = guard.lstat(path)
+        return st is not None and not stat.S_ISDIR(st.st_mode)
+
+    found = {p for p in added if present(p)}
+    for path in added:
+        if path not in found:
+            try:
+                if repo.pygit2.path_is_ignored(path):
+                    found.add(path)
+            except (pygit2.GitError, ValueError) as exc:
+                raise UnsafeRestoreError("cannot tell whether a path is ignored now", [path],
+                                         hint=str(exc)) from exc
+    return found
+
+
+def _ignored_after(repo: GitRepo, target_tree: str, deletes: Sequence[str], changes: Sequence[Change]) -> set[str]:
+    """Paths the plan would delete that the target's own ignore rules ignore: files of the user's
+    that a restore had made visible by removing a ``.gitignore`` (an ignored ``.env``). The
+    target's snapshot could never have held them, so deleting them would not make the work tree
+    more like it; they are left alone (docs/design.md#ignored-files).
+
+    Only needed when the plan changes a ``.gitignore``; the target's rule files along the
+    deleted paths are written to a scratch work tree in our private dir, and git's own
+    ``check-ignore`` answers there."""
+    if not any(c.path.rsplit("/", 1)[-1] == ".gitignore" for c in changes):
+        return set()
+    r = repo.pygit2
+    root_tree = r.get(target_tree)
+    directories = {""} | {p for d in deletes for p in parents(d)}
+    scratch = private_dir(repo.git_dir) / f"ignore-scratch-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        scratch.mkdir(parents=True)
+        for directory in directories:
+            path = f"{directory}/.gitignore" if directory else ".gitignore"
+            try:
+                entry = root_tree[path] if isinstance(root_tree, pygit2.Tree) else None
+            except KeyError:
+                continue
+            blob = r.get(entry.id) if entry is not None and entry.filemode in (0o100644, 0o100755) else None
+            if isinstance(blob, pygit2.Blob):
+                target = scratch / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blob.data)
+        result = GitRunner(scratch, repo.git_dir).run(
+            ["check-ignore", "--no-index", "-z", "--stdin"], input=b"".join(os.fsencode(d) + b"\0" for d in deletes),
+            operation="git check-ignore", check=False,
+            extra_env={"GIT_LITERAL_PATHSPECS": "0"})  # check-ignore refuses pathspec magic; paths are not globs
+        if result.returncode not in (0, 1):
+            return set()  # cannot tell: delete as the plan says (the undo snapshot holds them)
+        return {os.fsdecode(p) for p in result.stdout.split(b"\0") if p}
+    finally:
+        remove_tree(scratch.parent, scratch.name)
+
+
+def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
+    """Paths of a plan inside a git directory or Pi's agent dir (defence in depth: discovery
+    already refuses layouts with a git dir in the work tree, and tree validation ``.git``)."""
+    intent = current_intent()
+    agent = intent.agent_dir or os.environ.get("PI_CODING_AGENT_DIR") or os.path.expanduser("~/.pi/agent")
+    roots = {str(repo.git_dir), str(repo.common_dir), os.path.realpath(agent)}
+    inside = [d for d in roots if is_inside(d, repo.root)]
+    if not inside:
+        return []
+    root = str(repo.root)
+    bad = []
+    for path in paths:
+        full = root + "/" + path
+        if any(is_inside(full, d) or is_inside(d, full) for d in inside):
+            bad.append(path)
+    return bad
 
 
 def _submodule_problems(repo: GitRepo, guard: WorktreeGuard,
@@ -401,6 +513,7 @@ class _Executor:
         self.git = GitRunner(repo.root, repo.git_dir)
         self.fs = SafeFs(repo.root)
         self._fault = fault
+        self.staging = f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         self.prefix = ""
         self.step = "plan"
         self.touched: set[str] = set()
@@ -455,9 +568,13 @@ class _Executor:
             raise _unsafe(problems)
 
     def _checkout(self, writes: Sequence[tuple[str, int, str]]) -> None:
+        """Write ``writes`` through a staging directory (:mod:`ledger.git.placement`): each file
+        is renamed into place whole. Changed ``.gitattributes`` files go first, so the other
+        paths are converted under the target's attributes."""
         name = f"restore-{os.getpid()}-{secrets.token_hex(4)}.index"
         index = private_dir(self.repo.git_dir) / name
         index.parent.mkdir(parents=True, exist_ok=True)
+        placer = Placer(self.repo.root, self.git, self.staging)
         try:
             info = b"".join(b"%o %s\t%s\0" % (mode, oid.encode("ascii"), os.fsencode(path))
                             for path, mode, oid in writes)
@@ -465,17 +582,16 @@ class _Executor:
                          config=PRIVATE_CONFIG, operation="git update-index (restore index)")
             paths = [w[0] for w in writes]
             first = [p for p in paths if p.rsplit("/", 1)[-1] == ".gitattributes"]
-            groups = [first, [p for p in paths if p not in set(first)]] if first else [[]]
-            for group in groups:
-                if first and not group:
-                    continue
-                args = ["checkout-index", "-f"] + (["-z", "--stdin"] if first else ["-a"])
-                self.git.run(args, input=nul_join(group) if first else None, index=index,
-                             config=PRIVATE_CONFIG, operation="git checkout-index (restore)")
+            rest = [p for p in paths if p not in set(first)] if first else paths
+            placer.create_staging()
+            for group in (first, rest):
+                placer.write(group, index=index, config=PRIVATE_CONFIG)
         finally:
             for leftover in (index, index.with_name(index.name + ".lock")):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(leftover)
+            with contextlib.suppress(OSError):
+                placer.remove_staging()
 
     def _submodule_git(self, path: str) -> GitRunner:
         nested = pygit2.Repository(str(self.repo.root / path))
@@ -608,31 +724,46 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
                    *, last_exact: LastExact | None | _Persisted = PERSISTED,
                    clock: Clock | None = None,
                    fault: Callable[[str], None] | None = None,
-                   verify: Verify = "paths") -> RestoreOutcome:
+                   verify: Verify = "paths",
+                   recovering: Journal | None = None) -> RestoreOutcome:
     """Restore the work tree exactly to ``target_commit`` (see the module docstring).
 
     ``last_exact``: the latest exact snapshot the undo snapshot may reuse (``PERSISTED``: the
     record in the private dir; ``None``: always a new commit). ``fault``: a test-only hook called
     with each step name of :data:`STEPS`; raising from it injects a failure there. ``verify``:
-    see :data:`Verify`.
+    see :data:`Verify`. ``recovering``: the interrupted restore's journal this restore undoes
+    (closed when it succeeds; any other open journal refuses the restore).
 
-    Raises :class:`MissingCommitError` / :class:`UnsafeRestoreError` (and capture errors) with
-    nothing changed, or :class:`RestoreFailedError` after rolling back.
+    Raises :class:`MissingCommitError` / :class:`UnsafeRestoreError` /
+    :class:`InterruptedRestoreError` / :class:`InsufficientSpaceError` (and capture errors) with
+    nothing changed, or :class:`RestoreFailedError` after rolling back (or, when the rollback
+    failed too, with the journal left open so that ``rewind undo`` can finish the job).
     """
     started = time.perf_counter()
     settings = settings or SnapshotSettings()
     commit = _resolve_commit(repo, target_commit)
     with PrivateIndex(repo.git_dir).locked():
+        # Under the lock no other restore runs: a journal still "writing" is a dead one.
+        _refuse_if_interrupted(repo, recovering)
+        if recovering is not None and recovering.staging:
+            remove_tree(repo.root, recovering.staging)  # what the interrupted restore had staged
         executor = _Executor(repo, settings, fault)
         captured = executor.capture()
         plan = _build_plan(repo, commit, captured)
         if plan.noop:
             if captured.tree == plan.target_tree:
                 save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
+            if recovering is not None:
+                recovering.close()
             return RestoreOutcome(plan, False, None, plan.target_commit,
                                   (time.perf_counter() - started) * 1000.0, tree=captured.tree)
+        _check_space(repo, plan)
         last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
         undo = commit_snapshot(repo, plan.current_tree, last_exact=last, clock=clock)
+        now_ms = clock.now_ms() if clock is not None else int(time.time() * 1000)
+        journal = open_journal(repo, undo=undo.commit, undo_tree=undo.tree, target=plan.target_commit,
+                               target_tree=plan.target_tree, staging=executor.staging, now_ms=now_ms,
+                               recovering=recovering.id if recovering is not None else None)
         try:
             executor.apply(plan)
             executor.step = "verify"
@@ -644,24 +775,53 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
             try:
                 executor.rollback(undo_commit, verify)
             except BaseException as rollback_exc:  # noqa: BLE001 - reported to the user
+                journal.mark_failed(f"{_describe(exc)} (at {failed_at}); rollback: {_describe(rollback_exc)}")
                 if not isinstance(exc, Exception):
                     raise
+                session = journal.session or "SESSION"
                 raise RestoreFailedError(
                     f"{_describe(exc)} (at {failed_at}); the rollback failed too: "
                     f"{_describe(rollback_exc)}",
                     rolled_back_to=None,
-                    hint=f"your files before the restore are in snapshot {undo.commit}; "
-                         f"'rewind restore' to it once the cause is fixed") from exc
+                    hint=f"your files before the restore are kept (snapshot {undo.commit[:12]}); once the "
+                         f"cause is fixed, 'rewind undo {session}' brings every one of them back") from exc
+            journal.close()
             save_last_exact(repo, LastExact(undo.commit, undo.tree))
             if not isinstance(exc, Exception):
                 raise
             raise RestoreFailedError(f"{_describe(exc)} (at {failed_at})",
                                      rolled_back_to=undo.commit) from exc
+        if recovering is not None:
+            recovering.close()
+        if journal.session is not None:
+            journal.mark_done()  # closed once the caller's record is found (journal.settle)
+        else:
+            journal.close()
         if after == plan.target_tree:
             save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
         return RestoreOutcome(plan, True, undo.commit, plan.target_commit,
                               (time.perf_counter() - started) * 1000.0, tree=after,
                               undo_reused=undo.reused)
+
+
+def _refuse_if_interrupted(repo: GitRepo, recovering: Journal | None) -> None:
+    dead = [j for j in open_journals(repo)[0]
+            if j.state == "writing" and (recovering is None or j.id != recovering.id)]
+    if dead:
+        j = dead[-1]
+        raise InterruptedRestoreError(j.undo, j.target, session=j.session, entry=j.entry, started=j.started,
+                                      state=j.state)
+
+
+def _check_space(repo: GitRepo, plan: RestorePlan) -> None:
+    needed = 0
+    odb = repo.pygit2.odb
+    for _path, _mode, oid in plan.writes:
+        with contextlib.suppress(KeyError, ValueError, pygit2.GitError):
+            needed += odb.read_header(oid)[1]
+    problem = free_space_problem(repo.root, needed)
+    if problem is not None:
+        raise InsufficientSpaceError(repo.root, *problem)
 
 
 __all__ = [

@@ -18,8 +18,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Final
@@ -27,7 +30,7 @@ from typing import Final
 import pygit2
 
 from ledger.clock import Clock, SystemClock
-from ledger.errors import GitError
+from ledger.errors import CaptureIndexError, GitError
 from ledger.git.capture import CaptureResult, SkippedPath, capture_tree
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo
@@ -182,6 +185,20 @@ def commit_snapshot(repo: GitRepo, tree: str, *, last_exact: LastExact | None,
     return SnapshotCommit(commit, tree, False, ident.fallback, head)
 
 
+def _feed_identity(repo: GitRepo) -> Identity | None:
+    """Inside ``rewind serve``, the committer identity cached by the change feed while git's
+    configuration files and the environment are unchanged (saves a ``git var`` per snapshot);
+    ``None`` elsewhere (one-shot commands never import the feed)."""
+    module = sys.modules.get("ledger.git.feed")
+    if module is None or not module.enabled():
+        return None
+    feed = module.feed_for(repo)
+    if feed is None or feed.base is None:
+        return None
+    ident = feed.identity(lambda: git_identity(repo))
+    return ident if isinstance(ident, Identity) else None
+
+
 def _reusable(repo: GitRepo, store: Store, last: LastExact) -> bool:
     try:
         obj = repo.pygit2.get(last.commit)
@@ -204,8 +221,19 @@ def take_snapshot(repo: GitRepo, settings: SnapshotSettings | None = None, *,
     started = time.perf_counter()
     captured: CaptureResult = capture_tree(repo, settings)
     last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
-    made = commit_snapshot(repo, captured.tree, last_exact=last, clock=clock)
-    save_last_exact(repo, LastExact(made.commit, made.tree))
+    try:
+        made = commit_snapshot(repo, captured.tree, last_exact=last, clock=clock,
+                               identity=_feed_identity(repo))
+    except (OSError, pygit2.GitError) as exc:  # e.g. a full disk while writing the commit
+        raise CaptureIndexError(repo.git_dir / "objects", str(exc),
+                                no_space="No space left" in str(exc)
+                                or getattr(exc, "errno", None) == errno.ENOSPC) from None
+    try:
+        save_last_exact(repo, LastExact(made.commit, made.tree))
+    except OSError:
+        # Only a dedup hint: forget it rather than keep a stale one (unlinking needs no space).
+        with contextlib.suppress(OSError):
+            save_last_exact(repo, None)
     return SnapshotReport(
         commit=made.commit,
         tree=made.tree,

@@ -17,14 +17,16 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pygit2
 
-from ledger.errors import GitError, StoreUpdateError
+from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
 
@@ -178,6 +180,25 @@ class Store:
 
     # --- writing -------------------------------------------------------------------------
 
+    @property
+    def lock_path(self) -> Path:
+        """git's lock file for the store ref (it holds one for milliseconds per update)."""
+        return self.repo.common_dir / (STORE_REF + ".lock")
+
+    def lock_age_s(self) -> float | None:
+        """How old the store ref's lock file is, or None when there is none."""
+        try:
+            return max(0.0, time.time() - os.lstat(self.lock_path).st_mtime)
+        except OSError:
+            return None
+
+    def _raise_if_stale_lock(self) -> None:
+        """A lock older than :data:`STALE_LOCK_S` was left by a killed process: waiting for it
+        would only delay the error, so say which file it is and how to clear it."""
+        age = self.lock_age_s()
+        if age is not None and age >= STALE_LOCK_S:
+            raise LockTimeoutError(self.lock_path, age, remedy=stale_lock_remedy(self.lock_path))
+
     def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
         """Append a keepalive for ``snapshot``; returns the new head. Raises
         :class:`StoreUpdateError` when the swap keeps failing."""
@@ -199,11 +220,46 @@ class Store:
             if result.returncode == 0:
                 return str(keepalive)
             last_detail = result.stderr.decode("utf-8", "replace").strip()
+            self._raise_if_stale_lock()
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
         raise StoreUpdateError("update refs/pi-rewind/store",
                                f"failed to update rewind store ref after {self.attempts} "
                                f"attempts: {last_detail}")
 
+
+    def append_many(self, snapshots: list[str], identity: Identity, when_s: int, offset_min: int) -> list[str]:
+        """Append keepalives for the ``snapshots`` the store does not keep yet, in order, with
+        **one** compare-and-swap for the batch (an import of 500 snapshots would otherwise pay
+        500 swaps); rebuilt on the new head and retried when another process moved it. Returns
+        the snapshots appended."""
+        repo = self.repo.pygit2
+        empty_tree = repo.TreeBuilder().write()
+        sig = identity.signature(when_s, offset_min)
+        last_detail = ""
+        for attempt in range(self.attempts):
+            old = self.head()
+            kept = set(self.iter_snapshots(old)) if old else set()
+            new = [sha for sha in dict.fromkeys(snapshots) if sha not in kept]
+            if not new:
+                return []
+            head = old
+            for sha in new:
+                parents = [head, sha] if head else [sha]
+                head = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
+                                              [pygit2.Oid(hex=p) for p in parents]))
+            assert head is not None
+            result = self.git.run(
+                ["update-ref", "--no-deref", STORE_REF, head, old or ZERO_SHA],
+                operation="update refs/pi-rewind/store", check=False,
+                config=[("core.logAllRefUpdates", "false")])
+            if result.returncode == 0:
+                return new
+            last_detail = result.stderr.decode("utf-8", "replace").strip()
+            self._raise_if_stale_lock()
+            self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
+        raise StoreUpdateError("update refs/pi-rewind/store",
+                               f"failed to append {len(snapshots)} snapshots after {self.attempts} "
+                               f"attempts: {last_detail}")
 
     def rewrite(self, live: list[str], *, since: str | None, identity: Identity, when_s: int,
                 offset_min: int) -> RewriteResult:
@@ -240,9 +296,18 @@ class Store:
                 return RewriteResult(old, new, keep, preserved=False, attempts=attempt + 1,
                                      arrived=[sha for sha in keep if sha not in wanted])
             last_detail = result.stderr.decode("utf-8", "replace").strip()
+            self._raise_if_stale_lock()
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
         raise StoreUpdateError("rewrite refs/pi-rewind/store",
                                f"failed to rewrite rewind store ref after {self.attempts} attempts: {last_detail}")
+
+
+STALE_LOCK_S = 10.0
+"""A ref lock this old is stale: git holds one only while it writes the ref."""
+
+
+def stale_lock_remedy(path: Path) -> str:
+    return f"if no git or rewind process is running in this repository, remove the stale lock: rm '{path}'"
 
 
 @dataclass(frozen=True)

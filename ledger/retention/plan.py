@@ -100,8 +100,10 @@ def _tick() -> None:
 
 def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
                    exists: Callable[[str], bool], *, stored: Mapping[str, int] | None = None,
-                   grace_ms: int = GRACE_MS, tick: Callable[[], None] = _tick) -> RetentionPlan:
-    """``stored``: the snapshots the store keeps now, with their commit times (ms)."""
+                   grace_ms: int = GRACE_MS, tick: Callable[[], None] = _tick,
+                   pins: Mapping[str, Reason] | None = None) -> RetentionPlan:
+    """``stored``: the snapshots the store keeps now, with their commit times (ms); ``pins``:
+    snapshots kept whatever the limits say, with their reason (open restore journals)."""
     latest: dict[str, int] = {}
     for ledger in ledgers:
         tick()
@@ -119,6 +121,9 @@ def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
                 sha = ledger.view.entry_to_commit.get(entry_id)
                 if sha is not None:
                     pinned.setdefault(sha, "pinned: label")
+    for sha, reason in (pins or {}).items():
+        if sha not in pinned and exists(sha):
+            pinned[sha] = reason
     for kind in ("current", "undo"):
         for ledger in ledgers:
             sha = ledger.view.latest_current if kind == "current" else ledger.view.latest_undo

@@ -165,6 +165,7 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
     called as ``(files done, files)`` while a ``repo-sessions`` scan reads files;
     ``count_objects``: also count what ``git gc`` may reclaim (one ``git rev-list``).
     Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
+    from ledger.git.journal import pinned_snapshots
     from ledger.git.rewrite import reclaimable_objects, rewrite_store
     from ledger.git.snapshot import load_last_exact, save_last_exact
     from ledger.git.store import Store
@@ -181,7 +182,9 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
     stored = store.snapshot_times()
     before = list(stored)
     ledgers, parts = collect_ledgers(repo, start, agent_dir, scan_mode, reader=reader, tick=tick, progress=progress)
-    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, stored=stored, tick=tick)
+    # An interrupted restore's undo snapshot is the only copy of the files before it.
+    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, stored=stored, tick=tick,
+                          pins=pinned_snapshots(repo))
     report = SweepReport(plan, scan_mode, dry_run, parts.sessions_read, len(ledgers), parts.skipped,
                          parts.warnings, store_before=len(before), old_head=since, new_head=since)
     if plan.empty:

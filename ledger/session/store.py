@@ -35,6 +35,7 @@ import orjson
 from ledger.clock import Clock, IdSource, RandomIds, SystemClock, iso_from_ms
 from ledger.errors import SessionAppendError, SessionFileError
 from ledger.records import custom_entry, serialize_entry
+from ledger.safe_read import MAX_SESSION_BYTES, NotRegularFileError, open_regular, read_regular_file
 from ledger.session.model import Session
 from ledger.session.parse import NoHeaderError, parse_header_only, parse_session_bytes
 
@@ -42,19 +43,19 @@ _HEADER_HINT = 'a Pi session file starts with a {"type":"session","id":…} head
 
 
 def read_bytes(path: Path) -> bytes:
-    """The file's bytes, or a :class:`SessionFileError` that says what is wrong with the path."""
+    """The file's bytes, or a :class:`SessionFileError` that says what is wrong with the path.
+    Only regular files are read, with a bounded read that never blocks (:mod:`ledger.safe_read`)."""
     try:
-        if path.is_dir():
-            raise SessionFileError(path, "is a directory, not a session file", hint="pass a .jsonl session file")
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise SessionFileError(path, "no such file", hint="check the path, or list sessions with 'rewind sessions'") from exc
-    except IsADirectoryError as exc:
-        raise SessionFileError(path, "is a directory, not a session file", hint="pass a .jsonl session file") from exc
+        data = read_regular_file(path, MAX_SESSION_BYTES)
+    except NotRegularFileError as exc:
+        raise SessionFileError(path, f"{exc.strerror}, not a session file", hint="pass a .jsonl session file") from exc
     except PermissionError as exc:
         raise SessionFileError(path, "cannot be read (permission denied)") from exc
     except OSError as exc:
         raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    if data is None:
+        raise SessionFileError(path, "no such file", hint="check the path, or list sessions with 'rewind sessions'")
+    return data
 
 
 def read_session(path: Path | str) -> Session:
@@ -80,22 +81,28 @@ def read_header(path: Path | str, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _read_head(path: Path, limit: int = 1 << 16) -> bytes:
-    """The start of a file, extended until it holds five complete lines or the whole file."""
+    """The start of a file, extended until it holds five complete lines or the whole file
+    (regular files only, never blocking: :mod:`ledger.safe_read`)."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(limit)
-            while data.count(b"\n") < 5:
-                more = handle.read(limit)
-                if not more:
-                    break
-                data += more
-            return data
-    except IsADirectoryError as exc:
-        raise SessionFileError(path, "is a directory, not a session file") from exc
+        fd, _st = open_regular(path)
     except FileNotFoundError as exc:
         raise SessionFileError(path, "no such file") from exc
+    except NotRegularFileError as exc:
+        raise SessionFileError(path, f"{exc.strerror}, not a session file") from exc
     except OSError as exc:
         raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    try:
+        data = os.read(fd, limit)
+        while data.count(b"\n") < 5 and len(data) < MAX_SESSION_BYTES:
+            more = os.read(fd, limit)
+            if not more:
+                break
+            data += more
+        return data
+    except OSError as exc:
+        raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
 
 
 # --- appending ----------------------------------------------------------------------------

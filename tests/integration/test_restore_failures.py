@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import RestoreFailedError
+from ledger.errors import InterruptedRestoreError, RestoreFailedError
 from ledger.git.index import PrivateIndex
-from ledger.git.restore import STEPS
+from ledger.git.journal import open_journals
+from ledger.git.repo import GitRepo
+from ledger.git.restore import STEPS, restore_commit
 from ledger.git.store import STORE_REF
 from tests.conftest import ROOT, git
 from tests.integration.conftest import fresh_tree
@@ -89,7 +91,8 @@ def test_the_fault_hook_sees_every_step_in_order(rich: tuple[Path, str]) -> None
     assert hook.calls == list(STEPS)  # type: ignore[attr-defined]
 
 
-def test_a_failing_rollback_is_reported_with_the_undo_snapshot(rich: tuple[Path, str]) -> None:
+def test_a_failing_rollback_leaves_the_journal_open_and_recovery_brings_every_byte_back(
+        rich: tuple[Path, str]) -> None:
     repo, point = rich
     _diverge(repo)
     before = files(repo)
@@ -98,9 +101,14 @@ def test_a_failing_rollback_is_reported_with_the_undo_snapshot(rich: tuple[Path,
         restore(repo, point, fault=fail_at("after-write", "rollback:after-delete"))
 
     assert info.value.rolled_back_to is None
-    undo = info.value.hint.split("snapshot ")[1].split(";")[0]
-    restore(repo, undo)
+    assert "rewind undo" in (info.value.hint or "")
+    journals, _ = open_journals(GitRepo.discover(repo))
+    assert [j.state for j in journals] == ["writing"]
+    with pytest.raises(InterruptedRestoreError):  # no second restore on top of a mixed tree
+        restore(repo, point)
+    restore_commit(GitRepo.discover(repo), journals[0].undo, recovering=journals[0])
     assert files(repo) == before
+    assert open_journals(GitRepo.discover(repo)) == ([], [])
 
 
 def test_a_keyboard_interrupt_rolls_back_and_propagates(rich: tuple[Path, str]) -> None:

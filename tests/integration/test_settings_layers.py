@@ -18,12 +18,27 @@ def test_the_project_overrides_the_global_settings_field_by_field(tmp_path: Path
     agent, project = tmp_path / "agent", tmp_path / "project"
     _write(agent / "settings.json", {"rewind": {"silentCheckpoints": True,
                                                 "retention": {"maxSnapshots": 100, "maxAgeDays": 30}}})
-    _write(project / ".pi" / "settings.json", {"rewind": {"retention": {"maxSnapshots": 5}}})
+    _write(project / ".pi" / "settings.json", {"rewind": {"retention": {"maxSnapshots": 50}}})
     settings, warnings = load_settings(agent, project)
     assert warnings == []
     assert settings.silent_checkpoints is True
     assert settings.retention is not None
-    assert (settings.retention.max_snapshots, settings.retention.max_age_days) == (5, 30)
+    assert (settings.retention.max_snapshots, settings.retention.max_age_days) == (50, 30)
+
+
+def test_a_repository_cannot_set_retention_below_the_floor_but_the_user_can(tmp_path: Path) -> None:
+    agent, project = tmp_path / "agent", tmp_path / "project"
+    _write(project / ".pi" / "settings.json", {"rewind": {"retention": {"maxSnapshots": 0, "maxAgeDays": 0}}})
+    settings, warnings = load_settings(agent, project)
+    assert settings.retention is not None
+    assert (settings.retention.max_snapshots, settings.retention.max_age_days) == (20, 7)
+    assert len(warnings) == 2 and all("below what a repository's own settings may set" in w for w in warnings)
+
+    _write(agent / "settings.json", {"rewind": {"retention": {"maxSnapshots": 0, "maxAgeDays": 0}}})
+    _write(project / ".pi" / "settings.json", {"rewind": {"retention": {"scanMode": "ancestor-only"}}})
+    settings, warnings = load_settings(agent, project)
+    assert settings.retention is not None
+    assert (settings.retention.max_snapshots, settings.retention.max_age_days, warnings) == (0, 0, [])
 
 
 def test_the_project_can_switch_retention_off(tmp_path: Path) -> None:

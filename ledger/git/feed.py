@@ -1,0 +1,589 @@
+"""The change feed: captures in O(changed) inside a long-lived process (``rewind serve``).
+
+Why it exists: a capture with the private index (:mod:`ledger.git.capture`) still costs git's
+stat scan of the whole work tree. A process that lives as long as the agent's session can watch
+the tree instead (:mod:`ledger.git.watch_inotify`) and, at each capture, look only at the paths
+reported since the previous one: none → the previous tree; a few → hash them and edit the tree.
+
+How a fed capture stays exact. The *base* is the tree of a capture (full scan or fed) whose
+dirty set was taken at epoch E. Every path changed after that moment is in the watcher's dirty
+set (inotify queues events inside the changing system call, and :meth:`InotifyWatcher.sync`
+reads the queue to the end). If the watcher is still at epoch E (no overflow, no failed watch),
+the current work tree is base + the dirty paths re-read now. Each dirty path is classified the
+way ``git add -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did
+not change: any ``.gitignore``/``.gitattributes`` event, configuration change, settings change or
+user index change with kept protected directories sends the capture to a full scan); a new path
+is asked to ``git check-ignore --no-index``; its bytes come from ``git hash-object`` (attributes
+and clean filters applied) through :func:`ledger.git.treeedit.current_entries`. Anything the feed
+does not model — nested ``.git``, gitlinks, protected directories, too-large files, special
+files, names git reads differently — means a full scan, which then becomes the new base.
+
+Trust but verify: after a fed capture, when the process is idle, a verifier thread takes the
+capture lock, makes a fed capture F and a full scan S back to back, and, when no event arrived
+in between, compares them. A difference (mmap writes, hard links written from outside, another
+mount namespace …) switches the feed off for the session: every later capture is a full scan,
+:func:`report` says so, and the evidence (the differing paths) goes to
+``<git-dir>/pi-rewind/feed-mismatch.json``. ``feed-status.json`` next to it carries the mode.
+
+Invariants:
+- Nothing here runs unless :func:`enable` was called (``rewind serve`` does); one-shot commands
+  never import this module.
+- A fed capture never writes the private index; it writes only git objects.
+- The feed is used only while ``watcher.epoch`` equals the epoch its base was taken at, the
+  watcher has not failed, and the environment signature (configuration files, ignore/attribute
+  files outside the tree, environment, settings) is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from ledger.git.index import common_dir, private_dir
+from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
+from ledger.git.watch_inotify import InotifyWatcher
+
+if TYPE_CHECKING:
+    from ledger.git.capture import Capturer, CaptureResult, SkippedPath
+    from ledger.git.repo import GitRepo
+
+FED_MAX_PATHS = 5_000
+"""More dirty paths than this: a full scan (hash-object and tree edits would cost more)."""
+VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
+"""Seconds without a capture before the verifier runs."""
+STATUS_FILE = "feed-status.json"
+MISMATCH_FILE = "feed-mismatch.json"
+GITLINK = 0o160000
+TREE = 0o040000
+_ENV_PREFIXES = ("GIT_",)
+_ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
+
+_enabled = False
+_verify = True
+_feeds: dict[str, Feed] = {}
+_guard = threading.Lock()
+
+
+def enable(*, verify: bool = True) -> None:
+    """Turn the feed on for this process (``rewind serve``)."""
+    global _enabled, _verify
+    _enabled, _verify = True, verify
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def disable() -> None:
+    """Stop every watcher and verifier (end of the bridge; tests)."""
+    global _enabled
+    _enabled = False
+    with _guard:
+        feeds = list(_feeds.values())
+        _feeds.clear()
+    for feed in feeds:
+        feed.close()
+
+
+def feed_for(repo: GitRepo) -> Feed | None:
+    """The feed of ``repo``'s work tree, started on first use; ``None`` when disabled."""
+    if not _enabled:
+        return None
+    key = str(repo.root)
+    with _guard:
+        feed = _feeds.get(key)
+        if feed is None:
+            feed = _feeds[key] = Feed(repo.root, repo.git_dir, verify=_verify)
+            feed.start()
+    return feed
+
+
+def start_for(path: Path | str) -> None:
+    """Start the feed of the repository containing ``path`` in the background (no error if
+    there is none): the watcher's start-up then happens before the first prompt."""
+    def run() -> None:
+        from ledger.git.repo import GitRepo
+
+        with contextlib.suppress(Exception):
+            feed_for(GitRepo.discover(path))
+    threading.Thread(target=run, name="rewind-feed-start", daemon=True).start()
+
+
+def report(root: Path | str) -> dict[str, Any] | None:
+    """The feed's state for a footer or ``rewind doctor`` (``None``: no feed for ``root``)."""
+    with _guard:
+        feed = _feeds.get(str(Path(root)))
+    return feed.describe() if feed is not None else None
+
+
+def read_status_file(git_dir: Path) -> dict[str, Any] | None:
+    """The last ``feed-status.json`` a bridge wrote (for ``rewind doctor``)."""
+    try:
+        data = json.loads((private_dir(git_dir) / STATUS_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class _Base:
+    tree: str
+    epoch: int
+    skipped: tuple[SkippedPath, ...]
+    env: tuple[Any, ...]
+    settings: tuple[Any, ...]
+    filemode: bool
+    kept_protected: bool
+
+
+@dataclass
+class Counters:
+    fed: int = 0
+    full: int = 0
+    verified: int = 0
+    inconclusive: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+
+class Feed:
+    """The feed of one work tree (see the module docstring)."""
+
+    def __init__(self, root: Path, git_dir: Path, *, verify: bool = True,
+                 max_watches: int | None = None) -> None:
+        self.root = Path(root)
+        self.git_dir = Path(git_dir)
+        self.verify = verify
+        env_max = os.environ.get("REWIND_FEED_MAX_WATCHES")
+        self.watcher = InotifyWatcher(str(self.root), on_ready=self._wake_verifier,
+                                      max_watches=max_watches if max_watches is not None
+                                      else (int(env_max) if env_max else None))
+        self.base: _Base | None = None
+        self.counters = Counters()
+        self.disabled: str | None = None
+        self.evidence: list[str] = []
+        self.last_reason = "starting"
+        self._settings: Any = None
+        self._origins: list[str] = []
+        self._identity: Any = None
+        self._identity_env: tuple[Any, ...] | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self._need_verify = False
+        self._last_capture = 0.0
+        self._verifier: threading.Thread | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.watcher.start()
+        self._verifier = threading.Thread(target=self._verify_loop, name="rewind-feed-verify",
+                                          daemon=True)
+        self._verifier.start()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self.watcher.stop()
+        if self._verifier is not None and self._verifier is not threading.current_thread():
+            self._verifier.join(timeout=30)
+
+    def describe(self) -> dict[str, Any]:
+        if self.disabled or self.watcher.failed:
+            mode = "full-scan"
+        elif self.base is not None and self.watcher.ready:
+            mode = "fed"
+        else:
+            mode = "starting"
+        return {"mode": mode, "disabled": self.disabled, "watcherFailed": self.watcher.failed,
+                "lastFallback": self.last_reason, "evidence": self.evidence[:50],
+                "fed": self.counters.fed, "full": self.counters.full,
+                "verified": self.counters.verified, "inconclusive": self.counters.inconclusive,
+                "fallbacks": dict(self.counters.fallbacks), "events": self.watcher.events}
+
+    # --- the capture side (called under the private index lock) ----------------------------
+
+    def try_fed(self, capturer: Capturer) -> CaptureResult | None:
+        """A fed capture, or ``None`` (the caller then scans fully and calls
+        :meth:`before_full` / :meth:`after_full`)."""
+        from ledger.git.capture import CaptureResult
+
+        reason = self._untrusted(capturer)
+        if reason is not None:
+            self._fallback(reason)
+            return None
+        base = self.base
+        assert base is not None
+        with self.watcher.lock:
+            self.watcher.sync()
+            if self.watcher.epoch != base.epoch or self.watcher.failed:
+                self._fallback(self.watcher.failed or (self.watcher.reasons or ["?"])[-1])
+                return None
+            dirty = set(self.watcher.dirty)
+            self.watcher.dirty.clear()
+        if not dirty:
+            self.counters.fed += 1
+            return CaptureResult(base.tree, base.skipped, False, 0)
+        try:
+            tree, count = self._fed_tree(capturer, base, dirty)
+        except _NeedScan as exc:
+            with self.watcher.lock:  # the paths are re-read by the full scan's status
+                self.watcher.dirty |= dirty
+            self._fallback(str(exc))
+            return None
+        self.base = _Base(tree, base.epoch, base.skipped, base.env, base.settings, base.filemode,
+                          base.kept_protected)
+        self.counters.fed += 1
+        self._request_verify()
+        return CaptureResult(tree, base.skipped, False, count)
+
+    def before_full(self) -> int | None:
+        """Take the dirty set before a full scan; the epoch to arm with (``None``: the watcher
+        is not ready, so the scan cannot be a base)."""
+        with self.watcher.lock:
+            self.watcher.sync()
+            self.watcher.dirty.clear()
+            if not self.watcher.ready or self.watcher.failed:
+                return None
+            return self.watcher.epoch
+
+    def after_full(self, capturer: Capturer, result: CaptureResult, epoch: int | None) -> None:
+        self.counters.full += 1
+        self.base = None
+        self._settings = capturer.settings
+        if epoch is None or self.disabled or capturer.facts_ignore_case:
+            return
+        state = capturer.last_state
+        watch_index = bool(result.skipped) or bool(state is not None and state.kept_protected)
+        self.base = _Base(result.tree, epoch, result.skipped,
+                          self._env_signature(capturer, True, watch_index),
+                          _settings_key(capturer), capturer.filemode, watch_index)
+        self._settings = capturer.settings
+
+    def _fallback(self, reason: str) -> None:
+        """Count a reason to scan fully (the caller returns ``None``)."""
+        self.last_reason = reason
+        key = reason.split(":")[0][:60]
+        self.counters.fallbacks[key] = self.counters.fallbacks.get(key, 0) + 1
+
+    def _untrusted(self, capturer: Capturer) -> str | None:
+        if self.disabled:
+            return f"feed disabled: {self.disabled}"
+        if self.watcher.failed:
+            return self.watcher.failed
+        if not self.watcher.ready:
+            return "watcher not ready"
+        base = self.base
+        if base is None:
+            return "no base scan yet"
+        if _settings_key(capturer) != base.settings:
+            return "settings changed"
+        if self._env_signature(capturer, False, base.kept_protected) != base.env:
+            return "configuration or ignore/attribute files outside the tree changed"
+        return None
+
+    # --- environment ------------------------------------------------------------------------
+
+    def _env_signature(self, capturer: Capturer, refresh: bool, include_index: bool) -> tuple[Any, ...]:
+        """Stat data of every file outside the work tree that shapes a capture, and the
+        environment; ``refresh`` re-reads the configuration files' origins (one git call);
+        ``include_index``: the user's index too (it decides whether skipped protected
+        directories and too-large files are captured)."""
+        if refresh or not self._origins:
+            self._origins = _config_origins(capturer)
+        common = common_dir(self.git_dir)
+        home = os.environ.get("HOME", "")
+        xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+        files = [*self._origins, str(self.git_dir / "config"), str(common / "config"),
+                 str(self.git_dir / "config.worktree"), str(common / "info" / "exclude"),
+                 str(common / "info" / "attributes"), os.path.join(home, ".gitconfig"),
+                 os.path.join(xdg, "git", "config"), os.path.join(xdg, "git", "ignore"),
+                 os.path.join(xdg, "git", "attributes"), "/etc/gitconfig", "/etc/gitattributes"]
+        if include_index:
+            files.append(str(self.git_dir / "index"))
+        sigs = tuple((f, _stat_sig(f)) for f in sorted(set(files)))
+        env = tuple(sorted((k, v) for k, v in os.environ.items()
+                           if k.startswith(_ENV_PREFIXES) or k in _ENV_KEYS))
+        return sigs + env
+
+    def identity(self, compute: Callable[[], Any]) -> Any:
+        """The committer identity, cached while the environment signature is unchanged."""
+        base = self.base
+        if base is None or self._identity is None or self._identity_env != base.env:
+            self._identity = compute()
+            self._identity_env = base.env if base is not None else None
+        return self._identity
+
+    # --- the fed tree -----------------------------------------------------------------------
+
+    def _fed_tree(self, capturer: Capturer, base: _Base, dirty: set[str]) -> tuple[str, int]:
+        if len(dirty) > FED_MAX_PATHS:
+            raise _NeedScan(f"{len(dirty)} changed paths")
+        from ledger.git.capture import PRIVATE_CONFIG
+        from ledger.git.index import protected_prefix as _protected_prefix
+
+        repo = capturer.repo.pygit2
+        root = capturer.root_s
+        settings = capturer.settings
+        limit = settings.max_untracked_file_bytes
+        protected = set(settings.protected_dirs)
+        tree = repo.get(base.tree)
+        if not isinstance(tree, pygit2.Tree):
+            raise _NeedScan("base tree missing")
+        skipped_files = {s.path for s in base.skipped if not s.path.endswith("/")}
+        skipped_dirs = {s.path[:-1]: s.reason for s in base.skipped if s.path.endswith("/")}
+        dirs: dict[str, str] = {}
+        changes: dict[str, Any] = {}
+        known: list[str] = []
+        new: list[str] = []
+        for path in sorted(dirty):
+            parts = path.split("/")
+            if ".git" in parts:
+                raise _NeedScan(f"{path}: a nested repository changed")
+            if parts[-1] in (".gitignore", ".gitattributes"):
+                raise _NeedScan(f"{path}: ignore or attribute rules changed")
+            if path in skipped_files or path in skipped_dirs:
+                raise _NeedScan(f"{path}: a skipped path changed")
+            under = _under_skipped(parts, skipped_dirs)
+            if under is not None:
+                if under[1] != "protected-dir" or not _real_dir(root, under[0]):
+                    raise _NeedScan(f"{path}: changed under skipped {under[0]}/")
+                continue  # still skipped: the user's index is watched (see _env_signature)
+            parent = _parent_state(root, parts, dirs)
+            if parent == "repo":
+                raise _NeedScan(f"{path}: inside a nested repository")
+            if parent == "gone":
+                changes[path] = None
+                continue
+            try:
+                st = os.lstat(os.path.join(root, path))
+            except FileNotFoundError:
+                changes[path] = None
+                continue
+            existing = _entry(tree, path)
+            if stat.S_ISDIR(st.st_mode):
+                if os.path.lexists(os.path.join(root, path, ".git")):
+                    raise _NeedScan(f"{path}: a nested repository")
+                if existing is not None and existing[0] != TREE:
+                    if existing[0] == GITLINK:
+                        raise _NeedScan(f"{path}: a gitlink changed")
+                    changes[path] = None  # a file became a directory: its files follow
+                continue
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                raise _NeedScan(f"{path}: not a file, symlink or directory")
+            if existing is not None and existing[0] == GITLINK:
+                raise _NeedScan(f"{path}: a gitlink changed")
+            if limit and stat.S_ISREG(st.st_mode) and st.st_size > limit:
+                raise _NeedScan(f"{path}: larger than the untracked size limit")
+            if existing is not None and existing[0] != TREE:
+                known.append(path)
+            else:
+                new.append(path)
+        if new:
+            ignored = _check_ignore(capturer, new)
+            for path in new:
+                if path in ignored:
+                    changes[path] = None
+                elif protected and _protected_prefix(path, protected, include_last=False):
+                    raise _NeedScan(f"{path}: in a protected directory")
+                else:
+                    known.append(path)
+        try:
+            if known:
+                changes.update(current_entries(capturer.git, repo, root, known,
+                                               filemode=base.filemode, config=PRIVATE_CONFIG))
+            return edit_tree(repo, base.tree, changes), len(changes)
+        except LazyUnsupported as exc:
+            raise _NeedScan(f"tree edit unsupported: {exc}") from None
+
+    # --- verification -----------------------------------------------------------------------
+
+    def touch(self) -> None:
+        """A capture is starting: the verifier waits for the next idle period."""
+        with self._cond:
+            self._last_capture = time.monotonic()
+
+    def note_error(self, exc: BaseException) -> None:
+        """An unexpected error in the fed path: this capture scans fully, and so does the next
+        (the base is dropped)."""
+        self.base = None
+        self._fallback(f"feed error: {type(exc).__name__}: {exc}")
+
+    def _request_verify(self) -> None:
+        with self._cond:
+            self._need_verify = True
+            self._cond.notify_all()
+
+    def _wake_verifier(self) -> None:
+        self._request_verify()
+
+    def _verify_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._need_verify:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                idle = time.monotonic() - self._last_capture
+                if idle < VERIFY_IDLE_S:
+                    self._cond.wait(VERIFY_IDLE_S - idle)
+                    continue
+                self._need_verify = False
+            if not self.verify and self.base is not None:
+                continue
+            try:
+                self.verify_now()
+            except Exception as exc:  # noqa: BLE001 - a failed check is a reason to stop trusting
+                self._fallback(f"verification failed to run: {type(exc).__name__}: {exc}")
+                self.base = None
+
+    def verify_now(self) -> bool | None:
+        """Compare a fed capture with a full scan now (or arm the feed if it has no base).
+        ``True``: equal; ``False``: they differed (the feed is now off); ``None``: nothing to
+        compare, or a change arrived during the scan."""
+        from ledger.git.capture import Capturer
+        from ledger.git.repo import GitRepo
+
+        settings = self._settings
+        if settings is None:
+            return None  # no capture yet: its settings are unknown, the first one arms the feed
+        repo = GitRepo.discover(self.root)  # our own handle: the engine's is not for threads
+        capturer = Capturer(repo, settings, use_feed=False)
+        with capturer.index.locked():
+            fed = self.try_fed(capturer) if self.base is not None else None
+            if fed is None:
+                capturer.capture_with(self)  # a base scan: arms the feed
+                return None
+            epoch = self.base.epoch if self.base is not None else -1
+            scan = capturer.full_capture()
+            with self.watcher.lock:
+                self.watcher.sync()
+                quiet = not self.watcher.dirty and self.watcher.epoch == epoch
+            if not quiet:
+                self.counters.inconclusive += 1
+                self._request_verify()
+                return None
+            if scan.tree == fed.tree:
+                self.counters.verified += 1
+                return True
+            self._mismatch(repo, fed.tree, scan.tree)
+            return False
+
+    def _mismatch(self, repo: GitRepo, fed: str, scan: str) -> None:
+        paths: list[str] = []
+        with contextlib.suppress(Exception):
+            diff = repo.pygit2.diff(repo.pygit2.get(fed), repo.pygit2.get(scan))
+            paths = sorted({d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas})
+        self.evidence = paths
+        self.disabled = f"the fed tree differed from a full scan ({len(paths)} paths)"
+        self.base = None
+        evidence = {"time": time.time(), "pid": os.getpid(), "fedTree": fed, "scanTree": scan,
+                    "paths": paths, "watcherReasons": list(self.watcher.reasons),
+                    "events": self.watcher.events}
+        with contextlib.suppress(OSError):
+            path = private_dir(self.git_dir) / MISMATCH_FILE
+            path.write_text(json.dumps(evidence, indent=1), "utf-8")
+        self.write_status()
+
+    def write_status(self) -> None:
+        with contextlib.suppress(OSError):
+            data = {**self.describe(), "pid": os.getpid(), "time": time.time()}
+            path = private_dir(self.git_dir) / STATUS_FILE
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data), "utf-8")
+            os.replace(tmp, path)
+
+
+class _NeedScan(Exception):
+    """The dirty set holds something the feed does not model: scan fully."""
+
+
+def _settings_key(capturer: Capturer) -> tuple[Any, ...]:
+    s = capturer.settings
+    return (s.max_untracked_file_bytes, tuple(sorted(s.protected_dirs)))
+
+
+def _stat_sig(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _config_origins(capturer: Capturer) -> list[str]:
+    result = capturer.git.run(["config", "--list", "--show-origin", "-z"],
+                              operation="git config", check=False)
+    out: set[str] = set()
+    for i, record in enumerate(result.lines_z()):
+        if i % 2 == 0 and record.startswith(b"file:"):
+            name = os.fsdecode(record[5:])
+            out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
+    return sorted(out)
+
+
+def _check_ignore(capturer: Capturer, paths: list[str]) -> set[str]:
+    """Which of ``paths`` git's exclude rules ignore (``check-ignore`` refuses literal pathspec
+    mode, and would read a leading ``:`` as pathspec magic)."""
+    if any(p.startswith(":") for p in paths):
+        raise _NeedScan("a new path starts with ':'")
+    data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    result = capturer.git.run(["check-ignore", "--no-index", "-z", "--stdin"], input=data,
+                              operation="git check-ignore", check=False,
+                              extra_env={"GIT_LITERAL_PATHSPECS": "0"})
+    if result.returncode not in (0, 1):
+        raise _NeedScan("git check-ignore failed")
+    return {os.fsdecode(p) for p in result.lines_z()}
+
+
+def _entry(tree: pygit2.Tree, path: str) -> tuple[int, str] | None:
+    try:
+        obj = tree[path]
+    except (KeyError, ValueError):
+        return None
+    return int(obj.filemode), str(obj.id)
+
+
+def _under_skipped(parts: list[str], skipped_dirs: dict[str, str]) -> tuple[str, str] | None:
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        if prefix in skipped_dirs:
+            return prefix, skipped_dirs[prefix]
+    return None
+
+
+def _real_dir(root: str, rel: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(os.path.join(root, rel)).st_mode)
+    except OSError:
+        return False
+
+
+def _parent_state(root: str, parts: list[str], cache: dict[str, str]) -> str:
+    """``ok`` (every ancestor is a real directory without ``.git``), ``gone`` (one is not a
+    directory: the path is not in the work tree), or ``repo`` (one is a nested repository)."""
+    for i in range(1, len(parts)):
+        rel = "/".join(parts[:i])
+        state = cache.get(rel)
+        if state is None:
+            full = os.path.join(root, rel)
+            if not _real_dir(root, rel):
+                state = "gone"
+            elif os.path.lexists(os.path.join(full, ".git")):
+                state = "repo"
+            else:
+                state = "ok"
+            cache[rel] = state
+        if state != "ok":
+            return state
+    return "ok"

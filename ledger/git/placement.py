@@ -1,0 +1,183 @@
+"""Writing a restore's files so that each is always whole: staged beside, then renamed into place.
+
+Why it exists: ``git checkout-index -f`` unlinks a file and writes the new one in place, so a
+restore killed (or out of disk) in the middle of a write left truncated files: 285 of 300 in the
+fault campaign. Here git writes every new file into a staging directory inside the work tree
+(``<root>/.pi-rewind-staging-<id>/``, same file system, so a rename is atomic), and each file is
+then renamed over its destination. At every moment a path holds its old version or its new one,
+never a part of either (docs/design.md#crash-safe-restore).
+
+Invariants:
+- Renames and directory creation go through descriptors opened with ``O_NOFOLLOW``: nothing is
+  created, replaced or removed through a symlink, and nothing outside the root is touched.
+- The staging directory is created fresh (``mkdir`` fails if it exists) and removed at the end;
+  if the process dies, the open restore journal names it and the recovery removes it.
+- A destination on another file system inside the work tree (a mount point) gets a copy written
+  beside it and renamed, which keeps the same guarantee.
+- :func:`free_space_problem` is checked before the restore starts: the staged bytes must fit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from ledger.git.runner import GitRunner, nul_join
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+SPACE_MARGIN_BYTES = 4 << 20
+"""Free space kept in hand beyond the bytes a restore stages (metadata, filters' growth)."""
+
+
+class PlacementError(OSError):
+    """A path could not be placed safely (a symlink or a file where a directory must be)."""
+
+
+def free_space_problem(root: Path, needed: int) -> tuple[int, int] | None:
+    """``(needed, available)`` when the file system of ``root`` cannot take ``needed`` bytes
+    (plus a margin), else None."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    available = st.f_bavail * st.f_frsize
+    total = needed + SPACE_MARGIN_BYTES + needed // 100
+    return (total, available) if available < total else None
+
+
+class Placer:
+    """Writes ``(path, mode, blob)`` entries of a throw-away index into the work tree."""
+
+    def __init__(self, root: Path, git: GitRunner, staging: str) -> None:
+        self.root = os.fsencode(os.fspath(root))
+        self.git = git
+        self.staging = staging
+
+    # --- staging ------------------------------------------------------------------------
+
+    def create_staging(self) -> None:
+        os.mkdir(self.root + b"/" + os.fsencode(self.staging), 0o700)
+
+    def remove_staging(self) -> None:
+        remove_tree(self.root, self.staging)
+
+    def write(self, paths: Sequence[str], *, index: Path, config: Sequence[tuple[str, str]]) -> None:
+        """Stage ``paths`` (git's own checkout: attributes, filters, modes, symlinks), then
+        rename each into place."""
+        if not paths:
+            return
+        self.git.run(["checkout-index", "-f", f"--prefix={self.staging}/", "-z", "--stdin"],
+                     input=nul_join(paths), index=index, config=config,
+                     operation="git checkout-index (restore)")
+        for path in paths:
+            self.place(path)
+
+    # --- one path -----------------------------------------------------------------------
+
+    def place(self, path: str) -> None:
+        parts = os.fsencode(path).split(b"/")
+        src_fd = self._open_dir([os.fsencode(self.staging), *parts[:-1]], create=False)
+        try:
+            dst_fd = self._open_dir(parts[:-1], create=True)
+            try:
+                try:
+                    os.rename(parts[-1], parts[-1], src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    _copy_then_rename(src_fd, dst_fd, parts[-1])
+            finally:
+                os.close(dst_fd)
+        finally:
+            os.close(src_fd)
+
+    def _open_dir(self, parts: Sequence[bytes], *, create: bool) -> int:
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts:
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise PlacementError(exc.errno, f"{os.fsdecode(part)} is not a directory (symlink?)") from None
+                    raise
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _copy_then_rename(src_fd: int, dst_fd: int, name: bytes) -> None:
+    """Across file systems: a copy beside the destination, then an atomic rename."""
+    tmp = b"." + name + b".pi-rewind-tmp"
+    st = os.lstat(name, dir_fd=src_fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dst_fd)
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(name, dir_fd=src_fd), tmp, dir_fd=dst_fd)
+    else:
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+        try:
+            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          stat.S_IMODE(st.st_mode), dir_fd=dst_fd)
+            try:
+                with os.fdopen(src, "rb", closefd=False) as reader, os.fdopen(dst, "wb", closefd=False) as writer:
+                    shutil.copyfileobj(reader, writer, 1 << 20)
+            finally:
+                os.close(dst)
+        finally:
+            os.close(src)
+    os.rename(tmp, name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
+    os.unlink(name, dir_fd=src_fd)
+
+
+def remove_tree(root: bytes | str | Path, rel: str) -> None:
+    """Remove ``rel`` (a directory under ``root``) and everything in it, never following a
+    symlink; a missing directory is fine."""
+    base = os.fsencode(os.fspath(root))
+    parts = os.fsencode(rel).split(b"/")
+    fd = os.open(base, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            try:
+                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            os.close(fd)
+            fd = nfd
+        _remove_at(fd, parts[-1])
+    finally:
+        os.close(fd)
+
+
+def _remove_at(parent_fd: int, name: bytes) -> None:
+    try:
+        st = os.lstat(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=parent_fd)
+        return
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        for child in os.listdir(fd):
+            _remove_at(fd, os.fsencode(child))
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+__all__ = ["Placer", "PlacementError", "free_space_problem", "remove_tree"]

@@ -1,0 +1,341 @@
+"""A recursive inotify watcher of one work tree that can be flushed synchronously.
+
+Why it exists: the change feed (:mod:`ledger.git.feed`) may skip git's stat scan only if it knows
+*every* path that changed since the last capture. Linux queues an inotify event inside the very
+system call that changes a file (``write``, ``rename``, ``unlink``, ``chmod`` …), so when a change
+has returned to the program that made it, its event is already in the kernel queue. Reading that
+queue until it is empty (:meth:`InotifyWatcher.sync`) therefore yields every change made before
+the call, with no cookie files and no debounce delay. Libraries such as ``watchfiles`` (Rust
+notify) and ``watchdog`` read the queue on their own threads and hand out batches later, so a
+capture could not tell "nothing changed" from "not delivered yet"; ``watchfiles`` also drops the
+overflow signal. Hence raw inotify through ``ctypes`` (no dependency, no compiled code).
+
+What it does: a background thread walks the tree once (without following symlinks, skipping the
+top-level ``.git``), adds a watch per directory, then keeps draining the queue so that it does
+not overflow between captures. Every event adds a root-relative path to the dirty set. A
+directory created or moved in gets watches and all its descendants are added to the dirty set
+(their own events may have happened before the watch existed); a directory moved away loses its
+watches (they would report the old paths).
+
+Invariants:
+- ``trusted`` epochs: :attr:`epoch` grows every time something may have been missed (queue
+  overflow, a watch that could not be added, an unknown event on the root, the thread dying, a
+  too-large moved-in tree). A caller that read the dirty set at epoch E and still sees E later
+  knows that no change in between went unreported.
+- :attr:`failed` is a permanent reason (watch limit, thread died, root gone, unsupported file
+  system): the feed falls back to full scans for the rest of the session.
+- Known blind spots (writes through ``mmap`` without a later ``close``, hard links written from
+  outside the tree, other mount namespaces) are left to the feed's verification.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import select
+import struct
+import threading
+from collections.abc import Callable
+
+IN_MODIFY = 0x002
+IN_ATTRIB = 0x004
+IN_CLOSE_WRITE = 0x008
+IN_MOVED_FROM = 0x040
+IN_MOVED_TO = 0x080
+IN_CREATE = 0x100
+IN_DELETE = 0x200
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_UNMOUNT = 0x2000
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = 0o4000
+IN_CLOEXEC = 0o2000000
+
+WATCH_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE
+              | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+              | IN_EXCL_UNLINK)
+MAX_MOVED_IN = 20_000
+"""A moved-in directory tree with more entries than this makes the feed untrusted (full scan)."""
+MAX_DIRTY = 50_000
+"""Beyond this many dirty paths the set is dropped and the epoch bumped (a full scan is cheaper)."""
+UNSUPPORTED_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs",
+                            "afs", "lustre", "gpfs", "davfs", "virtiofs", "vboxsf", "vmhgfs"})
+_HEADER = struct.Struct("iIII")
+
+
+def filesystem_type(path: str) -> tuple[str, list[str]]:
+    """The type of the file system holding ``path`` and the types of those mounted below it
+    (``/proc/self/mountinfo``); ``("unknown", [])`` when it cannot be read."""
+    best, best_type, below = "", "unknown", []
+    prefix = path.rstrip("/") + "/"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                left, _, right = line.partition(" - ")
+                fields, tail = left.split(), right.split()
+                if len(fields) < 5 or not tail:
+                    continue
+                point = fields[4].replace("\\040", " ")
+                if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                    best, best_type = point, tail[0]
+                elif point.startswith(prefix):
+                    below.append(tail[0])
+    except OSError:
+        return "unknown", []
+    return best_type, below
+
+
+def unsupported(fs_type: str) -> bool:
+    return fs_type in UNSUPPORTED_FS or fs_type.startswith("fuse")
+
+
+class InotifyWatcher:
+    """Watch ``root`` recursively; collect changed root-relative paths (see the module doc)."""
+
+    def __init__(self, root: str, *, on_ready: Callable[[], None] | None = None,
+                 max_watches: int | None = None) -> None:
+        self.root = root.rstrip("/") or "/"
+        self.on_ready = on_ready
+        self.max_watches = max_watches
+        """Simulated watch limit (tests): adding more watches fails as with ENOSPC."""
+        self.lock = threading.RLock()
+        self.dirty: set[str] = set()
+        self.epoch = 0
+        self.ready = False
+        self.failed: str | None = None
+        self.reasons: list[str] = []
+        self.events = 0
+        self._wd_path: dict[int, str] = {}
+        self._path_wd: dict[str, int] = {}
+        self._fd = -1
+        self._stop = threading.Event()
+        self._libc: ctypes.CDLL | None = None
+        self._thread: threading.Thread | None = None
+        self._crash: str | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="rewind-inotify", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        with self.lock:
+            self._close()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def crash_thread(self, reason: str = "injected") -> None:
+        """Make the reader thread die at its next wake-up (tests)."""
+        self._crash = reason
+
+    def untrust(self, reason: str) -> None:
+        """Something may have been missed: bump the epoch (the next capture scans fully)."""
+        with self.lock:
+            self.epoch += 1
+            self.reasons.append(reason)
+            del self.reasons[:-20]
+            self.dirty.clear()
+
+    def fail(self, reason: str) -> None:
+        with self.lock:
+            if self.failed is None:
+                self.failed = reason
+            self.untrust(reason)
+            self._close()
+
+    def _close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._wd_path.clear()
+        self._path_wd.clear()
+
+    # --- the reader thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._setup()
+            if self.failed is None and self.on_ready is not None:
+                self.on_ready()
+            poller = select.poll()
+            with self.lock:
+                if self._fd < 0:
+                    return
+                poller.register(self._fd, select.POLLIN)
+            while not self._stop.is_set():
+                poller.poll(200)
+                if self._crash is not None:
+                    raise RuntimeError(f"watcher thread crashed ({self._crash})")
+                with self.lock:
+                    if self._fd < 0:
+                        return
+                    self._drain()
+        except Exception as exc:  # noqa: BLE001 - a dead watcher must be known, never silent
+            self.fail(f"watcher thread died: {type(exc).__name__}: {exc}")
+
+    def _setup(self) -> None:
+        fs_type, below = filesystem_type(self.root)
+        bad = [t for t in [fs_type, *below] if unsupported(t)]
+        if bad:
+            self.fail(f"file system type {bad[0]} (inotify cannot see all changes there)")
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self._libc = libc
+        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            self.fail(f"inotify_init1: {os.strerror(ctypes.get_errno())}")
+            return
+        with self.lock:
+            self._fd = fd
+        # Watches are added outside the lock (a capture may sync meanwhile); events queued
+        # during the walk are read once it is over.
+        self._add_tree("", report=False)
+        with self.lock:
+            if self.failed is None:
+                self._drain()
+                self.ready = True
+
+    def _add_watch(self, rel: str) -> int | None:
+        """Watch one directory; ``None`` when it vanished. Fails the watcher on a limit."""
+        if self.max_watches is not None and len(self._wd_path) >= self.max_watches:
+            self.fail("inotify watch limit reached (simulated)")
+            return None
+        assert self._libc is not None
+        path = os.path.join(self.root, rel) if rel else self.root
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(path), WATCH_MASK)
+        if wd < 0:
+            err = ctypes.get_errno()
+            if err in (errno.ENOENT, errno.ENOTDIR):
+                return None
+            if err == errno.ENOSPC:
+                self.fail("inotify watch limit reached (fs.inotify.max_user_watches)")
+            else:
+                self.fail(f"inotify_add_watch {rel or '.'}: {os.strerror(err)}")
+            return None
+        old = self._wd_path.get(wd)
+        if old is not None and self._path_wd.get(old) == wd:
+            del self._path_wd[old]
+        self._wd_path[wd] = rel
+        self._path_wd[rel] = wd
+        return wd
+
+    def _add_tree(self, top: str, *, report: bool) -> int:
+        """Watch ``top`` and every directory below it; with ``report``, add every path below
+        it to the dirty set. Returns the number of entries seen."""
+        stack, seen = [top], 0
+        while stack:
+            rel = stack.pop()
+            with self.lock:
+                if self._fd < 0 or self._add_watch(rel) is None:
+                    if self.failed is not None:
+                        return seen
+                    continue
+            base = os.path.join(self.root, rel) if rel else self.root
+            try:
+                entries = list(os.scandir(base))
+            except OSError:
+                continue
+            for entry in entries:
+                child = f"{rel}/{entry.name}" if rel else entry.name
+                if child == ".git":
+                    continue
+                seen += 1
+                if report:
+                    self.dirty.add(child)
+                    if seen > MAX_MOVED_IN:
+                        self.untrust(f"{top}: more than {MAX_MOVED_IN} entries moved in")
+                        report = False
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(child)
+                except OSError:
+                    continue
+        return seen
+
+    def _remove_tree(self, top: str) -> None:
+        head = top + "/"
+        for rel in [p for p in self._path_wd if p == top or p.startswith(head)]:
+            wd = self._path_wd.pop(rel)
+            self._wd_path.pop(wd, None)
+            if self._libc is not None and self._fd >= 0:
+                self._libc.inotify_rm_watch(self._fd, wd)
+
+    # --- reading events ---------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Read every event queued so far (call before looking at :attr:`dirty`)."""
+        with self.lock:
+            if self._fd >= 0:
+                self._drain()
+            if self.failed is None and self.ready and not self.alive():
+                self.fail("watcher thread died")
+
+    def _drain(self) -> None:
+        while self._fd >= 0:
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if not data:
+                return
+            self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        offset, size = 0, len(data)
+        while offset + _HEADER.size <= size:
+            wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
+            name_at = offset + _HEADER.size
+            raw = data[name_at:name_at + length].split(b"\0", 1)[0]
+            offset = name_at + length
+            self.events += 1
+            self._event(wd, mask, os.fsdecode(raw))
+            if len(self.dirty) > MAX_DIRTY:
+                self.untrust(f"more than {MAX_DIRTY} changed paths")
+
+    def _event(self, wd: int, mask: int, name: str) -> None:
+        if mask & IN_Q_OVERFLOW:
+            self.untrust("inotify queue overflow (IN_Q_OVERFLOW)")
+            return
+        rel = self._wd_path.get(wd)
+        if rel is None:
+            return  # a watch we already dropped
+        if mask & IN_IGNORED:
+            if self._path_wd.get(rel) == wd:
+                del self._path_wd[rel]
+            del self._wd_path[wd]
+            if rel == "":
+                self.fail("the work tree's root directory went away")
+            return
+        if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT):
+            if rel == "":
+                self.fail("the work tree's root directory was moved, deleted or unmounted")
+            elif mask & IN_UNMOUNT:
+                self.untrust(f"{rel}: file system unmounted")
+            return  # the parent's event names the path
+        if not name:
+            return
+        path = f"{rel}/{name}" if rel else name
+        if path == ".git":
+            return  # git's own files: configuration and ignore files are checked by stat
+        self.dirty.add(path)
+        if mask & IN_ISDIR:
+            if mask & IN_MOVED_FROM:
+                self._remove_tree(path)
+            elif mask & (IN_CREATE | IN_MOVED_TO):
+                self._add_tree(path, report=True)

@@ -1,0 +1,228 @@
+"""The change feed's fallbacks and verification, on real repositories and real inotify.
+
+Each test arms a feed (:class:`ledger.git.feed.Feed`) on a temporary repository, breaks it the
+way the issue lists (queue overflow, watch limit, a dead watcher thread, rule-file edits, a
+write through ``mmap`` that inotify cannot see), and checks that every capture still equals a
+fresh-index ``git add -A`` tree and that the feed says why it stopped trusting itself. The last
+tests run the real ``rewind serve --stdio`` process with the feed on, and the CLI on a full disk.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledger.git.capture import Capturer
+from ledger.git.feed import Feed
+from ledger.git.repo import GitRepo
+from ledger.records import TURN
+from tests.bridgekit import FakePi
+from tests.conftest import git
+from tests.property.test_feed_property import NONE, fresh_tree
+
+
+def _arm(repo: Path, **kwargs: object) -> tuple[Feed, GitRepo]:
+    gitrepo = GitRepo.discover(repo)
+    feed = Feed(gitrepo.root, gitrepo.git_dir, verify=False, **kwargs)  # type: ignore[arg-type]
+    feed.start()
+    deadline = time.monotonic() + 10
+    while not feed.watcher.ready and not feed.watcher.failed:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return feed, gitrepo
+
+
+def _capture(feed: Feed, gitrepo: GitRepo) -> str:
+    return Capturer(gitrepo, NONE).capture_with(feed).tree
+
+
+@pytest.fixture
+def armed(repo: Path) -> Iterator[tuple[Feed, GitRepo]]:
+    for i in range(5):
+        (repo / f"d{i}").mkdir()
+        (repo / f"d{i}" / "f.txt").write_text(f"{i}\n")
+    feed, gitrepo = _arm(repo)
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    yield feed, gitrepo
+    feed.close()
+
+
+def test_small_changes_are_fed_and_exact(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    full = feed.counters.full
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    (repo / "d1" / "f.txt").write_text("changed\n")
+    (repo / "new").mkdir()
+    (repo / "new" / "n.txt").write_text("n\n")
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert feed.counters.full == full and feed.counters.fed == 2
+
+
+def test_queue_overflow_falls_back_and_rearms(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    if limit > 100_000:
+        pytest.skip(f"fs.inotify.max_queued_events is {limit}: too many files to overflow it")
+    spill = repo / "spill"
+    spill.mkdir()
+    _capture(feed, gitrepo)
+    with feed.watcher.lock:  # the reader thread waits: the kernel queue fills up
+        for i in range(limit + 100):
+            (spill / f"{i}").touch()
+        (repo / "d0" / "f.txt").write_text("after the flood\n")
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert "overflow" in feed.last_reason
+    (repo / "d2" / "f.txt").write_text("fed again\n")
+    fed = feed.counters.fed
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert feed.counters.fed == fed + 1
+
+
+def test_watch_limit_means_full_scans(repo: Path) -> None:
+    for i in range(6):
+        (repo / f"d{i}").mkdir()
+    feed, gitrepo = _arm(repo, max_watches=3)
+    try:
+        assert feed.watcher.failed and "watch limit" in feed.watcher.failed
+        for i in range(3):
+            (repo / f"d{i}" / "x.txt").write_text(f"{i}\n")
+            assert _capture(feed, gitrepo) == fresh_tree(repo)
+        assert feed.counters.fed == 0 and feed.describe()["mode"] == "full-scan"
+    finally:
+        feed.close()
+
+
+def test_a_dead_watcher_thread_means_full_scans(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    feed.watcher.crash_thread()
+    deadline = time.monotonic() + 5
+    while feed.watcher.alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (repo / "d3" / "f.txt").write_text("unseen by a dead watcher\n")
+    fed = feed.counters.fed
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert feed.counters.fed == fed and "died" in (feed.watcher.failed or "")
+
+
+def test_rule_file_edits_fall_back(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    (repo / "d1" / ".gitignore").write_text("f.txt\n")
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert ".gitignore" in feed.last_reason
+    git(repo, "config", "core.excludesFile", str(repo / "d4" / "f.txt"))
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert "configuration" in feed.last_reason
+
+
+def test_an_mmap_write_is_caught_by_verification(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    target = repo / "d2" / "f.txt"
+    target.write_text("0123456789\n")
+    _capture(feed, gitrepo)
+    with open(target, "r+b") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0)
+    try:
+        time.sleep(0.02)
+        mapped[0:4] = b"MMAP"  # no inotify event: the fd is closed, the mapping stays open
+        mapped.flush()
+        assert feed.verify_now() is False
+    finally:
+        mapped.close()
+    assert feed.disabled and feed.evidence == ["d2/f.txt"]
+    evidence = json.loads((gitrepo.git_dir / "pi-rewind" / "feed-mismatch.json").read_text())
+    assert evidence["paths"] == ["d2/f.txt"]
+    status = json.loads((gitrepo.git_dir / "pi-rewind" / "feed-status.json").read_text())
+    assert status["mode"] == "full-scan"
+    (repo / "d0" / "f.txt").write_text("later\n")
+    fed = feed.counters.fed
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert feed.counters.fed == fed
+
+
+def test_verification_agrees_when_the_feed_is_right(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+    feed, gitrepo = armed
+    (repo / "d0" / "f.txt").write_text("x\n")
+    (repo / "d9").mkdir()
+    (repo / "d9" / "g.txt").write_text("g\n")
+    _capture(feed, gitrepo)
+    assert feed.verify_now() is True and not feed.disabled
+
+
+def _snapshot_trees(pi: FakePi) -> list[str]:
+    commits = [t["snapshots"][i] for t in pi.custom(TURN) for _, i in t["bindings"]]
+    return [git(pi.cwd, "rev-parse", f"{c}^{{tree}}").strip() for c in commits]
+
+
+def test_the_bridge_process_captures_through_the_feed(repo: Path, isolated_env: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REWIND_FEED_VERIFY_IDLE_S", "0.2")
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    try:
+        assert pi.event("session_start", {"reason": "startup"}).error is None
+        time.sleep(0.5)  # the watcher starts with the process; the verifier arms it when idle
+        expected = []
+        for i in range(4):
+            def act(i: int = i) -> None:
+                (repo / "src").mkdir(exist_ok=True)
+                (repo / "src" / f"m{i}.py").write_text(f"print({i})\n")
+                (repo / "README.md").write_text(f"v{i}\n")
+            expected.append(fresh_tree(repo))
+            pi.prompt(f"prompt {i}", act)
+            expected.append(fresh_tree(repo))
+            time.sleep(0.4)  # idle: the verifier compares the fed tree with a full scan
+        assert _snapshot_trees(pi) == expected
+    finally:
+        assert pi.close() == 0
+    status = json.loads((repo / ".git" / "pi-rewind" / "feed-status.json").read_text()) \
+        if (repo / ".git" / "pi-rewind" / "feed-status.json").exists() else None
+    assert status is None or status["mode"] != "full-scan", status
+
+
+def test_a_full_disk_is_a_clear_error_not_an_internal_one(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a small tmpfs")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        work = mnt / "repo"
+        work.mkdir()
+        git(work, "init", "-q")
+        (work / "a.txt").write_text("a\n")
+        filler = mnt / "filler"
+        with open(filler, "wb", buffering=0) as handle:  # fill the file system to the last block
+            try:
+                while True:
+                    handle.write(os.urandom(64 * 1024))
+                    handle.flush()
+            except OSError:
+                pass
+        with open(mnt / f"tail-{uuid.uuid4().hex}", "wb", buffering=0) as handle:
+            try:
+                while True:
+                    handle.write(b"x")
+                    handle.flush()
+            except OSError:
+                pass
+        proc = subprocess.run([sys.executable, "-m", "ledger", "snapshot"], cwd=work,
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.startswith("error: "), proc.stderr
+        assert "hint: free some disk space" in proc.stderr, proc.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Benchmark: captures through the change feed (as inside ``rewind serve``) vs the reference.
+
+Why it exists: issue 13's targets. Inside the bridge a snapshot is ``take_snapshot`` with the
+feed on (:mod:`ledger.git.feed`); this runs exactly that in-process, on a synthetic repository,
+next to the reference pipeline (fresh ``GIT_INDEX_FILE`` + ``git add -A`` + ``write-tree`` +
+``commit-tree``) measured in the same run, alternating ours and the reference run by run (the
+machine is shared: medians). Scenarios: nothing changed, 1 file modified, 100 files modified.
+It also prints the watcher's start-up time and memory, and the cost of one idle-time
+verification (a fed capture + a full scan; off the critical path, shown apart).
+
+Targets (100k files): nothing changed ≤ 1/100 of the reference, 1 modified ≤ 1/60, 100
+modified ≤ 1/10; 1,000,000 files (``--million``, opt-in: builds ~1 GB of small files in /tmp and
+takes minutes) within 2× of the 100k figures.
+
+Usage::
+
+    python tools/bench_feed.py                       # 100k files, 10 per directory (10k dirs)
+    python tools/bench_feed.py --files 20000 --runs 5
+    python tools/bench_feed.py --million             # adds the 1,000,000-file repository
+
+Not a test: nothing here asserts a time. Every capture of a series is checked against a
+fresh-index tree once, after the timed runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ledger.git import feed as feedmod
+from ledger.git.repo import GitRepo
+from ledger.git.snapshot import take_snapshot
+from ledger.settings import SnapshotSettings
+
+TARGETS = {"nothing changed": 100.0, "1 file modified": 60.0, "100 files modified": 10.0}
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, **(env or {})}).stdout
+
+
+def build_repo(parent: Path, files: int, per_dir: int) -> Path:
+    repo = parent / f"feed-{files}"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    dirs = max(1, files // per_dir)
+    fanout = max(1, int(dirs ** 0.5))
+    for i in range(files):
+        d_index = i // per_dir
+        d = repo / f"d{d_index // fanout:04d}" / f"s{d_index % fanout:04d}"
+        if i % per_dir == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i % per_dir:03d}.txt").write_text(f"file {i}\n" * 3)
+    (repo / ".gitignore").write_text("*.log\nbuild/\n")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-qm", "s")
+    return repo
+
+
+def reference_capture(repo: Path) -> str:
+    with tempfile.TemporaryDirectory(prefix="pi-rewind-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
+        tree = _git(repo, "write-tree", env=env).strip()
+    _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com",
+         "commit-tree", tree, "-m", "pi rewind snapshot")
+    return tree
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def measure(repo: Path, runs: int) -> dict[str, object]:
+    gitrepo = GitRepo.discover(repo)
+    settings = SnapshotSettings()
+    take_snapshot(gitrepo, settings)  # builds the private index (not part of the feed's cost)
+    before = rss_mb()
+    feedmod.enable(verify=False)
+    t0 = time.perf_counter()
+    feed = feedmod.feed_for(gitrepo)
+    assert feed is not None
+    while not feed.watcher.ready and not feed.watcher.failed:
+        time.sleep(0.005)
+    ready_ms = (time.perf_counter() - t0) * 1000
+    watcher_mb = rss_mb() - before
+    if feed.watcher.failed:
+        raise SystemExit(f"watcher failed: {feed.watcher.failed}")
+    take_snapshot(gitrepo, settings)  # the base scan (arms the feed)
+    pool = [p for p in sorted(repo.glob("d*/s*/f*.txt"))[:400]]
+    originals = {p: p.read_bytes() for p in pool}
+    rows: dict[str, tuple[float, float]] = {}
+    step = 0
+    try:
+        for name, count in (("nothing changed", 0), ("1 file modified", 1), ("100 files modified", 100)):
+            ours, ref = [], []
+            for _ in range(runs):
+                for pipeline in ("ours", "ref"):
+                    step += 1
+                    for k in range(count):
+                        path = pool[(step * count + k) % len(pool)]
+                        path.write_bytes(originals[path] + f"bench {step} {k}\n".encode())
+                    start = time.perf_counter()
+                    if pipeline == "ours":
+                        report = take_snapshot(gitrepo, settings)
+                        ours.append((time.perf_counter() - start) * 1000)
+                    else:
+                        reference_capture(repo)
+                        ref.append((time.perf_counter() - start) * 1000)
+            exact = take_snapshot(gitrepo, settings).tree == reference_capture(repo)
+            del report
+            rows[name] = (statistics.median(ours), statistics.median(ref))
+            print(f"  {name:20s} ours {rows[name][0]:8.2f} ms   reference {rows[name][1]:8.1f} ms   "
+                  f"1/{rows[name][1] / rows[name][0]:.0f}   exact={exact}", flush=True)
+        t1 = time.perf_counter()
+        agreed = feed.verify_now()
+        verify_ms = (time.perf_counter() - t1) * 1000
+        described = feed.describe()
+    finally:
+        for path, data in originals.items():
+            path.write_bytes(data)
+        feedmod.disable()
+    print(f"  watcher ready in {ready_ms:.0f} ms (background), +{watcher_mb:.1f} MB RSS, "
+          f"{len(feed.watcher._path_wd) if feed.watcher._path_wd else 'n/a'} watches; "
+          f"one idle verification {verify_ms:.0f} ms (agreed={agreed}); "
+          f"fed={described['fed']} full={described['full']}", flush=True)
+    return {"rows": rows, "ready_ms": ready_ms, "watcher_mb": watcher_mb, "verify_ms": verify_ms}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, action="append", help="synthetic size (repeatable)")
+    parser.add_argument("--per-dir", type=int, default=10, help="files per directory (default 10)")
+    parser.add_argument("--runs", type=int, default=9, help="timed runs per scenario and pipeline")
+    parser.add_argument("--million", action="store_true", help="also 1,000,000 files (slow, ~1 GB)")
+    parser.add_argument("--keep", action="store_true", help="keep the synthetic repositories")
+    args = parser.parse_args(argv)
+    sizes = list(args.files or [100_000])
+    if args.million:
+        sizes.append(1_000_000)
+    print(f"git {_git(Path.cwd(), 'version').strip()}  cpus {os.cpu_count()}  runs {args.runs} "
+          f"(ours and reference alternate; medians)", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-feed-"))
+    try:
+        for size in sizes:
+            print(f"\nbuilding {size} files, {args.per_dir} per directory …", flush=True)
+            t0 = time.perf_counter()
+            repo = build_repo(tmp, size, args.per_dir)
+            print(f"  built in {time.perf_counter() - t0:.0f} s", flush=True)
+            result = measure(repo, args.runs)
+            rows = result["rows"]
+            assert isinstance(rows, dict)
+            for name, (ours, ref) in rows.items():
+                target = TARGETS[name]
+                verdict = "ok" if ref / ours >= target else "MISSED"
+                print(f"  target {name}: ≤ 1/{target:.0f} → 1/{ref / ours:.0f} {verdict}")
+            if not args.keep:
+                shutil.rmtree(repo, ignore_errors=True)
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
