@@ -62,6 +62,10 @@ class DoctorReport:
     interrupted: list[Journal] = field(default_factory=list)
     """Open restore journals whose restore was interrupted (docs/design.md#crash-safe-restore)."""
     broken_journals: list[str] = field(default_factory=list)
+    feed: dict[str, Any] | None = None
+    """The last change-feed status a bridge wrote (``feed-status.json``), when there is one."""
+    feed_mismatch: str | None = None
+    """The evidence file of a fed capture that differed from a full scan, when there is one."""
     store_lock: str | None = None
     store_lock_age_s: float | None = None
     """git's lock on the store ref, when one exists; stale from :data:`STALE_LOCK_S` on."""
@@ -119,6 +123,7 @@ class DoctorReport:
             "references": [{"session": r.session, "entry": r.entry, "kind": r.kind, "snapshot": r.snapshot,
                             "state": r.state} for r in self.references],
             "warnings": self.warnings,
+            "feed": self.feed, "feedMismatch": self.feed_mismatch,
             "interruptedRestores": [j.to_json() for j in self.interrupted],
             "brokenJournals": self.broken_journals,
             "storeLock": ({"path": self.store_lock, "ageSeconds": round(self.store_lock_age_s or 0.0, 1),
@@ -129,8 +134,9 @@ class DoctorReport:
 def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     """Read the store chain, the private index and every session of this repository; change
     nothing."""
-    from ledger.git.index import PrivateIndex
+    from ledger.git.index import PrivateIndex, private_dir
     from ledger.git.rewrite import chain_started_ms
+    from ledger.git.feed import MISMATCH_FILE, read_status_file
     from ledger.git.journal import open_journals
     from ledger.git.store import Store
     from ledger.recovery import settle_journals
@@ -147,6 +153,12 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
                           store_bytes=total, exclusive_bytes=exclusive)
     report.interrupted = interrupted
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
+    report.feed = read_status_file(repo.git_dir)
+    mismatch = private_dir(repo.git_dir) / MISMATCH_FILE
+    if mismatch.is_file():
+        report.feed_mismatch = str(mismatch)
+        report.warnings.append(f"the change feed once disagreed with a full scan; that session switched to full "
+                               f"scans (captures stay exact). Evidence for a bug report: {mismatch}")
     age = store.lock_age_s()
     if age is not None:
         report.store_lock, report.store_lock_age_s = str(store.lock_path), age

@@ -243,25 +243,6 @@ class NothingToUndoError(LedgerError):
                          hint="an undo point exists after a restore that changed files")
 
 
-__all__ = [
-    "InsufficientSpaceError",
-    "InterruptedRestoreError",
-    "LockTimeoutError",
-    "UnsafeLayoutError",
-    "NothingToUndoError",
-    "NoRewindPointError",
-    "RestoreFailedError",
-    "UnsafeRestoreError",
-    "DirtySubmoduleError",
-    "GitError",
-    "LedgerError",
-    "MissingCommitError",
-    "NameResolutionError",
-    "NotARepositoryError",
-    "SessionAppendError",
-    "SessionFileError",
-    "StoreUpdateError",
-]
 
 
 # --- review and portability (issue 15) ------------------------------------------------------
@@ -306,3 +287,28 @@ class CaptureIndexError(GitError):
                 f"check that {self.directory} is writable (permissions, read-only mount), then try again")
         super().__init__("snapshot", f"cannot use the capture index in {self.directory}: {detail}",
                          hint=hint)
+
+
+__all__ = [
+    "CaptureIndexError",
+    "CorruptArchiveError",
+    "DirtySubmoduleError",
+    "GitError",
+    "HostileArchiveError",
+    "ImportConflictError",
+    "InsufficientSpaceError",
+    "InterruptedRestoreError",
+    "LedgerError",
+    "LockTimeoutError",
+    "MissingCommitError",
+    "NameResolutionError",
+    "NoRewindPointError",
+    "NotARepositoryError",
+    "NothingToUndoError",
+    "RestoreFailedError",
+    "SessionAppendError",
+    "SessionFileError",
+    "StoreUpdateError",
+    "UnsafeLayoutError",
+    "UnsafeRestoreError",
+]

@@ -13,7 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from ledger.session.store import create_session_file
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -33,6 +33,10 @@ class Reply:
     status: str | None
     calls: list[dict[str, Any]] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    panel: list[str] | None = None
+    """The ``panel`` lines of the result (None when absent: leave the panel as it is)."""
+    has_status: bool = True
+    """False when the result has no ``status`` (leave the footer as it is)."""
 
 
 class FakePi:
@@ -84,6 +88,10 @@ class FakePi:
     def custom(self, custom_type: str) -> list[dict[str, Any]]:
         return [e["data"] for e in self.entries if e["type"] == "custom" and e.get("customType") == custom_type]
 
+    def foreign(self, custom_type: str, data: dict[str, Any]) -> str:
+        """Another extension's ``pi.appendEntry`` (pi-rewind-hook loaded next to ours)."""
+        return self._append({"type": "custom", "customType": custom_type, "data": data})["id"]
+
     # --- the protocol -------------------------------------------------------------------------
 
     def send_raw(self, line: bytes) -> None:
@@ -111,7 +119,8 @@ class FakePi:
                 self.send_raw(orjson.dumps({"type": "reply", "id": message["id"], "result": self._answer(message)}))
             elif message["type"] == "result":
                 assert message["id"] == eid
-                return Reply(message["result"], message["notices"], message["status"], calls)
+                return Reply(message["result"], message["notices"], message.get("status"), calls,
+                             panel=message.get("panel"), has_status="status" in message)
             else:
                 return Reply({}, [], None, calls, error=message["error"])
         raise AssertionError("unreachable")

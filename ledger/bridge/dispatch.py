@@ -9,6 +9,8 @@ Invariants:
   session each time. Outside a git repository the engine is off and every event is a no-op.
 - Events before any ``session_start`` start the engine as a ``startup`` would.
 - Info notices are dropped when ``silentCheckpoints`` is on; warnings and errors never are.
+- Another writer of ledger records in this session (pi-rewind-hook, or a second copy of ours):
+  after its first record we warn once and stand aside (no records, no menus, footer untouched).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.bridge.protocol import EventMessage
 from ledger.errors import NotARepositoryError
+from ledger.records import FORK_PENDING, OP, TURN
 
 if TYPE_CHECKING:
     from ledger.bridge.server import BridgeServer, Outcome
@@ -51,7 +54,31 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
     server.scheduler = _scheduler(server, repo, agent_dir, settings)
     server.engine = Engine(server.host, repo, settings=settings, retention=server.scheduler)
     _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
+    server.host.watch_writers()
     _retention_notices(server, outcome)
+
+
+LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})
+OTHER_WRITER = (
+    "Rewind: another rewind extension is recording this session too (pi-rewind-hook, or a second copy "
+    "of rewind-ledger): rewind-ledger stops recording and shows no menus in this session, so that each "
+    "prompt is recorded once. Keep one: remove the other from ~/.pi/agent/extensions/ or from "
+    '"packages" in ~/.pi/agent/settings.json (pi remove <source>), then restart Pi or run /reload.'
+)
+_WATCHED = frozenset({"turn_start", "turn_end", "agent_end", "session_compact", "session_before_tree",
+                      "session_tree", "session_before_fork", "checkpoint_entry", "session_shutdown"})
+
+
+def _other_writer(server: BridgeServer, outcome: Outcome) -> bool:
+    """True when another extension writes ledger records here: then we stand aside (D-dup)."""
+    if server.passive:
+        return True
+    foreign = server.host.foreign_records(LEDGER_TYPES)
+    if not foreign:
+        return False
+    server.passive = True
+    outcome.notices.append({"level": "warning", "text": OTHER_WRITER})
+    return True
 
 
 _REASONS = frozenset({"startup", "resume", "new", "fork", "reload"})
@@ -76,6 +103,8 @@ def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
         outcome.result["cancel"] = True
     if result.skip_conversation_restore:
         outcome.result["skipConversationRestore"] = True
+    if result.panel is not None and (not silent or result.panel_is_problem or not result.panel):
+        outcome.panel = list(result.panel)
 
 
 def _latest_assistant(engine: Any) -> str | None:
@@ -103,9 +132,13 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     engine = server.engine
     if engine is None:
         return outcome
+    if event in _WATCHED and _other_writer(server, outcome):
+        return outcome
     choose = server.host.select if ctx.has_ui else None
     if event == "before_agent_start":
         result = engine.before_agent_start(_str(payload, "prompt") or "")
+        if not server.passive:
+            outcome.panel = []  # a new prompt: the last rewind action's panel has been read
     elif event == "turn_start":
         result = engine.turn_start(_int(payload, "turnIndex"))
     elif event == "message_end":

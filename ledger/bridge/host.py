@@ -48,6 +48,9 @@ class BridgeHost:
         self._file: str | None = None
         self._fresh = False
         self._appended = False
+        self._own: set[str] = set()
+        self._watch_from: int | None = None
+        self._foreign_seen = 0
 
     # --- per event --------------------------------------------------------------------------
 
@@ -66,6 +69,7 @@ class BridgeHost:
         total = answer.get("total")
         if isinstance(total, int) and total < len(self._entries):
             self._entries, self._session = [], None  # a new instance: fetch everything again
+            self._watch_from = None
             answer = self._call("session", {"from": 0})
         header = answer.get("header")
         if isinstance(header, dict):
@@ -105,6 +109,26 @@ class BridgeHost:
         self._sync()
         return self._leaf_id
 
+    def known_leaf(self) -> str | None:
+        """The leaf as last reported (by the event or the last sync), without asking the host."""
+        return self._leaf_id
+
+    # --- other writers ----------------------------------------------------------------------
+
+    def watch_writers(self) -> None:
+        """From now on, ledger records that we did not append come from another writer."""
+        self._sync()
+        self._watch_from = len(self._entries)
+
+    def foreign_records(self, custom_types: frozenset[str]) -> list[Entry]:
+        """Ledger records appended since :meth:`watch_writers` by someone else (another rewind
+        extension in the same agent: pi-rewind-hook, or a second copy of ours)."""
+        if self._watch_from is None:
+            return []
+        self._sync()
+        return [entry for entry in self._entries[self._watch_from:]
+                if entry.type == "custom" and entry.custom_type in custom_types and entry.id not in self._own]
+
     def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
         answer = self._call("appendEntry", {"customType": custom_type, "data": data})
         entry_id = answer.get("entryId") if isinstance(answer, dict) else None
@@ -112,6 +136,7 @@ class BridgeHost:
             raise HostCallError(f"the host did not return the id of the appended {custom_type} entry")
         self._fresh = False  # the entry (and Pi's timestamp for it) comes with the next sync
         self._appended = True
+        self._own.add(entry_id)
         return entry_id
 
     def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:

@@ -83,7 +83,11 @@ class ResultMessage(_Model):
     id: int | str
     result: dict[str, Any]
     notices: list[Notice]
-    status: str | None
+    status: str | None = None
+    """The footer text; ``null`` clears it; absent leaves it as it is (another writer owns it)."""
+    panel: list[str] | None = None
+    """Lines to keep on screen (Pi: ``ctx.ui.setWidget``) until replaced; ``[]`` clears them;
+    absent leaves them as they are."""
 
 
 class ErrorBody(_Model):

@@ -40,6 +40,7 @@ class Outcome:
 
     result: dict[str, Any] = field(default_factory=dict)
     notices: list[dict[str, str]] = field(default_factory=list)
+    panel: list[str] | None = None
 
 
 class BridgeServer:
@@ -55,7 +56,9 @@ class BridgeServer:
         self.scheduler: Any = None
         self._calls = 0
         self._status: str | None = None
-        self._status_key: tuple[int, int] | None = None
+        self._status_key: tuple[int, int, str | None] | None = None
+        self.passive = False
+        """Another extension records this session: we record nothing and leave the footer alone."""
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -141,8 +144,13 @@ class BridgeServer:
         except Exception as exc:  # noqa: BLE001 - the bridge must keep serving the agent
             self._error(message.id, "internal", f"{type(exc).__name__}: {exc}")
             return
-        self._send({"type": "result", "id": message.id, "result": outcome.result,
-                    "notices": outcome.notices, "status": self._footer()})
+        reply: dict[str, Any] = {"type": "result", "id": message.id, "result": outcome.result,
+                                 "notices": outcome.notices}
+        if not self.passive:
+            reply["status"] = self._footer()
+        if outcome.panel is not None:
+            reply["panel"] = outcome.panel
+        self._send(reply)
 
     def _finish(self) -> None:
         if self.scheduler is not None:
@@ -158,18 +166,19 @@ class BridgeServer:
 
     def _footer(self) -> str | None:
         """``◆ N points / M snapshots`` (rewind-v2.md §14); None when silent or outside a
-        repository. D14 fixed: N counts the session's entries with an exact rewind point
-        **through lineage** (a fresh fork shows its parent's points, which it can restore), M the
-        distinct snapshots among them. Recomputed only when the mirrored session changed."""
+        repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
+        live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
+        points, which it can restore), M the distinct snapshots among them. Recomputed only when
+        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo)."""
         if self.engine is None or self.settings is None or self.settings.silent_checkpoints:
             return None
         session = self.host.session_for_status()
-        key = (id(session), len(session.entries))
+        leaf = self.host.known_leaf()
+        key = (id(session), len(session.entries), leaf)
         if key != self._status_key:
             points = self.engine.reader.lineage(session).points(self.engine.repo.commit_exists)
-            shas = {sha for entry_id, (sha, _) in points.items() if entry_id in session.by_id}
-            count = sum(1 for entry_id in points if entry_id in session.by_id)
-            self._status = f"◆ {count} points / {len(shas)} snapshots"
+            on_branch = [points[entry.id][0] for entry in session.branch(leaf) if entry.id in points]
+            self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
             self._status_key = key
         return self._status
 

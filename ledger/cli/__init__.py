@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import importlib
 import os
@@ -65,12 +66,36 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     return common
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help=str(kwargs.get("help") or ""))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"rewind {package_version()}\n")
+        parser.exit()
+
+
+def package_version() -> str:
+    """The installed distribution's version (``0+unknown`` when run from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rewind-ledger")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rewind",
         description="Exact, undoable rewind of files and conversation for AI coding agents, on git.",
         parents=[_common_options(suppress=False)],
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the package version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     common = _common_options(suppress=True)
@@ -117,6 +142,18 @@ def _main(argv: Sequence[str] | None) -> int:
         except OSError:
             pass
         return EXIT_OK
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+            if os.environ.get("REWIND_DEBUG"):
+                raise
+            _report(ctx, f"internal error: {type(exc).__name__}: {exc}",
+                    "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details")
+            return EXIT_FAILED
+        where = f" ({exc.filename})" if exc.filename else ""
+        _report(ctx, f"{exc.strerror or exc}{where}",
+                "free some disk space (or fix the permissions) and try again; 'rewind doctor' tells whether a "
+                "restore was interrupted and 'rewind undo SESSION' brings its files back")
+        return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         if os.environ.get("REWIND_DEBUG"):
             raise

@@ -192,6 +192,8 @@ def _doctor_text(report: Any) -> str:
                      f"{'files written, not recorded' if journal.state == 'done' else 'files may be mixed'}; "
                      f"before it: snapshot {journal.undo[:12]} (pinned)"
                      + (f"; failure: {journal.failure}" if journal.failure else ""))
+    if report.feed:
+        lines.append(f"change feed  {report.feed.get('mode', '?')} (last bridge)")
     if report.store_lock:
         lines.append(f"store lock   {report.store_lock} ({report.store_lock_age_s:.0f} s old"
                      + (", stale)" if report.stale_lock else ")"))

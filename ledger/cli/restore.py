@@ -140,17 +140,13 @@ def restoring(ctx: CliContext, engine: Any, operation: str, entry: str | None = 
 
 
 def check_interrupted(ctx: CliContext, engine: Any, *, refuse: bool) -> None:
-    """An interrupted restore of this work tree refuses a new restore (``refuse``) or is warned
-    about; journals of recorded restores are closed on the way."""
+    """An interrupted restore of this work tree refuses a new restore (``refuse``); journals of
+    recorded restores are closed on the way."""
     from ledger.recovery import interruption_error, settle_journals
 
     left = settle_journals(engine.repo)
-    if not left:
-        return
-    error = interruption_error(left[-1])
-    if refuse:
-        raise error
-    ctx.warn(f"{error.message} ({error.hint})")
+    if left and refuse:  # otherwise the engine's session start has warned already
+        raise interruption_error(left[-1])
 
 
 def resolve_entry_name(engine: Any, name: str) -> str:

@@ -14,6 +14,11 @@ directly — with the reference's defects fixed:
 - D13: restores roll back on failure (the restore layer); a fork-pending record is imported only
   by the fork it was written for; a fork that did not happen gets its restore recorded in the
   parent, where it can be undone.
+- Pi 0.73.1 honours only ``cancel`` from ``session_before_fork``: the ``/fork`` options that act on
+  files only ("Code only", "Undo last file rewind") restore, record the op here and cancel the
+  fork (the reference forks anyway, into an empty session that loses the undo).
+- Every menu action says what it did in ``EventResult.panel`` (counts, which point, how to undo),
+  which a host keeps on screen through its redraw.
 
 Invariants: the engine never prints; every handler returns the notices to show. Every handler
 that changes the work tree goes through ``restore_commit``, which snapshots first and rolls back
@@ -21,6 +26,8 @@ on failure. Records are appended only through the host.
 """
 
 from __future__ import annotations
+
+import os
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +70,12 @@ class EventResult:
     notices: list[M.Notice] = field(default_factory=list)
     cancel: bool = False
     skip_conversation_restore: bool = False
+    panel: list[str] | None = None
+    """What a rewind action did, for a host to keep on screen until the next prompt (Pi redraws
+    its chat right after ``/tree`` and ``/fork``, so a notice alone is not seen). ``None`` = leave
+    the panel as it is, ``[]`` = clear it."""
+    panel_is_problem: bool = False
+    """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
 
     def info(self, text: str) -> None:
         self.notices.append(M.Notice("info", text))
@@ -72,6 +85,15 @@ class EventResult:
 
     def error(self, text: str) -> None:
         self.notices.append(M.Notice("error", text))
+
+    def show(self, *lines: str, problem: bool = False) -> None:
+        self.panel = list(lines)
+        self.panel_is_problem = problem
+
+    def failed(self, text: str) -> None:
+        """An error notice that also stays on screen."""
+        self.error(text)
+        self.show(f"Rewind: {text}", problem=True)
 
 
 @dataclass
@@ -132,6 +154,16 @@ class Engine:
         found = self.reader.lineage(session).resolve(entry_id, self.repo.commit_exists)
         return found[0] if found else None
 
+    def pruned_point(self, entry_id: str) -> bool:
+        """The entry was bound to a snapshot that no longer exists (retention pruned it)."""
+        session = self.session()
+        return self.reader.lineage(session).resolve(entry_id, lambda _sha: True) is not None
+
+    def _say_pruned(self, entry_id: str, target: str | None, result: EventResult) -> None:
+        """A Restore option the user might expect is missing: say why, below what happened."""
+        if target is None and self.pruned_point(entry_id):
+            result.show(*(result.panel or []), M.PRUNED_POINT, problem=True)
+
     def undo_point(self) -> str | None:
         undo = self.branch_state().undo
         return undo if undo and self.repo.commit_exists(undo) else None
@@ -170,8 +202,17 @@ class Engine:
     def _restore(self, commit: str) -> Any:
         from ledger.git.restore import restore_commit
 
-        outcome = restore_commit(self.repo, commit, self.settings.snapshot, last_exact=self.last_exact,
-                                 clock=self.clock, fault=self.restore_fault)
+        from ledger.git.journal import RestoreIntent, current_intent, restore_intent
+
+        # The restore journal names the session the op record goes to, so that an interrupted
+        # restore can be found and undone from it (docs/design.md#crash-safe-restore).
+        intent = current_intent()
+        if intent.session is None and self.host.session_file is not None:
+            intent = RestoreIntent(session=os.path.realpath(self.host.session_file), entry=intent.entry,
+                                   operation=intent.operation, agent_dir=intent.agent_dir)
+        with restore_intent(intent):
+            outcome = restore_commit(self.repo, commit, self.settings.snapshot, last_exact=self.last_exact,
+                                     clock=self.clock, fault=self.restore_fault)
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
@@ -187,9 +228,24 @@ class Engine:
         self._reconstruct()
         if reason == "fork" and previous_session_file:
             self._import_fork(previous_session_file, result)
+        self._report_interrupted_restores(result)
         if self.retention is not None:
             self.retention.on_session_start()
         return result
+
+    def _report_interrupted_restores(self, result: EventResult) -> None:
+        """An open restore journal means a restore of this work tree was interrupted: say so at
+        once, with the command that brings every file back (docs/design.md#crash-safe-restore)."""
+        from ledger.recovery import interruption_error, settle_journals
+
+        try:
+            left = settle_journals(self.repo)
+        except (LedgerError, OSError) as exc:
+            result.warn(f"Rewind: cannot read the restore journals ({exc})")
+            return
+        if left:
+            error = interruption_error(left[-1])
+            result.warn(f"Rewind: {error.message}; {error.hint}")
 
     def _import_fork(self, parent_file: str, result: EventResult) -> None:
         try:
@@ -209,6 +265,8 @@ class Engine:
             return
         undo = pending.undo if pending.undo and self.repo.commit_exists(pending.undo) else None
         self._append_op(current=pending.current, undo=undo)
+        if undo is not None:
+            result.show(M.PANEL_FORK_RESTORED, M.UNDO_HINT)
 
     def before_agent_start(self, prompt: str) -> EventResult:
         self.prompt_text = prompt
@@ -328,29 +386,52 @@ class Engine:
             if choice is None or choice == M.TREE_CANCEL:
                 result.info(M.NAVIGATION_CANCELLED)
                 result.cancel = True
+                result.show()
             elif choice == M.UNDO and undo is not None:
+                # Files undone; the conversation stays where it is (the navigation is cancelled,
+                # as in the reference): the op is recorded at the current leaf.
                 outcome = self._restore(undo)
                 self._append_op(current=undo, undo=outcome.undo_commit)
                 result.info(M.FILES_RESTORED_BEFORE_REWIND)
                 result.cancel = True
+                result.show(M.panel_undone(outcome.plan, stay=M.STAY_TREE), M.UNDO_HINT_AGAIN)
             elif choice == M.TREE_KEEP:
                 self._pending_tree = _FileState(self.snapshot())
+                result.show(M.PANEL_KEPT)
             elif choice == M.TREE_RESTORE:
                 if target is None:
-                    result.error(M.TREE_NOT_RESTORABLE)
+                    result.failed(M.TREE_NOT_RESTORABLE)
                     result.cancel = True
                 else:
                     outcome = self._restore(target)
                     self._pending_tree = _FileState(target, outcome.undo_commit)
                     result.info(M.FILES_RESTORED_TO_POINT)
+                    result.show(M.panel_restored(outcome.plan, self._describe(target_id), after=M.MOVED_TREE),
+                                M.UNDO_HINT)
             else:
                 result.info(M.NAVIGATION_CANCELLED)
                 result.cancel = True
+                result.show()
+            if entry is not None and is_restorable(entry):
+                self._say_pruned(target_id, target, result)
         except LedgerError as exc:
             self._pending_tree = None
-            result.error(M.TREE_FAILED.format(error=exc.message))
+            result.failed(M.TREE_FAILED.format(error=exc.message))
             result.cancel = True
         return result
+
+    def _describe(self, entry_id: str) -> str:
+        """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
+        from ledger.session.model import entry_text
+
+        entry = self.session().get(entry_id)
+        if entry is None:
+            return entry_id
+        kind = entry.role if entry.type == "message" and entry.role else entry.type.replace("_", " ")
+        text = " ".join(entry_text(entry).split())
+        if len(text) > 40:
+            text = text[:39] + "…"
+        return f'{kind} "{text}" ({entry_id})' if text else f"{kind} {entry_id}"
 
     def tree(self, new_leaf_id: str | None, *, summary_entry_id: str | None = None) -> EventResult:
         """After navigation: record the files of the new position at the new leaf."""
@@ -383,26 +464,42 @@ class Engine:
             if choice is None:
                 result.info(M.REWIND_CANCELLED)
                 result.cancel = True
+                result.show()
             elif choice == M.UNDO and undo is not None:
+                # Pi 0.73.1 cannot fork "without the conversation": undoing is a file action, so
+                # it happens here, is recorded here (undoable again) and the fork is cancelled.
                 outcome = self._restore(undo)
-                self._write_fork_pending(_FileState(undo, outcome.undo_commit))
+                self._append_op(current=undo, undo=outcome.undo_commit)
                 result.info(M.FILES_RESTORED_BEFORE_REWIND)
+                result.cancel = True
+                result.show(M.panel_undone(outcome.plan, stay=M.STAY_FORK), M.UNDO_HINT_AGAIN)
             elif choice == M.FORK_CONVERSATION_ONLY:
                 self._write_fork_pending(_FileState(self.snapshot()))
             elif choice in (M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY):
                 if target is None:
-                    result.error(M.NO_EXACT_POINT)
+                    result.failed(M.NO_EXACT_POINT)
                     result.cancel = True
+                elif choice == M.FORK_CODE_ONLY:
+                    # Pi 0.73.1 ignores skipConversationRestore: forking would drop the user into a
+                    # new, empty session (and lose the undo). "Keep conversation" means: stay here.
+                    outcome = self._restore(target)
+                    if outcome.changed or self.branch_state().current != target:
+                        self._append_op(current=target, undo=outcome.undo_commit)
+                    result.info(M.FILES_RESTORED_FROM_POINT)
+                    result.cancel = True
+                    result.show(M.panel_restored(outcome.plan, self._describe(entry_id), after=M.STAY_CODE_ONLY),
+                                M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO)
                 else:
                     outcome = self._restore(target)
                     self._write_fork_pending(_FileState(target, outcome.undo_commit))
                     result.info(M.FILES_RESTORED_FROM_POINT)
-                    result.skip_conversation_restore = choice == M.FORK_CODE_ONLY
             else:
                 result.info(M.REWIND_CANCELLED)
                 result.cancel = True
+                result.show()
+            self._say_pruned(entry_id, target, result)
         except LedgerError as exc:
-            result.error(M.FORK_FAILED.format(error=exc.message))
+            result.failed(M.FORK_FAILED.format(error=exc.message))
             result.cancel = True
         return result
 

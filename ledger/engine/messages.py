@@ -40,6 +40,35 @@ RETENTION_BUDGET_EXCEEDED = "Rewind retention startup sweep skipped after exceed
 
 Level = Literal["info", "warning", "error"]
 
+# The panel: what a rewind action did, kept on screen until the next prompt (our addition; the
+# reference only sends notices, which Pi's redraw after /tree and /fork hides).
+UNDO_HINT = 'Undo: /tree (select any entry) or /fork → "Undo last file rewind"'
+UNDO_HINT_AGAIN = 'Choose "Undo last file rewind" again to swap back'
+NOTHING_TO_UNDO = "No file changed, so there is nothing to undo"
+PANEL_KEPT = "Rewind: kept the current files"
+PRUNED_POINT = ("Rewind: that entry's snapshot was pruned by retention, so its files cannot be restored "
+                "(no Restore option)")
+PANEL_FORK_RESTORED = "Rewind: this fork starts with the files of its rewind point (restored before the fork)"
+MOVED_TREE = "the conversation moved there"
+STAY_TREE = "the conversation stays where it was (navigation cancelled)"
+STAY_FORK = "no fork made, the conversation is unchanged"
+STAY_CODE_ONLY = "no fork made, the conversation is unchanged"
+
+
+def changes(plan: object) -> str:
+    """``2 modified, 1 added, 1 deleted`` (or ``no file changed``) for a restore plan."""
+    parts = [f"{len(getattr(plan, name))} {name}" for name in ("modified", "added", "deleted")
+             if getattr(plan, name)]
+    return ", ".join(parts) if parts else "no file changed"
+
+
+def panel_restored(plan: object, point: str, *, after: str) -> str:
+    return f"Rewind: files restored to {point}: {changes(plan)}; {after}"
+
+
+def panel_undone(plan: object, *, stay: str) -> str:
+    return f"Rewind: last file rewind undone: {changes(plan)}; {stay}"
+
 
 @dataclass(frozen=True)
 class Notice:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.e2e.pikit import PiRunner, PiUnavailable, RpcPi, ensure_pi
+from tests.e2e.pikit import PiRunner, PiUnavailable, RpcPi, TmuxPi, TmuxUnavailable, ensure_pi, ensure_tmux
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +62,34 @@ def start_rpc(pi_cli: Path, project: Path, agent_dir: Path):
     yield start
     for client in clients:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def tmux_bin() -> str:
+    """tmux, installed with apt-get when missing; the interactive tests skip only if it cannot be had."""
+    try:
+        return ensure_tmux()
+    except TmuxUnavailable as exc:
+        pytest.skip(f"interactive end-to-end tests need tmux: {exc}")
+
+
+@pytest.fixture
+def start_tui(tmux_bin: str, pi_cli: Path, project: Path, agent_dir: Path):
+    """Start the real interactive Pi in tmux (settings: /tree lists user messages and asks no
+    summary question, so a test picks entries by typing a search); every pane is closed after."""
+    import json
+
+    panes: list[TmuxPi] = []
+
+    def start(*extra: str, env: dict[str, str] | None = None, args: list[str] | None = None,
+              settings: dict | None = None) -> TmuxPi:
+        merged = {"treeFilterMode": "user-only", "branchSummary": {"skipPrompt": True}, **(settings or {})}
+        (agent_dir / "settings.json").write_text(json.dumps(merged))
+        pane = TmuxPi(tmux_bin, pi_cli, project, agent_dir, *extra, env=env, args=args)
+        panes.append(pane)
+        pane.wait_for("scripted-1", timeout=90)
+        return pane
+
+    yield start
+    for pane in panes:
+        pane.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -252,3 +253,140 @@ class RpcPi:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+class TmuxUnavailable(Exception):
+    """tmux is missing and could not be installed."""
+
+
+def ensure_tmux() -> str:
+    """tmux's path, installing it with apt-get when it is missing (and we may)."""
+    found = shutil.which("tmux")
+    if found:
+        return found
+    apt = shutil.which("apt-get")
+    if apt is not None and os.geteuid() == 0:
+        subprocess.run([apt, "update"], capture_output=True, check=False, timeout=600)
+        subprocess.run([apt, "install", "-y", "tmux"], capture_output=True, check=False, timeout=600)
+    found = shutil.which("tmux")
+    if found is None:
+        raise TmuxUnavailable("tmux is not installed and apt-get could not install it")
+    return found
+
+
+class TmuxPi:
+    """The real interactive Pi (its terminal UI) in a tmux pane: type keys, read the screen.
+
+    Every instance has its own tmux server (``-L``), so tests never share a pane. Screens are read
+    with ``capture-pane -p`` once Pi has redrawn; :meth:`wait_for` polls until text shows up.
+    """
+
+    WIDTH, HEIGHT = 160, 50
+
+    def __init__(self, tmux: str, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True,
+                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+        self.tmux = tmux
+        self.socket = f"rewind-e2e-{os.getpid()}-{id(self)}"
+        self.repo = repo
+        script = agent_dir.parent / f"run-pi-{id(self)}.sh"
+        environment = {**pi_env(agent_dir), **(env or {})}
+        environment.update(TERM="xterm-256color", COLUMNS=str(self.WIDTH), LINES=str(self.HEIGHT))
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items() if k.isidentifier())
+        argv = args if args is not None else pi_args(cli, extension=extension)
+        script.write_text(f"#!/bin/sh\n{exports}cd {shlex.quote(str(repo))}\n"
+                          f"exec {' '.join(shlex.quote(a) for a in [*argv, *extra])} 2>>{shlex.quote(str(script))}.err\n")
+        script.chmod(0o755)
+        self.stderr_file = Path(f"{script}.err")
+        self._tmux("new-session", "-d", "-s", "pi", "-x", str(self.WIDTH), "-y", str(self.HEIGHT), str(script))
+        self._tmux("set-option", "-t", "pi", "remain-on-exit", "on")
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True, text=True, check=True,
+                              timeout=30).stdout
+
+    def screen(self) -> str:
+        """The visible pane, as text (wrapped lines joined)."""
+        return self._tmux("capture-pane", "-p", "-J", "-t", "pi")
+
+    def wait_for(self, *texts: str, timeout: float = 60, gone: bool = False) -> str:
+        """Poll the screen until every text is shown (or, with ``gone``, none is)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            shown = [t in screen for t in texts]
+            if (not gone and all(shown)) or (gone and not any(shown)):
+                return screen
+            if time.monotonic() > deadline:
+                err = self.stderr_file.read_text()[-2000:] if self.stderr_file.exists() else ""
+                raise AssertionError(f"timed out waiting for {texts!r} {'to go' if gone else ''}\n"
+                                     f"--- screen ---\n{screen}\n--- stderr ---\n{err}")
+            time.sleep(0.1)
+
+    def keys(self, *keys: str) -> None:
+        """tmux key names (``Enter``, ``Up``, ``Escape``, ``C-c``)."""
+        self._tmux("send-keys", "-t", "pi", *keys)
+
+    def type(self, text: str, *, enter: bool = True) -> None:
+        """Type ``text`` and wait until the screen shows it (keys sent while Pi is still starting
+        are lost: then type again), then press Enter."""
+        probe = text[:24]
+        for _ in range(3):
+            before = self.screen().count(probe)
+            self._tmux("send-keys", "-t", "pi", "-l", text)
+            try:
+                self.wait_for_count(probe, before + 1, timeout=5)
+                break
+            except AssertionError:
+                continue
+        if enter:
+            self.keys("Enter")
+
+    def wait_for_count(self, text: str, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.screen().count(text) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not shown {count} times")
+            time.sleep(0.05)
+
+    def prompt(self, text: str, done: str, timeout: float = 120) -> str:
+        """Submit a prompt and wait for its final answer (``done``) and for Pi to be idle."""
+        self.type(text)
+        screen = self.wait_for(done, timeout=timeout)
+        self.wait_idle()
+        return screen
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Pi shows a working indicator while the agent runs; wait until it is gone."""
+        self.wait_for("Working", "esc to interrupt", gone=True, timeout=timeout)
+
+    def choose(self, title: str, option: str, timeout: float = 60) -> None:
+        """In a select menu titled ``title``, move to ``option`` and press Enter."""
+        screen = self.wait_for(title, option, timeout=timeout)
+        for _ in range(20):
+            selected = [line for line in screen.splitlines() if line.lstrip().startswith("→")]
+            if selected and option in selected[0]:
+                self.keys("Enter")
+                return
+            self.keys("Down")
+            time.sleep(0.1)
+            screen = self.screen()
+        raise AssertionError(f"option {option!r} never selected\n{screen}")
+
+    def alive(self) -> bool:
+        out = self._tmux("list-panes", "-t", "pi", "-F", "#{pane_dead}")
+        return out.strip() == "0"
+
+    def close(self) -> None:
+        try:
+            if self.alive():
+                self.keys("C-c")
+                time.sleep(0.2)
+                self.keys("C-c")
+                deadline = time.monotonic() + 15
+                while self.alive() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        except subprocess.SubprocessError:
+            pass
+        subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        socket_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
+        (socket_dir / self.socket).unlink(missing_ok=True)  # the server is gone; so is its socket

@@ -51,7 +51,7 @@ def test_tree_restore_then_undo_then_cancel_then_keep(rpc: RpcPi, project: Path)
     rpc.choices = [M.UNDO]
     rpc.run_command(f"/e2e-tree {finals[1]}", "e2e-tree:")
     assert M.UNDO in rpc.menus[-1][1]
-    assert rpc.notices[-1] == ("info", "e2e-tree: cancelled"), "undo restores files and cancels the navigation"
+    assert rpc.notices[-1] == ("info", "e2e-tree: cancelled"), "undo restores the files, the conversation stays"
     assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").exists()
 
     rpc.choices = [M.TREE_CANCEL]
@@ -69,7 +69,6 @@ def test_tree_restore_then_undo_then_cancel_then_keep(rpc: RpcPi, project: Path)
 
 
 @pytest.mark.parametrize(("choice", "expected_a"), [
-    (M.FORK_CODE_ONLY, "one\n"),
     (M.FORK_RESTORE_ALL, "one\n"),
     (M.FORK_CONVERSATION_ONLY, "two\n"),
 ])
@@ -93,16 +92,34 @@ def test_fork_with_each_option_hands_the_files_to_the_child(rpc: RpcPi, project:
         assert (project / "a.txt").read_text() == "two\n", "the child undoes the fork's restore"
 
 
+def test_fork_code_only_restores_the_files_and_stays_in_this_session(rpc: RpcPi, project: Path) -> None:
+    """Pi 0.73.1 honours only ``cancel`` from session_before_fork: "Code only" restores, records
+    the op here and cancels the fork, so the conversation and the undo stay."""
+    parent, users, _ = two_prompts(rpc, project)
+    rpc.choices = [M.FORK_CODE_ONLY]
+    reply = rpc.command({"type": "fork", "entryId": users[1]})
+    assert reply["data"]["cancelled"] is True
+    assert (project / "a.txt").read_text() == "one\n" and not (project / "b.txt").exists()
+    assert Path(rpc.state()["sessionFile"]) == parent
+    assert records(parent, FORK_PENDING) == []
+    assert list(records(parent, OP)[-1]) == ["v", "snapshots", "current", "undo"]
+    assert ("info", M.FILES_RESTORED_FROM_POINT) in rpc.notices
+    rpc.choices = [M.UNDO]
+    assert rpc.command({"type": "fork", "entryId": users[1]})["data"]["cancelled"] is True
+    assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").exists()
+
+
 def test_fork_menu_undo_restores_the_files_before_the_last_rewind(rpc: RpcPi, project: Path) -> None:
-    _, users, finals = two_prompts(rpc, project)
+    parent, users, finals = two_prompts(rpc, project)
     rpc.choices = [M.TREE_RESTORE]
     rpc.run_command(f"/e2e-tree {finals[0]}", "e2e-tree:")
     assert (project / "a.txt").read_text() == "one\n"
     rpc.choices = [M.UNDO]
     reply = rpc.command({"type": "fork", "entryId": users[1]})
-    assert M.UNDO in rpc.menus[-1][1] and reply["data"]["cancelled"] is False
+    assert M.UNDO in rpc.menus[-1][1] and reply["data"]["cancelled"] is True, "undo, then no fork"
     assert (project / "a.txt").read_text() == "two\n"
     assert ("info", M.FILES_RESTORED_BEFORE_REWIND) in rpc.notices
+    assert Path(rpc.state()["sessionFile"]) == parent
 
 
 def test_tree_with_a_branch_summary_binds_the_summary_to_the_restored_files(rpc: RpcPi, project: Path) -> None:

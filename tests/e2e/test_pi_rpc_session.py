@@ -164,3 +164,57 @@ def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeou
     assert (project / "a.txt").read_text() == "one\n"
     rpc.prompt("third " + turns([write("c.txt", "3\n")]))
     assert len([e for e in entries(path) if e.custom_type == TURN]) == 3, "the bridge still records"
+
+
+def test_a_bridge_that_cannot_start_says_why_and_how_to_fix_it(start_rpc: StartRpc, project: Path) -> None:
+    """`rewind` installed where Pi cannot find it: the warning quotes the bridge's stderr and a hint."""
+    broken = json.dumps([sys.executable, "-S", "-I", "-m", "ledger", "serve", "--stdio"])  # no site-packages
+    rpc = start_rpc(env={"REWIND_BRIDGE_CMD": broken})
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    rpc.prompt("two " + turns([write("b.txt", "2\n")]))
+    warnings = [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)]
+    assert len(warnings) == 1, rpc.notices
+    text = warnings[0][1]
+    assert "No module named ledger" in text or "No module named 'ledger'" in text, text
+    assert "REWIND_BRIDGE_CMD" in text and "pip install" in text
+    assert (project / "b.txt").read_text() == "2\n", "Pi carries on"
+    assert rpc.status is None
+
+
+def test_shutdown_waits_briefly_for_the_bridge_then_kills_it(start_rpc: StartRpc, tmp_path: Path) -> None:
+    """A bridge that lingers after end of input (here: the shell that ran it sleeps on) is killed."""
+    pid_file = tmp_path / "bridges"
+    script = f'echo $$ >> "{pid_file}"; "$0" -m ledger serve --stdio; exec sleep 300'
+    rpc = start_rpc(env={"REWIND_BRIDGE_CMD": json.dumps(["sh", "-c", script, sys.executable]),
+                         "REWIND_BRIDGE_CLOSE_MS": "1500"})
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    (old,) = pids(pid_file)
+    rpc.command({"type": "new_session"})
+    wait_for(lambda: not alive(old), "the lingering bridge to be killed after the grace period", timeout=15)
+    rpc.prompt("two " + turns([write("b.txt", "2\n")]))
+    assert len(pids(pid_file)) == 2 and alive(pids(pid_file)[1])
+
+
+def test_a_call_with_no_event_in_flight_gets_an_error_reply(start_rpc: StartRpc, tmp_path: Path) -> None:
+    """The extension answers a stray call with an error instead of leaving the bridge waiting."""
+    seen = tmp_path / "reply.json"
+    script = (
+        "import json, runpy, sys\n"
+        "event = json.loads(sys.stdin.readline())\n"  # session_start: answer it, then call out of turn
+        # one write, so both lines reach the extension together: the call comes right after the
+        # event's result, before the extension can send its next event
+        "sys.stdout.write(json.dumps({'type': 'result', 'id': event['id'], 'result': {}, 'notices': []}) + '\\n'\n"
+        "                 + json.dumps({'type': 'call', 'id': 'stray', 'method': 'session', 'params': {}}) + '\\n')\n"
+        "sys.stdout.flush()\n"
+        f"open({str(seen)!r}, 'w').write(sys.stdin.readline())\n"
+        "sys.argv = ['ledger', 'serve', '--stdio']\n"
+        "runpy.run_module('ledger', run_name='__main__')\n"
+    )
+    rpc = start_rpc(env={"REWIND_BRIDGE_CMD": json.dumps([sys.executable, "-c", script]),
+                         "REWIND_BRIDGE_TIMEOUT_MS": "15000"})
+    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
+    wait_for(seen.exists, "the stray call's reply")
+    reply = json.loads(seen.read_text())
+    assert reply == {"type": "reply", "id": "stray", "error": "no event in flight"}
+    path = Path(rpc.state()["sessionFile"])
+    assert len([e for e in entries(path) if e.custom_type == TURN]) == 1, "the bridge serves on"

@@ -104,11 +104,11 @@ def test_headless_tree_keeps_files_and_records_them(pi: FakePi) -> None:
     assert list(pi.custom(OP)[-1]) == ["v", "snapshots", "current"]
 
 
-def test_fork_code_only_hands_its_state_to_the_child(pi: FakePi) -> None:
+def test_fork_restore_all_hands_its_state_to_the_child(pi: FakePi) -> None:
     prompts = _three_prompts(pi)
-    pi.choices = [M.FORK_CODE_ONLY]
+    pi.choices = [M.FORK_RESTORE_ALL]
     reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
-    assert reply.result == {"skipConversationRestore": True}
+    assert reply.result == {}
     assert (pi.cwd / "a.txt").read_text() == "two\n"
     pending = pi.custom(FORK_PENDING)[-1]
     pi.event("session_shutdown", {"reason": "fork"})
@@ -119,6 +119,7 @@ def test_fork_code_only_hands_its_state_to_the_child(pi: FakePi) -> None:
         reply = child.event("session_start", {"reason": "fork", "previousSessionFile": str(pi.session_file)})
         assert reply.error is None
         assert reply.status == "◆ 4 points / 3 snapshots", "D14: the footer counts points through lineage"
+        assert reply.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
         (op,) = child.custom(OP)
         assert op["snapshots"][op["current"]] == pending["current"] and op["snapshots"][op["undo"]] == pending["undo"]
         child.choices = [M.UNDO]
@@ -126,6 +127,88 @@ def test_fork_code_only_hands_its_state_to_the_child(pi: FakePi) -> None:
         assert not (pi.cwd / "a.txt").exists(), "the child can undo the parent's fork restore"
     finally:
         child.close()
+
+
+def test_fork_code_only_restores_here_and_cancels_the_fork(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    pi.choices = [M.FORK_CODE_ONLY]
+    reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
+    assert reply.result == {"cancel": True}, "Pi 0.73.1 ignores skipConversationRestore: cancel the fork"
+    assert (pi.cwd / "a.txt").read_text() == "two\n"
+    assert pi.custom(FORK_PENDING) == []
+    assert list(pi.custom(OP)[-1]) == ["v", "snapshots", "current", "undo"]
+    assert reply.panel is not None and reply.panel[0].startswith("Rewind: files restored to user \"delete\"")
+    assert "1 added; no fork made" in reply.panel[0]
+    pi.choices = [M.UNDO]
+    reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
+    assert reply.result == {"cancel": True} and not (pi.cwd / "a.txt").exists(), "undo works in the same session"
+    assert reply.panel is not None and "last file rewind undone: 1 deleted" in reply.panel[0]
+    assert pi.event("before_agent_start", {"prompt": "next"}).panel == [], "a new prompt clears the panel"
+
+
+def test_the_footer_counts_the_branch_the_user_is_on(pi: FakePi) -> None:
+    prompts = _three_prompts(pi)
+    full = pi.event("ping").status
+    assert full is not None and full.startswith("◆ 6 points / ")
+    pi.choices = [M.TREE_KEEP]
+    pi.event("session_before_tree", {"targetId": prompts[0][1]})
+    pi.leaf = prompts[0][1]
+    reply = pi.event("session_tree", {"newLeafId": prompts[0][1], "oldLeafId": prompts[2][1]})
+    assert reply.status == "◆ 2 points / 2 snapshots", "after /tree: only the points up to the new position"
+    pi.leaf = prompts[2][1]
+    assert pi.event("ping").status == full
+
+
+def test_another_writer_of_ledger_records_is_detected_and_we_stand_aside(pi: FakePi) -> None:
+    """pi-rewind-hook (or a second copy of ours) also loaded: one warning, one record per prompt."""
+    pi.prompt("mine", lambda: _write(pi.cwd / "a.txt", "one\n"))
+    assert len(pi.custom(TURN)) == 1
+    pi.event("before_agent_start", {"prompt": "both"})
+    pi.event("turn_start", {"turnIndex": 0})
+    user = pi.user("both")
+    assistant = pi.assistant("done")
+    pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+    # The other extension's agent_end handler ran first and wrote its record of this prompt.
+    pi.foreign(TURN, {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]})
+    reply = pi.event("agent_end", {})
+    warnings = [n["text"] for n in reply.notices if n["level"] == "warning"]
+    assert len(warnings) == 1 and "another rewind extension is recording this session" in warnings[0]
+    assert "pi remove" in warnings[0]
+    assert len(pi.custom(TURN)) == 2, "ours did not record this prompt a second time"
+    assert not reply.has_status, "the footer is left to the other extension"
+    pi.choices = [M.TREE_RESTORE]
+    reply = pi.event("session_before_tree", {"targetId": user})
+    assert reply.result == {} and reply.notices == [] and pi.menus == [], "no second menu"
+    pi.prompt("later", lambda: _write(pi.cwd / "a.txt", "three\n"))
+    assert len(pi.custom(TURN)) == 2 and not pi.event("ping").has_status
+
+
+def test_another_writer_that_records_after_us_is_detected_at_the_next_prompt(pi: FakePi) -> None:
+    """pi-rewind-hook loaded after ours: its record of a prompt follows ours; we notice at the
+    next prompt, warn once and record nothing more (that first prompt keeps two records)."""
+    user, assistant = pi.prompt("both", lambda: _write(pi.cwd / "a.txt", "one\n"))
+    pi.foreign(TURN, {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]})
+    assert pi.event("before_agent_start", {"prompt": "next"}).notices == []
+    reply = pi.event("turn_start", {"turnIndex": 0})
+    assert [n["level"] for n in reply.notices] == ["warning"] and "another rewind extension" in reply.notices[0]["text"]
+    pi.user("next")
+    pi.assistant("done")
+    pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+    assert pi.event("agent_end", {}).notices == [], "warned once"
+    assert len(pi.custom(TURN)) == 2, "ours and the other's for the first prompt, none more from us"
+
+
+def test_cli_version_and_plural_hints(tmp_path: Path) -> None:
+    """Small CLI items of the Pi work: ``rewind --version`` and ``known entries:``."""
+    import subprocess
+    import sys
+
+    from ledger.errors import NameResolutionError
+
+    done = subprocess.run([sys.executable, "-m", "ledger", "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("rewind ") and done.stdout.split()[1][0].isdigit()
+    assert NameResolutionError("entry", "x", ["a1"], ambiguous=False).hint == "known entries: a1"
+    assert NameResolutionError("session", "x", [], ambiguous=False).hint == "there are no sessions to choose from"
 
 
 def test_a_resumed_session_resolves_points_from_its_file(pi: FakePi, repo: Path) -> None:
@@ -189,10 +272,10 @@ def test_silent_checkpoints_hide_the_footer_and_info_notices(repo: Path, isolate
     fake = FakePi(repo, agent_dir)
     try:
         fake.event("session_start", {"reason": "startup"})
-        user, assistant = fake.prompt("create", lambda: _write(repo / "b.txt", "b\n"))
+        user, _assistant = fake.prompt("create", lambda: _write(repo / "b.txt", "b\n"))
         fake.choices = [M.TREE_RESTORE]
         reply = fake.event("session_before_tree", {"targetId": user})
-        assert reply.status is None and reply.notices == []
+        assert reply.status is None and reply.notices == [] and reply.panel is None, "no chatter when silent"
         assert not (repo / "b.txt").exists()
     finally:
         fake.close()

@@ -150,3 +150,17 @@ def test_a_full_agent_dir_after_the_files_changed_leaves_a_working_undo(tmp_path
         assert fault_campaign.snapshot_files(world.repo) == world.before
     finally:
         _umount(mount)
+
+
+def test_the_bridge_says_at_session_start_that_a_restore_was_interrupted(tmp_path: Path) -> None:
+    from tests.bridgekit import FakePi
+
+    world = _interrupted_world(tmp_path)
+    fake = FakePi(world.repo, world.agent_dir)
+    try:
+        reply = fake.event("session_start", {"reason": "startup"})
+        assert reply.error is None
+        texts = [n["text"] for n in reply.notices]
+        assert any("was interrupted" in t and "rewind undo" in t for t in texts), texts
+    finally:
+        fake.close()

@@ -12,7 +12,7 @@ from tests.conftest import git, source_repo
 from tests.enginekit import Agent
 
 
-def choose(*answers: str):  # noqa: ANN201
+def choose(*answers: str):
     """A menu that answers in order and remembers what it was offered."""
     queue = list(answers)
     offered: list[list[str]] = []
@@ -92,30 +92,90 @@ def test_fork_cancels_cleanly_when_the_restore_fails(agent: Agent) -> None:
     assert agent.records(FORK_PENDING) == []
 
 
-def test_fork_undo_restores_files_into_the_child_instead_of_cancelling(agent: Agent, repo: Path, tmp_path: Path) -> None:
-    """Reference case 1."""
+def test_fork_undo_undoes_here_records_it_and_cancels_the_fork(agent: Agent, repo: Path) -> None:
+    """Pi 0.73.1 cannot fork without the conversation: the undo is a file action, done and
+    recorded in this session (undoable again), and the fork is cancelled (not the reference's 1.8)."""
     agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
     agent.engine.tree(None)
     current, undo = agent.records(OP)[-1]["snapshots"]
     result = agent.engine.before_fork(user_id(agent), choose(M.UNDO))
-    assert not result.cancel
+    assert result.cancel and not result.skip_conversation_restore
     assert notes(repo) == "current state\n"
-    assert len(agent.records(OP)) == 1
-    agent.engine.shutdown("fork")
-    child = Agent.start(repo, tmp_path / "agent", parent=agent.session_file)
-    child.engine.session_start("fork", str(agent.session_file))
-    (op,) = child.records(OP)
+    assert agent.records(FORK_PENDING) == []
+    op = agent.records(OP)[-1]
     assert op == {"v": 2, "snapshots": [undo, current], "current": 0, "undo": 1}
+    assert result.panel is not None and result.panel[0].startswith("Rewind: last file rewind undone: 1 modified;")
+    assert "no fork made" in result.panel[0]
+    agent.engine.before_fork(user_id(agent), choose(M.UNDO))
+    assert notes(repo) == "target state\n", "undo of the undo, still in this session"
 
 
-def test_fork_options_follow_the_reference_order(agent: Agent) -> None:
+def test_fork_code_only_restores_here_records_it_and_cancels_the_fork(agent: Agent, repo: Path) -> None:
+    """Pi 0.73.1 ignores skipConversationRestore: "Code only" stays in this conversation."""
     pick = choose(M.FORK_CODE_ONLY)
     result = agent.engine.before_fork(user_id(agent), pick)
     assert pick.offered == [[M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY]]
-    assert result.skip_conversation_restore and notes(agent.repo) == "target state\n"
+    assert result.cancel and not result.skip_conversation_restore
+    assert M.Notice("info", M.FILES_RESTORED_FROM_POINT) in result.notices
+    assert notes(repo) == "target state\n"
+    assert agent.records(FORK_PENDING) == []
+    op = agent.records(OP)[-1]
+    assert list(op) == ["v", "snapshots", "current", "undo"]
+    assert result.panel == [(f'Rewind: files restored to user "Fork from here" ({user_id(agent)}): 1 modified; '
+                             "no fork made, the conversation is unchanged"), M.UNDO_HINT]
+    undo = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
+    assert undo.cancel and notes(repo) == "current state\n", "the code-only restore is undoable"
+
+
+def test_fork_options_follow_the_reference_order(agent: Agent) -> None:
+    pick = choose(M.FORK_RESTORE_ALL)
+    result = agent.engine.before_fork(user_id(agent), pick)
+    assert pick.offered == [[M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY]]
+    assert not result.cancel and notes(agent.repo) == "target state\n"
     pick = choose(M.FORK_CONVERSATION_ONLY)
     agent.engine.before_fork(user_id(agent), pick)
     assert pick.offered[0][-1] == M.UNDO
+
+
+def test_fork_restore_all_hands_the_undo_to_the_child(agent: Agent, repo: Path, tmp_path: Path) -> None:
+    result = agent.engine.before_fork(user_id(agent), choose(M.FORK_RESTORE_ALL))
+    assert not result.cancel
+    (pending,) = agent.records(FORK_PENDING)
+    agent.engine.shutdown("fork")
+    child = Agent(repo, tmp_path / "agent", Agent.start(repo, tmp_path / "agent", parent=agent.session_file).session_file)
+    started = child.engine.session_start("fork", str(agent.session_file))
+    (op,) = child.records(OP)
+    assert op == {"v": 2, "snapshots": [pending["current"], pending["undo"]], "current": 0, "undo": 1}
+    assert started.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
+
+
+def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
+    restored = agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
+    assert restored.panel is not None and "1 modified; the conversation moved there" in restored.panel[0]
+    agent.engine.tree(None)
+    undone = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
+    assert undone.panel == [("Rewind: last file rewind undone: 1 modified; the conversation stays where it was "
+                             "(navigation cancelled)"), M.UNDO_HINT_AGAIN]
+    assert agent.engine.before_tree(user_id(agent), choose(M.TREE_CANCEL)).panel == []
+    assert agent.engine.before_tree(user_id(agent), choose(M.TREE_KEEP)).panel == [M.PANEL_KEPT]
+    agent.engine.tree(None)
+
+
+def test_a_pruned_point_is_explained_instead_of_silently_missing(agent: Agent) -> None:
+    turn = agent.records("rewind-turn")[0]
+    user_commit = {e: turn["snapshots"][i] for e, i in turn["bindings"]}[user_id(agent)]
+    agent.engine.repo.commit_exists = lambda sha: sha != user_commit  # type: ignore[method-assign]  # pruned
+    pick = choose(M.TREE_KEEP)
+    result = agent.engine.before_tree(user_id(agent), pick)
+    assert M.TREE_RESTORE not in pick.offered[0]
+    assert result.panel == [M.PANEL_KEPT, M.PRUNED_POINT] and result.panel_is_problem
+
+
+def test_refusals_stay_on_screen(agent: Agent) -> None:
+    agent.engine.restore_fault = lambda step: (_ for _ in ()).throw(OSError("forced"))
+    result = agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
+    assert result.panel_is_problem and result.panel is not None
+    assert result.panel[0].startswith("Rewind: Rewind failed before tree navigation:")
 
 
 def test_a_fork_that_did_not_happen_keeps_its_restore_undoable(agent: Agent) -> None:

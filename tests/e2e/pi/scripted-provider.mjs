@@ -5,16 +5,20 @@
 // Reply policy, per LLM call, from the last user message's text:
 //   * it contains `[[turns: JSON]]`, JSON = [[call, ...], [call, ...], ...], call = {"name": tool, "args": {...}}:
 //     the n-th LLM call of this prompt issues turn n's tool calls (one assistant message, several
-//     tool calls); when the turns are used up it answers "Done: <turns> turns".
+//     tool calls); when the turns are used up it answers "Done: <turns> turns", or "Done: X" when
+//     the text also contains `[[done: X]]` (a unique marker for tests that read a screen).
 //   * it contains "[no-tools]": "Echo: <text>".
 //   * otherwise one bash call `echo <text>`, then "Done: <first output line>" (the fixture's policy).
 //   * Pi's own summarization calls (compaction, /tree branch summaries; recognized by their system
 //     prompt) get a short text summary.
 //
+// Works in print, RPC and interactive mode (interactive Pi resets pi-ai's API registry after
+// loading extensions, so the faux stream is called directly).
+//
 // It also registers the command /e2e-tree <entryId> [summarize], which navigates the session tree
 // with ctx.navigateTree (Pi's RPC mode has no /tree command), so tests can drive /tree.
 
-import { fauxAssistantMessage, fauxText, fauxToolCall, registerFauxProvider, streamSimple } from "@mariozechner/pi-ai";
+import { fauxAssistantMessage, fauxText, fauxToolCall, getApiProvider, registerFauxProvider } from "@mariozechner/pi-ai";
 
 function textOf(content) {
 	if (typeof content === "string") return content;
@@ -27,6 +31,10 @@ export default function scriptedProvider(pi) {
 		provider: "scripted",
 		models: [{ id: "scripted-1", name: "Scripted 1", reasoning: false, contextWindow: 128000, maxTokens: 4096 }],
 	});
+	// Interactive Pi resets pi-ai's API registry (resetApiProviders) after extensions load, which
+	// drops "scripted-faux": keep its stream function and call it directly, not through the registry.
+	const fauxApi = getApiProvider("scripted-faux");
+	if (!fauxApi) throw new Error("the faux provider did not register");
 
 	const respond = (context) => {
 		if (String(context.systemPrompt ?? "").startsWith("You are a context summarization assistant")) {
@@ -49,7 +57,8 @@ export default function scriptedProvider(pi) {
 				const calls = turns[done].map((c) => fauxToolCall(c.name, c.args));
 				return fauxAssistantMessage(calls, { stopReason: "toolUse" });
 			}
-			return fauxAssistantMessage(`Done: ${turns.length} turns`);
+			const tag = userText.match(/\[\[done: ([^\]]+)\]\]/);
+			return fauxAssistantMessage(tag ? `Done: ${tag[1]}` : `Done: ${turns.length} turns`);
 		}
 		const last = msgs[msgs.length - 1];
 		if (last?.role === "toolResult") {
@@ -73,7 +82,7 @@ export default function scriptedProvider(pi) {
 		}],
 		streamSimple: (_model, context, options) => {
 			faux.setResponses([respond]);
-			return streamSimple(faux.getModel("scripted-1"), context, options);
+			return fauxApi.streamSimple(faux.getModel("scripted-1"), context, options);
 		},
 	});
 
