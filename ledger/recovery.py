@@ -110,7 +110,13 @@ def newest_interrupted(repo: GitRepo, session: Path | None) -> Journal | None:
     mine = [j for j in left if j.session is None or session is None or Path(j.session) == session]
     if not mine:
         raise interruption_error(left[-1])
-    return mine[-1]
+    chosen = mine[-1]
+    # A recovery that was itself interrupted: its undo snapshot is the mixed tree it started
+    # from; the state to bring back is the one before the restore it was recovering.
+    by_id = {j.id: j for j in left}
+    while chosen.recovering is not None and chosen.recovering in by_id:
+        chosen = by_id[chosen.recovering]
+    return chosen
 
 
 __all__ = ["RecoveryReport", "interruption_error", "newest_interrupted", "open_journals", "recover",

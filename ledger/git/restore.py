@@ -745,8 +745,10 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
     with PrivateIndex(repo.git_dir).locked():
         # Under the lock no other restore runs: a journal still "writing" is a dead one.
         _refuse_if_interrupted(repo, recovering)
-        if recovering is not None and recovering.staging:
-            remove_tree(repo.root, recovering.staging)  # what the interrupted restore had staged
+        if recovering is not None:  # what the interrupted restore (and recoveries of it) had staged
+            for dead in [recovering, *(j for j in open_journals(repo)[0] if j.recovering == recovering.id)]:
+                if dead.staging:
+                    remove_tree(repo.root, dead.staging)
         executor = _Executor(repo, settings, fault)
         captured = executor.capture()
         plan = _build_plan(repo, commit, captured)
@@ -754,7 +756,7 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
             if captured.tree == plan.target_tree:
                 save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
             if recovering is not None:
-                recovering.close()
+                _close_recovery_of(repo, recovering)
             return RestoreOutcome(plan, False, None, plan.target_commit,
                                   (time.perf_counter() - started) * 1000.0, tree=captured.tree)
         _check_space(repo, plan)
@@ -792,7 +794,7 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
             raise RestoreFailedError(f"{_describe(exc)} (at {failed_at})",
                                      rolled_back_to=undo.commit) from exc
         if recovering is not None:
-            recovering.close()
+            _close_recovery_of(repo, recovering)
         if journal.session is not None:
             journal.mark_done()  # closed once the caller's record is found (journal.settle)
         else:
@@ -804,9 +806,17 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
                               undo_reused=undo.reused)
 
 
+def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
+    """``recovered`` is undone: close it and any earlier, interrupted recovery of it."""
+    for journal in open_journals(repo)[0]:
+        if journal.recovering == recovered.id:
+            journal.close()
+    recovered.close()
+
+
 def _refuse_if_interrupted(repo: GitRepo, recovering: Journal | None) -> None:
     dead = [j for j in open_journals(repo)[0]
-            if j.state == "writing" and (recovering is None or j.id != recovering.id)]
+            if j.state == "writing" and (recovering is None or recovering.id not in (j.id, j.recovering))]
     if dead:
         j = dead[-1]
         raise InterruptedRestoreError(j.undo, j.target, session=j.session, entry=j.entry, started=j.started,

@@ -23,12 +23,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pygit2
 
 from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
+
+_T = TypeVar("_T")
 
 STORE_REF = "refs/pi-rewind/store"
 KEEPALIVE_MESSAGE = "pi rewind store"
@@ -199,71 +202,75 @@ class Store:
         if age is not None and age >= STALE_LOCK_S:
             raise LockTimeoutError(self.lock_path, age, remedy=stale_lock_remedy(self.lock_path))
 
-    def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
-        """Append a keepalive for ``snapshot``; returns the new head. Raises
-        :class:`StoreUpdateError` when the swap keeps failing."""
+    def keepalive_chain(self, base: str | None, snapshots: list[str], identity: Identity, when_s: int,
+                    offset_min: int) -> str | None:
+        """Objects only: keepalive commits for ``snapshots`` chained on ``base``; the new head."""
         repo = self.repo.pygit2
-        if self._commit(snapshot) is None:
-            raise GitError("append to the rewind store", f"{snapshot} is not a commit")
         empty_tree = repo.TreeBuilder().write()
         sig = identity.signature(when_s, offset_min)
+        head = base
+        for sha in snapshots:
+            parents = [head, sha] if head else [sha]
+            head = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
+                                          [pygit2.Oid(hex=p) for p in parents]))
+        return head
+
+    def _compare_and_swap(self, operation: str, what: str,
+                          build: Callable[[str | None, int], tuple[str, _T] | None]) -> _T | None:
+        """The one retry loop every store update goes through: read the head, ``build(head,
+        attempt)`` the new chain (None: nothing to do), swap only if the head is still the one
+        read; otherwise back off with jitter and rebuild. A stale ref lock ends it at once."""
         last_detail = ""
         for attempt in range(self.attempts):
             old = self.head()
-            parents = [old, snapshot] if old else [snapshot]
-            keepalive = repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
-                                           [pygit2.Oid(hex=p) for p in parents])
+            built = build(old, attempt)
+            if built is None:
+                return None
+            new, value = built
             result = self.git.run(
-                ["update-ref", "--no-deref", STORE_REF, str(keepalive), old or ZERO_SHA],
-                operation="update refs/pi-rewind/store", check=False,
-                config=[("core.logAllRefUpdates", "false")])
+                ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
+                operation=operation, check=False, config=[("core.logAllRefUpdates", "false")])
             if result.returncode == 0:
-                return str(keepalive)
+                return value
             last_detail = result.stderr.decode("utf-8", "replace").strip()
             self._raise_if_stale_lock()
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
-        raise StoreUpdateError("update refs/pi-rewind/store",
-                               f"failed to update rewind store ref after {self.attempts} "
-                               f"attempts: {last_detail}")
+        raise StoreUpdateError(operation, f"failed to {what} after {self.attempts} attempts: {last_detail}")
 
+    def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
+        """Append a keepalive for ``snapshot``; returns the new head. Raises
+        :class:`StoreUpdateError` when the swap keeps failing."""
+        if self._commit(snapshot) is None:
+            raise GitError("append to the rewind store", f"{snapshot} is not a commit")
+
+        def build(old: str | None, _attempt: int) -> tuple[str, str]:
+            head = self.keepalive_chain(old, [snapshot], identity, when_s, offset_min)
+            assert head is not None
+            return head, head
+
+        head = self._compare_and_swap("update refs/pi-rewind/store", "update rewind store ref", build)
+        assert head is not None
+        return head
 
     def append_many(self, snapshots: list[str], identity: Identity, when_s: int, offset_min: int) -> list[str]:
         """Append keepalives for the ``snapshots`` the store does not keep yet, in order, with
         **one** compare-and-swap for the batch (an import of 500 snapshots would otherwise pay
         500 swaps); rebuilt on the new head and retried when another process moved it. Returns
         the snapshots appended."""
-        repo = self.repo.pygit2
-        empty_tree = repo.TreeBuilder().write()
-        sig = identity.signature(when_s, offset_min)
-        last_detail = ""
-        for attempt in range(self.attempts):
-            old = self.head()
+
+        def build(old: str | None, _attempt: int) -> tuple[str, list[str]] | None:
             kept = set(self.iter_snapshots(old)) if old else set()
             new = [sha for sha in dict.fromkeys(snapshots) if sha not in kept]
-            if not new:
-                return []
-            head = old
-            for sha in new:
-                parents = [head, sha] if head else [sha]
-                head = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
-                                              [pygit2.Oid(hex=p) for p in parents]))
-            assert head is not None
-            result = self.git.run(
-                ["update-ref", "--no-deref", STORE_REF, head, old or ZERO_SHA],
-                operation="update refs/pi-rewind/store", check=False,
-                config=[("core.logAllRefUpdates", "false")])
-            if result.returncode == 0:
-                return new
-            last_detail = result.stderr.decode("utf-8", "replace").strip()
-            self._raise_if_stale_lock()
-            self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
-        raise StoreUpdateError("update refs/pi-rewind/store",
-                               f"failed to append {len(snapshots)} snapshots after {self.attempts} "
-                               f"attempts: {last_detail}")
+            head = self.keepalive_chain(old, new, identity, when_s, offset_min)
+            return (head, new) if new and head is not None else None
+
+        return self._compare_and_swap("update refs/pi-rewind/store", f"append {len(snapshots)} snapshots",
+                                      build) or []
 
     def rewrite(self, live: list[str], *, since: str | None, identity: Identity, when_s: int,
                 offset_min: int) -> RewriteResult:
-        """Replace the chain by one that keeps exactly ``live`` (retention's rewrite, §5.3).
+        """Replace the chain by one that keeps exactly ``live`` (retention's rewrite,
+        docs/design.md#the-compare-and-swap-rewrite).
 
         ``since``: the head read when the sweep began. D7 fixed: the swap is a compare-and-swap
         against the head read just before it; when that head is not ``since``, every snapshot
@@ -273,33 +280,19 @@ class Store:
         wanted = list(dict.fromkeys(sha for sha in live if self._commit(sha) is not None))
         if not wanted:
             return RewriteResult(self.head(), self.head(), [], preserved=True, attempts=0)
-        repo = self.repo.pygit2
-        empty_tree = repo.TreeBuilder().write()
-        sig = identity.signature(when_s, offset_min)
-        last_detail = ""
-        for attempt in range(self.attempts):
-            old = self.head()
+
+        def build(old: str | None, attempt: int) -> tuple[str, RewriteResult]:
             arrived = [] if old == since else [sha for sha in self.iter_snapshots(old, until=since)
                                                if sha not in wanted]
             keep = wanted + list(dict.fromkeys(reversed(arrived)))
-            new: str | None = None
-            for sha in keep:
-                parents = [new, sha] if new else [sha]
-                new = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
-                                             [pygit2.Oid(hex=p) for p in parents]))
+            new = self.keepalive_chain(None, keep, identity, when_s, offset_min)
             assert new is not None
-            result = self.git.run(
-                ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
-                operation="rewrite refs/pi-rewind/store", check=False,
-                config=[("core.logAllRefUpdates", "false")])
-            if result.returncode == 0:
-                return RewriteResult(old, new, keep, preserved=False, attempts=attempt + 1,
-                                     arrived=[sha for sha in keep if sha not in wanted])
-            last_detail = result.stderr.decode("utf-8", "replace").strip()
-            self._raise_if_stale_lock()
-            self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
-        raise StoreUpdateError("rewrite refs/pi-rewind/store",
-                               f"failed to rewrite rewind store ref after {self.attempts} attempts: {last_detail}")
+            return new, RewriteResult(old, new, keep, preserved=False, attempts=attempt + 1,
+                                      arrived=[sha for sha in keep if sha not in wanted])
+
+        result = self._compare_and_swap("rewrite refs/pi-rewind/store", "rewrite rewind store ref", build)
+        assert result is not None
+        return result
 
 
 STALE_LOCK_S = 10.0

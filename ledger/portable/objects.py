@@ -207,16 +207,8 @@ def append_to_store(repo: GitRepo, snapshots: list[str]) -> list[str]:
 
 def keepalive_chain(repo: GitRepo, snapshots: list[str]) -> str:
     """Objects only (no ref): a keepalive chain over ``snapshots``, as the store builds it; its head."""
-    r = repo.pygit2
-    identity = git_identity(repo)
     when_s = int(time.time())
-    sig = identity.signature(when_s, _offset_minutes(when_s))
-    empty = r.TreeBuilder().write()
-    head: str | None = None
-    for sha in snapshots:
-        parents = [head, sha] if head else [sha]
-        head = str(r.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty,
-                                   [pygit2.Oid(hex=p) for p in parents]))
+    head = Store(repo).keepalive_chain(None, snapshots, git_identity(repo), when_s, _offset_minutes(when_s))
     assert head is not None
     return head
 

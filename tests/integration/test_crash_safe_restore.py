@@ -40,24 +40,41 @@ def test_a_restore_killed_at_any_moment_is_reported_and_undone_exactly(tmp_path:
     assert all(o.doctor_code == 1 for o in interrupted)
 
 
-def _interrupted_world(tmp_path: Path) -> object:
-    world = fault_campaign.build_world(tmp_path, 400, 64)
-    # A deterministic interruption: the restore is killed from its own fault hook, mid-write.
+def _killed_at(world: object, step: str, *args: str) -> None:
+    """Run ``rewind ARGS`` in a process that SIGKILLs itself when the restore reaches ``step``."""
     code = (
         "import os, signal, sys\n"
         "from ledger.cli import main\n"
         "import ledger.git.restore as r\n"
         "original = r._Executor._at\n"
         "def at(self, step):\n"
-        "    if step == 'after-delete':\n"
+        f"    if step == {step!r}:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return original(self, step)\n"
         "r._Executor._at = at\n"
-        f"sys.exit(main(['restore', {str(world.session)!r}, {world.entry!r}, '--mode', 'files', '--yes']))\n"
+        f"sys.exit(main({list(args)!r}))\n"
     )
     result = subprocess.run([fault_campaign.sys.executable, "-c", code], cwd=world.repo, capture_output=True,
                             text=True, env={**fault_campaign._env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)})
-    assert result.returncode == -9
+    assert result.returncode == -9, result.stderr
+
+
+def test_a_recovery_killed_mid_write_is_recovered_to_the_state_before_the_first_restore(tmp_path: Path) -> None:
+    world = _interrupted_world(tmp_path)
+    _killed_at(world, "after-write", "undo", str(world.session), "--yes")  # the recovery dies too
+    assert len(open_journals(GitRepo.discover(world.repo))[0]) == 2
+
+    undo = fault_campaign.rewind(world, "undo", str(world.session), "--yes")
+    assert undo.returncode == 0, undo.stderr
+    assert fault_campaign.snapshot_files(world.repo) == world.before
+    assert open_journals(GitRepo.discover(world.repo)) == ([], [])
+    assert fault_campaign.rewind(world, "doctor").returncode == 0
+
+
+def _interrupted_world(tmp_path: Path) -> object:
+    world = fault_campaign.build_world(tmp_path, 400, 64)
+    # A deterministic interruption: the restore kills itself mid-write, after its deletions.
+    _killed_at(world, "after-delete", "restore", str(world.session), world.entry, "--mode", "files", "--yes")
     return world
 
 

@@ -123,7 +123,6 @@ def test_a_restore_never_writes_inside_the_agent_dir(repo: Path, tmp_path: Path)
     user, _ = agent.prompt("one", lambda r: (r / "f.txt").write_text("1\n"))
     agent.prompt("two", lambda r: (r / "f.txt").write_text("2\n"))
     before = agent.session_file.read_bytes()
-    os.environ["PI_CODING_AGENT_DIR"] = str(agent_dir)
     result = _rewind("--agent-dir", agent_dir, "restore", agent.session_file, user, "--mode", "files", "--yes",
                      cwd=repo)
     assert result.code == 1
