@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -143,7 +144,19 @@ def test_fork_restore_all_and_conversation_only_fork_with_the_promised_files(
     tui.choose(M.MENU_TITLE, M.FORK_CONVERSATION_ONLY)
     tui.wait_for("Forked to new session")
     assert files(project) == {**AFTER_FIRST, "c.txt": "3\n"}, "conversation only keeps the files"
-    assert len(records(child, FORK_PENDING)) == 1
+    # Pi persists the hand-off record of the fork asynchronously, after the screen says "Forked".
+    assert len(eventually(lambda: records(child, FORK_PENDING))) == 1
+
+
+def eventually(read: Callable[[], list[dict]], timeout_s: float = 10.0) -> list[dict]:
+    """What ``read`` returns once it is non-empty (or at the timeout): for files Pi writes after
+    it has drawn the screen."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = read()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def counted_bridge(pid_file: Path) -> dict[str, str]:
