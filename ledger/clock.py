@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Container
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -45,7 +45,7 @@ class FixedClock:
 
 def iso_from_ms(ms: int) -> str:
     """``2026-11-22T03:52:47.822Z`` for an epoch-milliseconds value, like JS ``toISOString``."""
-    dt = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
+    dt = datetime.fromtimestamp(ms // 1000, tz=UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
 
 
@@ -54,14 +54,14 @@ def ms_from_iso(value: object) -> int:
     if not isinstance(value, str) or not value:
         return 0
     text = value.strip()
-    if text.endswith("Z") or text.endswith("z"):
+    if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
         return 0
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 

@@ -64,9 +64,19 @@ def _prompts() -> list[Prompt]:
         _write(repo / "build" / "out.bin", "ignored build output\n")
 
     return [
-        Prompt("Create hello.py that prints hello, and a notes file", "Created hello.py and notes.md.", first),
-        Prompt("Move the greeting into greet.py", "hello.py now calls greet() from greet.py.", second),
-        Prompt("Rename greet.py to greeting.py and drop the notes", "Renamed, and removed notes.md.", third),
+        Prompt(
+            "Create hello.py that prints hello, and a notes file",
+            "Created hello.py and notes.md.",
+            first,
+        ),
+        Prompt(
+            "Move the greeting into greet.py", "hello.py now calls greet() from greet.py.", second
+        ),
+        Prompt(
+            "Rename greet.py to greeting.py and drop the notes",
+            "Renamed, and removed notes.md.",
+            third,
+        ),
     ]
 
 
@@ -93,12 +103,27 @@ def build_world(root: Path) -> DemoWorld:
     _git(repo, "commit", "-q", "-m", "initial")
     agent_dir = root / "agent"
     now = SystemClock().now_ms()
-    session = create_session_file(agent_dir / "sessions", str(repo), [
-        {"type": "model_change", "id": "d0000001", "parentId": None, "timestamp": iso_from_ms(now),
-         "provider": "scripted", "modelId": "scripted-1"},
-        {"type": "thinking_level_change", "id": "d0000002", "parentId": "d0000001", "timestamp": iso_from_ms(now),
-         "thinkingLevel": "off"},
-    ])
+    session = create_session_file(
+        agent_dir / "sessions",
+        str(repo),
+        [
+            {
+                "type": "model_change",
+                "id": "d0000001",
+                "parentId": None,
+                "timestamp": iso_from_ms(now),
+                "provider": "scripted",
+                "modelId": "scripted-1",
+            },
+            {
+                "type": "thinking_level_change",
+                "id": "d0000002",
+                "parentId": "d0000001",
+                "timestamp": iso_from_ms(now),
+                "thinkingLevel": "off",
+            },
+        ],
+    )
     return DemoWorld(root, repo, agent_dir, session)
 
 
@@ -112,12 +137,31 @@ def run_prompts(world: DemoWorld) -> DemoWorld:
     for prompt in _prompts():
         engine.before_agent_start(prompt.text)
         engine.turn_start(0)
-        user = writer.append_entry({"type": "message", "message": {
-            "role": "user", "content": [{"type": "text", "text": prompt.text}], "timestamp": clock.now_ms()}})
+        user = writer.append_entry(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": prompt.text}],
+                    "timestamp": clock.now_ms(),
+                },
+            }
+        )
         prompt.act(world.repo)
-        assistant = writer.append_entry({"type": "message", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": prompt.reply}], "api": "scripted",
-            "provider": "scripted", "model": "scripted-1", "stopReason": "stop", "timestamp": clock.now_ms()}})
+        assistant = writer.append_entry(
+            {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": prompt.reply}],
+                    "api": "scripted",
+                    "provider": "scripted",
+                    "model": "scripted-1",
+                    "stopReason": "stop",
+                    "timestamp": clock.now_ms(),
+                },
+            }
+        )
         engine.turn_end(0, assistant_entry_id=assistant["id"])
         engine.agent_end()
         world.users.append(user["id"])

@@ -27,8 +27,8 @@ from ledger.errors import LedgerError
 from ledger.git.journal import Journal
 from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
-from ledger.recovery import interruption_error
 from ledger.lineage import LineageReader
+from ledger.recovery import interruption_error
 from ledger.session.discovery import repo_sessions
 
 
@@ -89,11 +89,15 @@ class DoctorReport:
             found.append(f"{len(self.interrupted)} restores were interrupted in all")
         found += [f"unreadable restore journal {b}" for b in self.broken_journals]
         if self.stale_lock:
-            found.append(f"a stale lock on the rewind store: {self.store_lock} ({self.store_lock_age_s:.0f} s old)")
+            found.append(
+                f"a stale lock on the rewind store: {self.store_lock} ({self.store_lock_age_s:.0f} s old)"
+            )
         found += list(self.chain_problems)
         if self.unreachable:
-            found.append(f"{len({r.snapshot for r in self.unreachable})} referenced snapshots are not kept by the "
-                         "store (git gc may prune them)")
+            found.append(
+                f"{len({r.snapshot for r in self.unreachable})} referenced snapshots are not kept by the "
+                "store (git gc may prune them)"
+            )
         return found
 
     @property
@@ -101,43 +105,74 @@ class DoctorReport:
         if self.interrupted:
             return interruption_error(self.interrupted[-1]).hint
         if self.broken_journals:
-            return ("a journal rewind cannot read: move it aside once no restore is running "
-                    f"({self.broken_journals[0]})")
+            return (
+                "a journal rewind cannot read: move it aside once no restore is running "
+                f"({self.broken_journals[0]})"
+            )
         if self.stale_lock and self.store_lock:
             return stale_lock_remedy(Path(self.store_lock))
         if self.chain_problems:
-            return ("rebuild the store from the ledgers: rewind sweep --scan repo-sessions "
-                    "(without limits it keeps every referenced snapshot that still exists)")
+            return (
+                "rebuild the store from the ledgers: rewind sweep --scan repo-sessions "
+                "(without limits it keeps every referenced snapshot that still exists)"
+            )
         if self.unreachable:
-            return ("keep them: rewind sweep --scan repo-sessions (they are the most recently recorded; "
-                    "raise --max-snapshots if a limit still drops them)")
+            return (
+                "keep them: rewind sweep --scan repo-sessions (they are the most recently recorded; "
+                "raise --max-snapshots if a limit still drops them)"
+            )
         return None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "ok": not self.problems, "problems": self.problems, "hint": self.hint,
-            "store": {"head": self.store_head, "keepalives": self.keepalives, "snapshots": self.snapshots,
-                      "chainStarted": self.chain_started_ms,
-                      "bytes": self.store_bytes, "exclusiveBytes": self.exclusive_bytes},
-            "sessions": self.sessions, "ledgers": self.ledgers, "privateIndex": self.index,
-            "references": [{"session": r.session, "entry": r.entry, "kind": r.kind, "snapshot": r.snapshot,
-                            "state": r.state} for r in self.references],
+            "ok": not self.problems,
+            "problems": self.problems,
+            "hint": self.hint,
+            "store": {
+                "head": self.store_head,
+                "keepalives": self.keepalives,
+                "snapshots": self.snapshots,
+                "chainStarted": self.chain_started_ms,
+                "bytes": self.store_bytes,
+                "exclusiveBytes": self.exclusive_bytes,
+            },
+            "sessions": self.sessions,
+            "ledgers": self.ledgers,
+            "privateIndex": self.index,
+            "references": [
+                {
+                    "session": r.session,
+                    "entry": r.entry,
+                    "kind": r.kind,
+                    "snapshot": r.snapshot,
+                    "state": r.state,
+                }
+                for r in self.references
+            ],
             "warnings": self.warnings,
-            "feed": self.feed, "feedMismatch": self.feed_mismatch,
+            "feed": self.feed,
+            "feedMismatch": self.feed_mismatch,
             "interruptedRestores": [j.to_json() for j in self.interrupted],
             "brokenJournals": self.broken_journals,
-            "storeLock": ({"path": self.store_lock, "ageSeconds": round(self.store_lock_age_s or 0.0, 1),
-                           "stale": self.stale_lock} if self.store_lock else None),
+            "storeLock": (
+                {
+                    "path": self.store_lock,
+                    "ageSeconds": round(self.store_lock_age_s or 0.0, 1),
+                    "stale": self.stale_lock,
+                }
+                if self.store_lock
+                else None
+            ),
         }
 
 
 def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     """Read the store chain, the private index and every session of this repository; change
     nothing."""
-    from ledger.git.index import PrivateIndex, private_dir
-    from ledger.git.rewrite import chain_started_ms
     from ledger.git.feed import MISMATCH_FILE, read_status_file
+    from ledger.git.index import PrivateIndex, private_dir
     from ledger.git.journal import open_journals
+    from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
     from ledger.recovery import settle_journals
 
@@ -148,17 +183,28 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     kept = set(store.snapshots())
     total, exclusive = store.disk_usage()
     sessions = repo_sessions(agent_dir, repo.root)
-    report = DoctorReport(store.head(), keepalives, len(kept), len(sessions), 0, chain_problems,
-                          index=PrivateIndex(repo.git_dir).health(), chain_started_ms=chain_started_ms(repo),
-                          store_bytes=total, exclusive_bytes=exclusive)
+    report = DoctorReport(
+        store.head(),
+        keepalives,
+        len(kept),
+        len(sessions),
+        0,
+        chain_problems,
+        index=PrivateIndex(repo.git_dir).health(),
+        chain_started_ms=chain_started_ms(repo),
+        store_bytes=total,
+        exclusive_bytes=exclusive,
+    )
     report.interrupted = interrupted
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
     report.feed = read_status_file(repo.git_dir)
     mismatch = private_dir(repo.git_dir) / MISMATCH_FILE
     if mismatch.is_file():
         report.feed_mismatch = str(mismatch)
-        report.warnings.append(f"the change feed once disagreed with a full scan; that session switched to full "
-                               f"scans (captures stay exact). Evidence for a bug report: {mismatch}")
+        report.warnings.append(
+            f"the change feed once disagreed with a full scan; that session switched to full "
+            f"scans (captures stay exact). Evidence for a bug report: {mismatch}"
+        )
     age = store.lock_age_s()
     if age is not None:
         report.store_lock, report.store_lock_age_s = str(store.lock_path), age
@@ -177,7 +223,9 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     for ledger in ledgers:
         for reference in ledger.view.references:
             if reference.is_retention_reference:
-                latest[reference.snapshot] = max(latest.get(reference.snapshot, 0), reference.timestamp_ms)
+                latest[reference.snapshot] = max(
+                    latest.get(reference.snapshot, 0), reference.timestamp_ms
+                )
     # Keepalive times are whole seconds: a record counts as "after" once that second is over.
     started = report.chain_started_ms
     reached: dict[str, bool] = {}
@@ -196,5 +244,7 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
                 state = "unreachable"
             else:
                 state = "dropped"
-            report.references.append(DanglingReference(ledger.session_id, reference.entry_id, reference.kind, sha, state))
+            report.references.append(
+                DanglingReference(ledger.session_id, reference.entry_id, reference.kind, sha, state)
+            )
     return report

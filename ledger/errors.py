@@ -82,7 +82,9 @@ class NameResolutionError(LedgerError):
             message = f"no {kind} matches {name!r}{where}"
             if self.candidates:
                 shown = ", ".join(self.candidates[:10])
-                more = f" (and {len(self.candidates) - 10} more)" if len(self.candidates) > 10 else ""
+                more = (
+                    f" (and {len(self.candidates) - 10} more)" if len(self.candidates) > 10 else ""
+                )
                 hint = f"known {_plural(kind)}: {shown}{more}"
             else:
                 hint = f"there are no {_plural(kind)} to choose from"
@@ -108,14 +110,18 @@ class UnsafeLayoutError(NotARepositoryError):
     work tree under another name than ``.git``, or a work tree that does not hold the directory
     rewind was started from): a capture would read, and a restore could delete, git's own files."""
 
-    def __init__(self, path: Path | str, reason: str, *, root: Path | str, git_dir: Path | str) -> None:
+    def __init__(
+        self, path: Path | str, reason: str, *, root: Path | str, git_dir: Path | str
+    ) -> None:
         self.reason = reason
         self.root = Path(root)
         self.git_dir = Path(git_dir)
         LedgerError.__init__(
-            self, f"{Path(path)}: {reason} (work tree {self.root}, git dir {self.git_dir})",
+            self,
+            f"{Path(path)}: {reason} (work tree {self.root}, git dir {self.git_dir})",
             hint="rewind works in a work tree whose git directory is its .git or lies outside it; "
-                 "see 'git rev-parse --show-toplevel --absolute-git-dir'")
+            "see 'git rev-parse --show-toplevel --absolute-git-dir'",
+        )
         self.path = Path(path)
 
 
@@ -125,7 +131,10 @@ class GitError(LedgerError):
     def __init__(self, operation: str, detail: str, *, hint: str | None = None) -> None:
         self.operation = operation
         self.detail = detail.strip()
-        super().__init__(f"{operation} failed: {self.detail}" if self.detail else f"{operation} failed", hint=hint)
+        super().__init__(
+            f"{operation} failed: {self.detail}" if self.detail else f"{operation} failed",
+            hint=hint,
+        )
 
 
 class DirtySubmoduleError(GitError):
@@ -166,9 +175,13 @@ class UnsafeRestoreError(LedgerError):
     def __init__(self, reason: str, paths: Sequence[str] = (), *, hint: str | None = None) -> None:
         self.reason = reason
         self.paths = list(paths)
-        shown = ", ".join(self.paths[:5]) + (f" (and {len(self.paths) - 5} more)" if len(self.paths) > 5 else "")
-        super().__init__(f"restore refused: {reason}" + (f": {shown}" if shown else ""),
-                         hint=hint or "nothing was changed; choose another rewind point")
+        shown = ", ".join(self.paths[:5]) + (
+            f" (and {len(self.paths) - 5} more)" if len(self.paths) > 5 else ""
+        )
+        super().__init__(
+            f"restore refused: {reason}" + (f": {shown}" if shown else ""),
+            hint=hint or "nothing was changed; choose another rewind point",
+        )
 
 
 class RestoreFailedError(LedgerError):
@@ -178,8 +191,10 @@ class RestoreFailedError(LedgerError):
         self.detail = detail
         self.rolled_back_to = rolled_back_to
         where = f" (work tree restored to {rolled_back_to[:12]})" if rolled_back_to else ""
-        super().__init__(f"restore failed: {detail}{where}",
-                         hint=hint or "your files are as they were before the restore; nothing was recorded")
+        super().__init__(
+            f"restore failed: {detail}{where}",
+            hint=hint or "your files are as they were before the restore; nothing was recorded",
+        )
 
 
 class InterruptedRestoreError(LedgerError):
@@ -187,8 +202,16 @@ class InterruptedRestoreError(LedgerError):
     journal is still open, so the work tree may be between two states. Its undo snapshot holds
     every byte from before that restore and is kept from sweeps until the journal is closed."""
 
-    def __init__(self, undo: str, target: str, *, session: str | None, entry: str | None, started: str,
-                 state: str) -> None:
+    def __init__(
+        self,
+        undo: str,
+        target: str,
+        *,
+        session: str | None,
+        entry: str | None,
+        started: str,
+        state: str,
+    ) -> None:
         self.undo = undo
         self.target = target
         self.session = session
@@ -200,7 +223,8 @@ class InterruptedRestoreError(LedgerError):
             f"a restore{where} (to {target[:12]}, started {started}) was interrupted before it was {what}: "
             "the work tree may be between two states",
             hint=f"'rewind undo {session or 'SESSION'}' brings back every file as it was before that restore "
-                 f"(snapshot {undo[:12]}); 'rewind doctor' shows the details")
+            f"(snapshot {undo[:12]}); 'rewind doctor' shows the details",
+        )
 
 
 class InsufficientSpaceError(LedgerError):
@@ -212,7 +236,8 @@ class InsufficientSpaceError(LedgerError):
         self.available = available
         super().__init__(
             f"not enough free space under {self.path}: the restore writes {needed:,} bytes, {available:,} are free",
-            hint="free some space and try again; nothing was changed")
+            hint="free some space and try again; nothing was changed",
+        )
 
 
 class LockTimeoutError(LedgerError):
@@ -230,8 +255,10 @@ class NoRewindPointError(LedgerError):
 
     def __init__(self, entry: str, *, reason: str | None = None, hint: str | None = None) -> None:
         self.entry = entry
-        super().__init__(f"entry {entry} has no exact rewind point" + (f" ({reason})" if reason else ""),
-                         hint=hint or "see 'rewind tree SESSION' for the entries marked ◆")
+        super().__init__(
+            f"entry {entry} has no exact rewind point" + (f" ({reason})" if reason else ""),
+            hint=hint or "see 'rewind tree SESSION' for the entries marked ◆",
+        )
 
 
 class NothingToUndoError(LedgerError):
@@ -239,10 +266,10 @@ class NothingToUndoError(LedgerError):
 
     def __init__(self, session: str, *, reason: str | None = None) -> None:
         self.session = session
-        super().__init__(f"nothing to undo in session {session}" + (f" ({reason})" if reason else ""),
-                         hint="an undo point exists after a restore that changed files")
-
-
+        super().__init__(
+            f"nothing to undo in session {session}" + (f" ({reason})" if reason else ""),
+            hint="an undo point exists after a restore that changed files",
+        )
 
 
 # --- review and portability (issue 15) ------------------------------------------------------
@@ -253,8 +280,10 @@ class CorruptArchiveError(LedgerError):
 
     def __init__(self, reason: str, *, hint: str | None = None) -> None:
         self.reason = reason
-        super().__init__(f"archive refused: {reason}",
-                         hint=hint or "nothing was written; export the session again with 'rewind export'")
+        super().__init__(
+            f"archive refused: {reason}",
+            hint=hint or "nothing was written; export the session again with 'rewind export'",
+        )
 
 
 class HostileArchiveError(LedgerError):
@@ -262,8 +291,10 @@ class HostileArchiveError(LedgerError):
 
     def __init__(self, reason: str, *, hint: str | None = None) -> None:
         self.reason = reason
-        super().__init__(f"archive refused: {reason}",
-                         hint=hint or "nothing was written; only archives made by 'rewind export' are accepted")
+        super().__init__(
+            f"archive refused: {reason}",
+            hint=hint or "nothing was written; only archives made by 'rewind export' are accepted",
+        )
 
 
 class ImportConflictError(LedgerError):
@@ -271,8 +302,10 @@ class ImportConflictError(LedgerError):
 
     def __init__(self, path: Path | str, *, hint: str | None = None) -> None:
         self.path = Path(path)
-        super().__init__(f"{self.path} already exists with other content",
-                         hint=hint or "nothing was written; move that file away to import this archive again")
+        super().__init__(
+            f"{self.path} already exists with other content",
+            hint=hint or "nothing was written; move that file away to import this archive again",
+        )
 
 
 class CaptureIndexError(GitError):
@@ -282,11 +315,14 @@ class CaptureIndexError(GitError):
     def __init__(self, directory: Path | str, detail: str, *, no_space: bool = False) -> None:
         self.directory = Path(directory)
         self.no_space = no_space
-        hint = (f"free some disk space on the file system holding {self.directory}, then try again"
-                if no_space else
-                f"check that {self.directory} is writable (permissions, read-only mount), then try again")
-        super().__init__("snapshot", f"cannot use the capture index in {self.directory}: {detail}",
-                         hint=hint)
+        hint = (
+            f"free some disk space on the file system holding {self.directory}, then try again"
+            if no_space
+            else f"check that {self.directory} is writable (permissions, read-only mount), then try again"
+        )
+        super().__init__(
+            "snapshot", f"cannot use the capture index in {self.directory}: {detail}", hint=hint
+        )
 
 
 __all__ = [

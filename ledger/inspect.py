@@ -31,7 +31,9 @@ class SessionSummary:
     skipped_lines: int
 
 
-def summarize_sessions(infos: list[SessionInfo], reader: LineageReader) -> tuple[list[SessionSummary], list[str]]:
+def summarize_sessions(
+    infos: list[SessionInfo], reader: LineageReader
+) -> tuple[list[SessionSummary], list[str]]:
     """One summary per readable session (in the given order); unreadable ones become warnings."""
     rows: list[SessionSummary] = []
     warnings: list[str] = []
@@ -42,14 +44,16 @@ def summarize_sessions(infos: list[SessionInfo], reader: LineageReader) -> tuple
             warnings.append(f"skipped {info.path}: {exc.message}")
             continue
         assert link.session is not None
-        rows.append(SessionSummary(
-            id=link.session_id,
-            file=info.path,
-            entries=len(link.session.entries),
-            points=link.view.points,
-            parent_session=link.parent_session,
-            skipped_lines=len(link.session.skipped),
-        ))
+        rows.append(
+            SessionSummary(
+                id=link.session_id,
+                file=info.path,
+                entries=len(link.session.entries),
+                points=link.view.points,
+                parent_session=link.parent_session,
+                skipped_lines=len(link.session.skipped),
+            )
+        )
     return rows, warnings
 
 
@@ -68,9 +72,16 @@ class LogRow:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "entryId": self.entry_id, "kind": self.kind, "snapshot": self.snapshot,
-            "record": self.record, "recordType": self.record_type, "session": self.session,
-            "file": str(self.file), "timestamp": self.timestamp, "role": self.role, "text": self.text,
+            "entryId": self.entry_id,
+            "kind": self.kind,
+            "snapshot": self.snapshot,
+            "record": self.record,
+            "recordType": self.record_type,
+            "session": self.session,
+            "file": str(self.file),
+            "timestamp": self.timestamp,
+            "role": self.role,
+            "text": self.text,
         }
 
 
@@ -94,13 +105,20 @@ def ledger_log(path: Path, reader: LineageReader, *, lineage: bool = False) -> L
         session = link.session
         for ref in link.view.references:
             entry = session.get(ref.entry_id) if (session is not None and ref.entry_id) else None
-            report.rows.append(LogRow(
-                entry_id=ref.entry_id, kind=ref.kind, snapshot=ref.snapshot, record=ref.record_id,
-                record_type=ref.record_type, session=link.session_id, file=link.path,
-                timestamp=ref.timestamp,
-                role=kind_of(entry) if entry is not None else None,
-                text=short(entry_text(entry)) if entry is not None else None,
-            ))
+            report.rows.append(
+                LogRow(
+                    entry_id=ref.entry_id,
+                    kind=ref.kind,
+                    snapshot=ref.snapshot,
+                    record=ref.record_id,
+                    record_type=ref.record_type,
+                    session=link.session_id,
+                    file=link.path,
+                    timestamp=ref.timestamp,
+                    role=kind_of(entry) if entry is not None else None,
+                    text=short(entry_text(entry)) if entry is not None else None,
+                )
+            )
     return report
 
 
@@ -117,8 +135,14 @@ class TreeRow:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "id": self.id, "parentId": self.parent_id, "type": self.type, "role": self.role,
-            "text": self.text, "label": self.label, "leaf": self.leaf, "point": self.point,
+            "id": self.id,
+            "parentId": self.parent_id,
+            "type": self.type,
+            "role": self.role,
+            "text": self.text,
+            "label": self.label,
+            "leaf": self.leaf,
+            "point": self.point,
         }
 
 
@@ -130,7 +154,9 @@ class TreeReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def session_tree(path: Path, reader: LineageReader, exists: Callable[[str], bool] | None) -> TreeReport:
+def session_tree(
+    path: Path, reader: LineageReader, exists: Callable[[str], bool] | None
+) -> TreeReport:
     """The session's entries in file order, with the rewind point of each through lineage."""
     chain = reader.lineage(reader.load(path, full=True).session or path)
     link = chain.current
@@ -144,11 +170,18 @@ def session_tree(path: Path, reader: LineageReader, exists: Callable[[str], bool
     rows = []
     for entry in session.entries:
         point = points.get(entry.id)
-        rows.append(TreeRow(
-            id=entry.id, parent_id=entry.parent_id, type=entry.type, role=entry.role,
-            text=short(entry_text(entry)), label=labels.get(entry.id),
-            leaf=entry.id == leaf_id, point=point[0] if point else None,
-        ))
+        rows.append(
+            TreeRow(
+                id=entry.id,
+                parent_id=entry.parent_id,
+                type=entry.type,
+                role=entry.role,
+                text=short(entry_text(entry)),
+                label=labels.get(entry.id),
+                leaf=entry.id == leaf_id,
+                point=point[0] if point else None,
+            )
+        )
 
     def describe(entry: Entry) -> str:
         parts = [entry.id, kind_of(entry)]
@@ -175,10 +208,14 @@ def _warn_about_file(link: LedgerFile, warnings: list[str]) -> None:
             if skipped.reason != "repeated session header":
                 warnings.append(f"{link.path}: line {skipped.line} skipped ({skipped.reason})")
         if session.migrated_from is not None:
-            warnings.append(f"{link.path}: version {session.migrated_from} file, read as version 3 in memory")
+            warnings.append(
+                f"{link.path}: version {session.migrated_from} file, read as version 3 in memory"
+            )
     by_reason: dict[str, list[str]] = {}
     for invalid in link.view.invalid:
-        by_reason.setdefault(f"{invalid.custom_type}: {invalid.reason}", []).append(invalid.record_id)
+        by_reason.setdefault(f"{invalid.custom_type}: {invalid.reason}", []).append(
+            invalid.record_id
+        )
     for reason, ids in by_reason.items():
         shown = ", ".join(ids[:5]) + (f", … ({len(ids)} in all)" if len(ids) > 5 else "")
         warnings.append(f"{link.path}: ignored invalid record(s) ({reason}): {shown}")

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ledger.clock import ms_from_iso
-from ledger.records import FORK_PENDING, OP, RECORD_TYPES, TURN, DecodedRecord, InvalidRecord, decode_record
+from ledger.records import (
+    FORK_PENDING,
+    OP,
+    RECORD_TYPES,
+    TURN,
+    DecodedRecord,
+    InvalidRecord,
+    decode_record,
+)
 from ledger.session.model import Session, is_restorable
 from ledger.session.parse import Entry
 
@@ -90,7 +98,9 @@ class LedgerView:
     def _fold(self, entries: Iterable[Entry]) -> None:
         for entry in entries:
             custom_type = entry.custom_type or ""
-            decoded = decode_record(custom_type, entry.raw.get("data"), entry.id, entry.parent_id, entry.timestamp)
+            decoded = decode_record(
+                custom_type, entry.raw.get("data"), entry.id, entry.parent_id, entry.timestamp
+            )
             if isinstance(decoded, InvalidRecord):
                 self.invalid.append(decoded)
                 continue
@@ -99,8 +109,13 @@ class LedgerView:
             stamp = entry.timestamp if isinstance(entry.timestamp, str) else None
             ms = ms_from_iso(entry.timestamp)
 
-            def ref(entry_id: str | None, kind: ReferenceKind, sha: str) -> None:
-                self.references.append(Reference(entry_id, kind, sha, entry.id, custom_type, stamp, ms))
+            def ref(
+                entry_id: str | None,
+                kind: ReferenceKind,
+                sha: str,
+                _by: tuple[str, str, str | None, int] = (entry.id, custom_type, stamp, ms),
+            ) -> None:
+                self.references.append(Reference(entry_id, kind, sha, *_by))
 
             if custom_type == FORK_PENDING:
                 self.fork_pending = decoded
@@ -162,4 +177,4 @@ class LedgerView:
         return len(self.entry_to_commit)
 
 
-__all__ = ["BranchState", "LedgerView", "Reference", "FORK_PENDING", "OP", "TURN"]
+__all__ = ["FORK_PENDING", "OP", "TURN", "BranchState", "LedgerView", "Reference"]

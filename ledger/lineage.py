@@ -56,7 +56,9 @@ class Lineage:
     def current(self) -> LedgerFile:
         return self.links[0]
 
-    def resolve(self, entry_id: str, exists: Callable[[str], bool]) -> tuple[str, LedgerFile] | None:
+    def resolve(
+        self, entry_id: str, exists: Callable[[str], bool]
+    ) -> tuple[str, LedgerFile] | None:
         """The first existing snapshot bound to ``entry_id``, nearest session first."""
         for link in self.links:
             sha = link.view.entry_to_commit.get(entry_id)
@@ -98,7 +100,12 @@ class LineageReader:
             stat = None
         key: _Key | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino) if stat else None
         cached = self._cache.get(canonical)
-        if cached is not None and key is not None and cached[0] == key and (cached[1].session or not full):
+        if (
+            cached is not None
+            and key is not None
+            and cached[0] == key
+            and (cached[1].session or not full)
+        ):
             return cached[1]
         data = read_bytes(Path(canonical))
         if not full and REWIND_MARKER not in data:
@@ -107,12 +114,20 @@ class LineageReader:
             except NoHeaderError:
                 header = None
             if header is not None:
-                result = _ledger_file(Path(canonical), header, LedgerView.empty(str(header.get("id")), _str(header.get("parentSession"))), None, True)
+                result = _ledger_file(
+                    Path(canonical),
+                    header,
+                    LedgerView.empty(str(header.get("id")), _str(header.get("parentSession"))),
+                    None,
+                    True,
+                )
                 if key is not None:
                     self._cache[canonical] = (key, result)
                 return result
         session = _session_from(Path(canonical), data)
-        result = _ledger_file(Path(canonical), session.header, LedgerView.of(session), session, False)
+        result = _ledger_file(
+            Path(canonical), session.header, LedgerView.of(session), session, False
+        )
         if key is not None:
             self._cache[canonical] = (key, result)
         return result
@@ -122,7 +137,10 @@ class LineageReader:
         if isinstance(start, Session):
             first = _ledger_file(
                 Path(os.path.realpath(start.path)) if start.path else Path("<memory>"),
-                start.header, LedgerView.of(start), start, False,
+                start.header,
+                LedgerView.of(start),
+                start,
+                False,
             )
         else:
             first = self.load(start, full=False)
@@ -134,14 +152,16 @@ class LineageReader:
             canonical = os.path.realpath(parent_path)
             if canonical in visited:
                 lineage.warnings.append(
-                    f"parentSession cycle: {link.path} points back to {canonical}; stopped following parents")
+                    f"parentSession cycle: {link.path} points back to {canonical}; stopped following parents"
+                )
                 break
             visited.add(canonical)
             try:
                 link = self.load(canonical)
             except LedgerError as exc:
                 lineage.warnings.append(
-                    f"parent session of {link.session_id} is unreadable ({exc.message}); stopped following parents")
+                    f"parent session of {link.session_id} is unreadable ({exc.message}); stopped following parents"
+                )
                 break
             lineage.links.append(link)
         return lineage
@@ -151,12 +171,25 @@ def _session_from(path: Path, data: bytes) -> Session:
     try:
         return Session(parse_session_bytes(data), path)
     except NoHeaderError as exc:
-        raise SessionFileError(path, f"not a Pi session file ({exc})",
-                               hint='a Pi session file starts with a {"type":"session","id":…} header line') from exc
+        raise SessionFileError(
+            path,
+            f"not a Pi session file ({exc})",
+            hint='a Pi session file starts with a {"type":"session","id":…} header line',
+        ) from exc
 
 
-def _ledger_file(path: Path, header: dict, view: LedgerView, session: Session | None, fast: bool) -> LedgerFile:
-    return LedgerFile(path, str(header.get("id")), _str(header.get("cwd")), _str(header.get("parentSession")), view, session, fast)
+def _ledger_file(
+    path: Path, header: dict, view: LedgerView, session: Session | None, fast: bool
+) -> LedgerFile:
+    return LedgerFile(
+        path,
+        str(header.get("id")),
+        _str(header.get("cwd")),
+        _str(header.get("parentSession")),
+        view,
+        session,
+        fast,
+    )
 
 
 def _str(value: object) -> str | None:

@@ -33,7 +33,9 @@ def serialize_entry(entry: dict[str, Any]) -> bytes:
     return orjson.dumps(entry) + b"\n"
 
 
-def custom_entry(custom_type: str, data: dict[str, Any], entry_id: str, parent_id: str | None, timestamp: str) -> dict[str, Any]:
+def custom_entry(
+    custom_type: str, data: dict[str, Any], entry_id: str, parent_id: str | None, timestamp: str
+) -> dict[str, Any]:
     """The envelope dict in Pi's key order (``type, customType, data, id, parentId, timestamp``)."""
     return {
         "type": "custom",
@@ -75,11 +77,20 @@ class InvalidRecord:
 
 def _is_v2(data: dict[str, Any]) -> bool:
     version = data.get("v")
-    return not isinstance(version, bool) and isinstance(version, (int, float)) and version == RECORD_VERSION
+    return (
+        not isinstance(version, bool)
+        and isinstance(version, (int, float))
+        and version == RECORD_VERSION
+    )
 
 
 def _sha_at(snapshots: list[Any], index: Any) -> str | None:
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0 or index >= len(snapshots):
+    if (
+        isinstance(index, bool)
+        or not isinstance(index, int)
+        or index < 0
+        or index >= len(snapshots)
+    ):
         return None
     value = snapshots[index]
     return value if isinstance(value, str) and value else None
@@ -98,8 +109,15 @@ def decode_record(
         if not isinstance(current, str) or not current:
             return InvalidRecord(custom_type, record_id, "current is not a non-empty string")
         undo = data.get("undo")
-        return DecodedRecord(custom_type, record_id, parent_id, timestamp, (), current,
-                             undo if isinstance(undo, str) and undo else None)
+        return DecodedRecord(
+            custom_type,
+            record_id,
+            parent_id,
+            timestamp,
+            (),
+            current,
+            undo if isinstance(undo, str) and undo else None,
+        )
     snapshots = data.get("snapshots")
     if not isinstance(snapshots, list):
         return InvalidRecord(custom_type, record_id, "snapshots is not an array")
@@ -123,4 +141,13 @@ def decode_record(
                 bindings.append((entry_id, sha))
     current = _sha_at(snapshots, data.get("current")) if custom_type == OP else None
     undo = _sha_at(snapshots, data.get("undo")) if custom_type == OP else None
-    return DecodedRecord(custom_type, record_id, parent_id, timestamp, tuple(bindings), current, undo, tuple(problems))
+    return DecodedRecord(
+        custom_type,
+        record_id,
+        parent_id,
+        timestamp,
+        tuple(bindings),
+        current,
+        undo,
+        tuple(problems),
+    )

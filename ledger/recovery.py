@@ -35,8 +35,12 @@ def _recorded(journal: Journal) -> bool:
         view = LedgerView.of(read_session(journal.session))
     except LedgerError:
         return False
-    return any(ref.snapshot == journal.undo and ref.kind in ("undo", "fork-pending")
-               and ref.timestamp_ms >= journal.started_ms for ref in view.references)
+    return any(
+        ref.snapshot == journal.undo
+        and ref.kind in ("undo", "fork-pending")
+        and ref.timestamp_ms >= journal.started_ms
+        for ref in view.references
+    )
 
 
 def settle_journals(repo: GitRepo) -> list[Journal]:
@@ -45,8 +49,14 @@ def settle_journals(repo: GitRepo) -> list[Journal]:
 
 
 def interruption_error(journal: Journal) -> InterruptedRestoreError:
-    return InterruptedRestoreError(journal.undo, journal.target, session=_session_name(journal),
-                                   entry=journal.entry, started=journal.started, state=journal.state)
+    return InterruptedRestoreError(
+        journal.undo,
+        journal.target,
+        session=_session_name(journal),
+        entry=journal.entry,
+        started=journal.started,
+        state=journal.state,
+    )
 
 
 def refuse_if_interrupted(repo: GitRepo) -> None:
@@ -74,10 +84,19 @@ class RecoveryReport:
     record: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"recovered": self.journal, "session": self.session, "target": self.restored_to,
-                "interruptedTarget": self.interrupted_target, "changed": self.changed, "added": self.added,
-                "modified": self.modified, "deleted": self.deleted, "undo": self.undo, "record": self.record,
-                "mode": "recover"}
+        return {
+            "recovered": self.journal,
+            "session": self.session,
+            "target": self.restored_to,
+            "interruptedTarget": self.interrupted_target,
+            "changed": self.changed,
+            "added": self.added,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "undo": self.undo,
+            "record": self.record,
+            "mode": "recover",
+        }
 
 
 def recover(engine: object, journal: Journal) -> RecoveryReport:
@@ -90,11 +109,24 @@ def recover(engine: object, journal: Journal) -> RecoveryReport:
     session_file = engine.host.session_file
     intent = RestoreIntent(session=str(session_file) if session_file else None, operation="recover")
     with restore_intent(intent):
-        outcome = restore_commit(engine.repo, journal.undo, engine.settings.snapshot, clock=engine.clock,
-                                 recovering=journal)
-    report = RecoveryReport(journal.id, intent.session, journal.undo, journal.target, outcome.changed,
-                            list(outcome.plan.added), list(outcome.plan.modified), list(outcome.plan.deleted),
-                            outcome.undo_commit)
+        outcome = restore_commit(
+            engine.repo,
+            journal.undo,
+            engine.settings.snapshot,
+            clock=engine.clock,
+            recovering=journal,
+        )
+    report = RecoveryReport(
+        journal.id,
+        intent.session,
+        journal.undo,
+        journal.target,
+        outcome.changed,
+        list(outcome.plan.added),
+        list(outcome.plan.modified),
+        list(outcome.plan.deleted),
+        outcome.undo_commit,
+    )
     # The branch's state is the pre-restore one again; the record also keeps that snapshot live.
     report.record = engine._append_op(current=journal.undo, undo=outcome.undo_commit)
     settle_journals(engine.repo)
@@ -119,5 +151,12 @@ def newest_interrupted(repo: GitRepo, session: Path | None) -> Journal | None:
     return chosen
 
 
-__all__ = ["RecoveryReport", "interruption_error", "newest_interrupted", "open_journals", "recover",
-           "refuse_if_interrupted", "settle_journals"]
+__all__ = [
+    "RecoveryReport",
+    "interruption_error",
+    "newest_interrupted",
+    "open_journals",
+    "recover",
+    "refuse_if_interrupted",
+    "settle_journals",
+]

@@ -49,7 +49,10 @@ def render_schemas() -> dict[str, str]:
         rendered[name] = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
     from ledger.bridge.protocol import bridge_schema
 
-    bridge = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": BASE_ID + "bridge.schema.json",
-              **{k: v for k, v in bridge_schema().items() if k != "$schema"}}
+    bridge = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": BASE_ID + "bridge.schema.json",
+        **{k: v for k, v in bridge_schema().items() if k != "$schema"},
+    }
     rendered["bridge.schema.json"] = json.dumps(bridge, indent=2, ensure_ascii=False) + "\n"
     return rendered

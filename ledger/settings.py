@@ -34,7 +34,13 @@ from ledger.safe_read import read_regular_file
 MIB = 1024 * 1024
 DEFAULT_MAX_UNTRACKED_FILE_BYTES = 50 * MIB
 DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
-    "node_modules", ".venv", "venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".tox",
+    "node_modules",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".tox",
 )
 
 ScanMode = Literal["ancestor-only", "repo-sessions"]
@@ -43,8 +49,9 @@ ScanMode = Literal["ancestor-only", "repo-sessions"]
 class SnapshotSettings(BaseModel):
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
-    max_untracked_file_bytes: int = Field(DEFAULT_MAX_UNTRACKED_FILE_BYTES, ge=0,
-                                          alias="maxUntrackedFileBytes")
+    max_untracked_file_bytes: int = Field(
+        DEFAULT_MAX_UNTRACKED_FILE_BYTES, ge=0, alias="maxUntrackedFileBytes"
+    )
     """Untracked files larger than this are not captured; 0 disables the limit."""
     protected_dirs: tuple[str, ...] = Field(DEFAULT_PROTECTED_DIRS, alias="protectedDirs")
     """Untracked, non-ignored directories with one of these names are not captured."""
@@ -73,7 +80,9 @@ class Settings(BaseModel):
     retention: RetentionSettings | None = None
 
 
-def load_settings(agent_dir: Path | str, repo_root: Path | str | None = None) -> tuple[Settings, list[str]]:
+def load_settings(
+    agent_dir: Path | str, repo_root: Path | str | None = None
+) -> tuple[Settings, list[str]]:
     """``(settings, warnings)`` from ``<agent_dir>/settings.json``, overridden field by field by
     ``<repo_root>/.pi/settings.json`` when a repository is given; never raises."""
     effective = resolve_settings(agent_dir, repo_root)
@@ -149,7 +158,9 @@ def _read_layer(path: Path, warnings: list[str]) -> Any:
     return value
 
 
-def resolve_settings(agent_dir: Path | str, repo_root: Path | str | None = None) -> EffectiveSettings:
+def resolve_settings(
+    agent_dir: Path | str, repo_root: Path | str | None = None
+) -> EffectiveSettings:
     """Global settings, then the project's, merged key by key (sections ``snapshot`` and
     ``retention`` merged inside too); validated once, field by field; never raises."""
     warnings: list[str] = []
@@ -178,21 +189,30 @@ def resolve_settings(agent_dir: Path | str, repo_root: Path | str | None = None)
     return EffectiveSettings(settings, warnings, files, sources)
 
 
-def _apply_project_floor(settings: Settings, project: str, user_file: Path, sources: dict[str, str],
-                         warnings: list[str]) -> Settings:
+def _apply_project_floor(
+    settings: Settings, project: str, user_file: Path, sources: dict[str, str], warnings: list[str]
+) -> Settings:
     """Raise retention limits that only the project file set below the floor (see the constants)."""
     retention = settings.retention
     if retention is None:
         return settings
     update: dict[str, Any] = {}
-    for key, name, floor in (("maxSnapshots", "max_snapshots", PROJECT_FLOOR_MAX_SNAPSHOTS),
-                             ("maxAgeDays", "max_age_days", PROJECT_FLOOR_MAX_AGE_DAYS)):
+    for key, name, floor in (
+        ("maxSnapshots", "max_snapshots", PROJECT_FLOOR_MAX_SNAPSHOTS),
+        ("maxAgeDays", "max_age_days", PROJECT_FLOOR_MAX_AGE_DAYS),
+    ):
         value = getattr(retention, name)
-        if sources.get(f"rewind.retention.{key}") == project and value is not None and value < floor:
+        if (
+            sources.get(f"rewind.retention.{key}") == project
+            and value is not None
+            and value < floor
+        ):
             update[name] = floor
-            warnings.append(f"rewind.retention.{key}: {value:g} in {project} is below what a repository's own "
-                            f"settings may set ({floor:g}); using {floor:g} (set it in {user_file} or pass "
-                            f"--{'max-snapshots' if key == 'maxSnapshots' else 'max-age-days'} to go lower)")
+            warnings.append(
+                f"rewind.retention.{key}: {value:g} in {project} is below what a repository's own "
+                f"settings may set ({floor:g}); using {floor:g} (set it in {user_file} or pass "
+                f"--{'max-snapshots' if key == 'maxSnapshots' else 'max-age-days'} to go lower)"
+            )
     if not update:
         return settings
     return settings.model_copy(update={"retention": retention.model_copy(update=update)})
@@ -207,16 +227,18 @@ def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "set
         return Settings()
     fields: dict[str, Any] = {}
     if "silentCheckpoints" in value:
-        fields["silent_checkpoints"] = _field(Settings, "silent_checkpoints",
-                                              value["silentCheckpoints"], "rewind", warnings)
+        fields["silent_checkpoints"] = _field(
+            Settings, "silent_checkpoints", value["silentCheckpoints"], "rewind", warnings
+        )
     snapshot = value.get("snapshot")
     if snapshot is not None:
         fields["snapshot"] = _section(SnapshotSettings, snapshot, "rewind.snapshot", warnings)
     retention = value.get("retention")
     if retention is not None and retention is not False:
         if isinstance(retention, dict):
-            fields["retention"] = _section(RetentionSettings, retention, "rewind.retention",
-                                           warnings)
+            fields["retention"] = _section(
+                RetentionSettings, retention, "rewind.retention", warnings
+            )
         elif retention:
             warnings.append("rewind.retention: expected an object; retention stays off")
     return Settings(**fields)
@@ -267,7 +289,11 @@ def _strict_value(name: str, value: Any) -> Any:
     if name in {"max_snapshots", "max_age_days", "startup_budget_ms"}:
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             return _INVALID
         if name == "max_snapshots":
             return int(value) if value == int(value) else _INVALID
@@ -280,8 +306,12 @@ def _strict_value(name: str, value: Any) -> Any:
 
 
 def _valid_dir_name(value: Any) -> bool:
-    return (isinstance(value, str) and value not in {"", ".", ".."} and "/" not in value
-            and "\0" not in value)
+    return (
+        isinstance(value, str)
+        and value not in {"", ".", ".."}
+        and "/" not in value
+        and "\0" not in value
+    )
 
 
 def _show(default: Any) -> str:

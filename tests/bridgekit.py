@@ -42,12 +42,24 @@ class Reply:
 class FakePi:
     """Pi's in-memory session plus the extension's half of the protocol."""
 
-    def __init__(self, cwd: Path, agent_dir: Path, *, parent_session: str | None = None,
-                 entries: list[dict[str, Any]] | None = None, session_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        cwd: Path,
+        agent_dir: Path,
+        *,
+        parent_session: str | None = None,
+        entries: list[dict[str, Any]] | None = None,
+        session_file: Path | None = None,
+    ) -> None:
         self.cwd = cwd
         self.agent_dir = agent_dir
-        self.header: dict[str, Any] = {"type": "session", "version": 3, "id": str(uuid.uuid4()),
-                                       "timestamp": _now_iso(), "cwd": str(cwd)}
+        self.header: dict[str, Any] = {
+            "type": "session",
+            "version": 3,
+            "id": str(uuid.uuid4()),
+            "timestamp": _now_iso(),
+            "cwd": str(cwd),
+        }
         if parent_session:
             self.header["parentSession"] = parent_session
         self.entries: list[dict[str, Any]] = list(entries or [])
@@ -58,25 +70,46 @@ class FakePi:
         self.has_ui = True
         self._ids = 0
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "ledger", "serve", "--stdio"], cwd=cwd, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ledger", "serve", "--stdio"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     # --- Pi's session -------------------------------------------------------------------------
 
     def _append(self, entry: dict[str, Any]) -> dict[str, Any]:
         self._ids += 1
-        entry = {"type": entry.pop("type"), "id": f"{self._ids:08x}", "parentId": self.leaf,
-                 "timestamp": _now_iso(), **entry}
+        entry = {
+            "type": entry.pop("type"),
+            "id": f"{self._ids:08x}",
+            "parentId": self.leaf,
+            "timestamp": _now_iso(),
+            **entry,
+        }
         self.entries.append(entry)
         self.leaf = entry["id"]
         return entry
 
     def user(self, text: str) -> str:
-        return self._append({"type": "message", "message": {"role": "user", "content": text, "timestamp": 1}})["id"]
+        return self._append(
+            {"type": "message", "message": {"role": "user", "content": text, "timestamp": 1}}
+        )["id"]
 
     def assistant(self, text: str) -> str:
-        return self._append({"type": "message", "message": {
-            "role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2}})["id"]
+        return self._append(
+            {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": 2,
+                },
+            }
+        )["id"]
 
     def write_file(self) -> Path:
         """Flush the session to disk the way Pi does once it has an assistant message."""
@@ -86,7 +119,11 @@ class FakePi:
         return self.session_file
 
     def custom(self, custom_type: str) -> list[dict[str, Any]]:
-        return [e["data"] for e in self.entries if e["type"] == "custom" and e.get("customType") == custom_type]
+        return [
+            e["data"]
+            for e in self.entries
+            if e["type"] == "custom" and e.get("customType") == custom_type
+        ]
 
     def foreign(self, custom_type: str, data: dict[str, Any]) -> str:
         """Another extension's ``pi.appendEntry`` (pi-rewind-hook loaded next to ours)."""
@@ -106,21 +143,46 @@ class FakePi:
             raise EOFError(self.proc.stderr.read().decode() if self.proc.stderr else "")
         return orjson.loads(line)
 
-    def event(self, name: str, payload: dict[str, Any] | None = None, *, event_id: int | None = None) -> Reply:
+    def event(
+        self, name: str, payload: dict[str, Any] | None = None, *, event_id: int | None = None
+    ) -> Reply:
         self._ids += 1
         eid = event_id if event_id is not None else self._ids
-        self.send_raw(orjson.dumps({"type": "event", "id": eid, "event": name, "payload": payload or {},
-                                    "ctx": {"hasUI": self.has_ui, "cwd": str(self.cwd),
-                                            "sessionFile": str(self.session_file), "leafId": self.leaf}}))
+        self.send_raw(
+            orjson.dumps(
+                {
+                    "type": "event",
+                    "id": eid,
+                    "event": name,
+                    "payload": payload or {},
+                    "ctx": {
+                        "hasUI": self.has_ui,
+                        "cwd": str(self.cwd),
+                        "sessionFile": str(self.session_file),
+                        "leafId": self.leaf,
+                    },
+                }
+            )
+        )
         calls: list[dict[str, Any]] = []
         for message in self._messages():
             if message["type"] == "call":
                 calls.append(message)
-                self.send_raw(orjson.dumps({"type": "reply", "id": message["id"], "result": self._answer(message)}))
+                self.send_raw(
+                    orjson.dumps(
+                        {"type": "reply", "id": message["id"], "result": self._answer(message)}
+                    )
+                )
             elif message["type"] == "result":
                 assert message["id"] == eid
-                return Reply(message["result"], message["notices"], message.get("status"), calls,
-                             panel=message.get("panel"), has_status="status" in message)
+                return Reply(
+                    message["result"],
+                    message["notices"],
+                    message.get("status"),
+                    calls,
+                    panel=message.get("panel"),
+                    has_status="status" in message,
+                )
             else:
                 return Reply({}, [], None, calls, error=message["error"])
         raise AssertionError("unreachable")
@@ -132,10 +194,17 @@ class FakePi:
     def _answer(self, call: dict[str, Any]) -> Any:
         params = call["params"]
         if call["method"] == "session":
-            return {"header": self.header, "entries": self.entries[params["from"]:], "total": len(self.entries),
-                    "leafId": self.leaf, "sessionFile": str(self.session_file)}
+            return {
+                "header": self.header,
+                "entries": self.entries[params["from"] :],
+                "total": len(self.entries),
+                "leafId": self.leaf,
+                "sessionFile": str(self.session_file),
+            }
         if call["method"] == "appendEntry":
-            entry = self._append({"type": "custom", "customType": params["customType"], "data": params["data"]})
+            entry = self._append(
+                {"type": "custom", "customType": params["customType"], "data": params["data"]}
+            )
             return {"entryId": entry["id"]}
         if call["method"] == "select":
             self.menus.append((params["title"], params["options"]))
@@ -169,9 +238,15 @@ def fork_child(parent: FakePi, entries: list[dict[str, Any]]) -> FakePi:
     """Pi's /fork: a new session file with the copied path and ``parentSession``, then a fresh
     extension instance (a new bridge) that sees ``session_start{reason:"fork"}``."""
     parent_file = parent.write_file()
-    child_file = create_session_file(parent.agent_dir / "sessions", str(parent.cwd), entries,
-                                     parent_session=str(parent_file))
-    child = FakePi(parent.cwd, parent.agent_dir, parent_session=str(parent_file), entries=entries,
-                   session_file=child_file)
+    child_file = create_session_file(
+        parent.agent_dir / "sessions", str(parent.cwd), entries, parent_session=str(parent_file)
+    )
+    child = FakePi(
+        parent.cwd,
+        parent.agent_dir,
+        parent_session=str(parent_file),
+        entries=entries,
+        session_file=child_file,
+    )
     child._ids = parent._ids + 1000
     return child

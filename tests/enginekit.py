@@ -19,8 +19,21 @@ def fresh_index_tree(repo: Path) -> str:
     index = repo / ".git" / "fresh-index-for-test"
     env = {"GIT_INDEX_FILE": str(index)}
     try:
-        subprocess.run(["git", "-c", "core.autocrlf=false", "add", "-A"], cwd=repo, check=True, capture_output=True, env={**_env(), **env})
-        return subprocess.run(["git", "write-tree"], cwd=repo, check=True, capture_output=True, text=True, env={**_env(), **env}).stdout.strip()
+        subprocess.run(
+            ["git", "-c", "core.autocrlf=false", "add", "-A"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            env={**_env(), **env},
+        )
+        return subprocess.run(
+            ["git", "write-tree"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**_env(), **env},
+        ).stdout.strip()
     finally:
         index.unlink(missing_ok=True)
 
@@ -32,7 +45,13 @@ def _env() -> dict[str, str]:
 
 
 def tree_of_commit(repo: Path, commit: str) -> str:
-    return subprocess.run(["git", "rev-parse", f"{commit}^{{tree}}"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", f"{commit}^{{tree}}"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @dataclass
@@ -51,9 +70,21 @@ class Agent:
     @classmethod
     def start(cls, repo: Path, agent_dir: Path, *, parent: Path | None = None) -> Agent:
         now = SystemClock().now_ms()
-        path = create_session_file(agent_dir / "sessions", str(repo), [
-            {"type": "model_change", "id": "m0000001", "parentId": None, "timestamp": iso_from_ms(now),
-             "provider": "scripted", "modelId": "scripted-1"}], parent_session=str(parent) if parent else None)
+        path = create_session_file(
+            agent_dir / "sessions",
+            str(repo),
+            [
+                {
+                    "type": "model_change",
+                    "id": "m0000001",
+                    "parentId": None,
+                    "timestamp": iso_from_ms(now),
+                    "provider": "scripted",
+                    "modelId": "scripted-1",
+                }
+            ],
+            parent_session=str(parent) if parent else None,
+        )
         agent = cls(repo, agent_dir, path)
         agent.engine.session_start("startup")
         return agent
@@ -65,12 +96,27 @@ class Agent:
         return again
 
     def user(self, text: str) -> str:
-        return self.writer.append_entry({"type": "message", "message": {
-            "role": "user", "content": [{"type": "text", "text": text}], "timestamp": SystemClock().now_ms()}})["id"]
+        return self.writer.append_entry(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": SystemClock().now_ms(),
+                },
+            }
+        )["id"]
 
     def assistant(self, text: str) -> dict[str, Any]:
-        message = {"role": "assistant", "content": [{"type": "text", "text": text}], "api": "scripted",
-                   "provider": "scripted", "model": "scripted-1", "stopReason": "stop", "timestamp": SystemClock().now_ms()}
+        message = {
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}],
+            "api": "scripted",
+            "provider": "scripted",
+            "model": "scripted-1",
+            "stopReason": "stop",
+            "timestamp": SystemClock().now_ms(),
+        }
         entry = self.writer.append_entry({"type": "message", "message": message})
         return {"id": entry["id"], "message": message}
 
@@ -92,7 +138,7 @@ class Agent:
         e.agent_end()
         return user_id, assistant_ids
 
-    def session(self):  # noqa: ANN201
+    def session(self):
         return read_session(self.session_file)
 
     def records(self, custom_type: str) -> list[dict[str, Any]]:

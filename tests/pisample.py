@@ -31,11 +31,13 @@ def materialize_sample(dst: Path) -> Path:
     sessions = root / "agent-home" / "sessions"
     for d in list(sessions.iterdir()):
         assert d.name.startswith(old_prefix + "-"), d.name
-        d.rename(sessions / (new_prefix + d.name[len(old_prefix):]))
+        d.rename(sessions / (new_prefix + d.name[len(old_prefix) :]))
     for f in root.rglob("*"):
         if f.is_file() and f.suffix in (".jsonl", ".json"):
             text = f.read_text(encoding="utf-8")
-            text = text.replace(old_prefix + "-", new_prefix + "-").replace(PLACEHOLDER, root_in_json)
+            text = text.replace(old_prefix + "-", new_prefix + "-").replace(
+                PLACEHOLDER, root_in_json
+            )
             f.write_text(text, encoding="utf-8")
     return root
 

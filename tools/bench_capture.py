@@ -36,17 +36,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ledger.git.repo import GitRepo  # noqa: E402
-from ledger.git.snapshot import take_snapshot  # noqa: E402
-from ledger.settings import SnapshotSettings  # noqa: E402
+from ledger.git.repo import GitRepo
+from ledger.git.snapshot import take_snapshot
+from ledger.settings import SnapshotSettings
 
 FILES_PER_DIR = 100
 TARGETS = {"nothing changed": 10.0, "1 file modified": 8.0}
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
-                            env={**os.environ, **(env or {})}, check=True)
+    result = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=True,
+    )
     return result.stdout
 
 
@@ -62,8 +68,16 @@ def build_repo(parent: Path, files: int) -> Path:
         (d / f"f{i % FILES_PER_DIR:03d}.txt").write_text(f"file {i}\n" * 3)
     (repo / ".gitignore").write_text("*.log\nbuild/\n")
     _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com",
-         "commit", "-qm", "synthetic")
+    _git(
+        repo,
+        "-c",
+        "user.name=Bench",
+        "-c",
+        "user.email=bench@example.com",
+        "commit",
+        "-qm",
+        "synthetic",
+    )
     return repo
 
 
@@ -73,8 +87,17 @@ def reference_capture(repo: Path) -> str:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
         tree = _git(repo, "write-tree", env=env).strip()
-    _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com",
-         "commit-tree", tree, "-m", "pi rewind snapshot")
+    _git(
+        repo,
+        "-c",
+        "user.name=Bench",
+        "-c",
+        "user.email=bench@example.com",
+        "commit-tree",
+        tree,
+        "-m",
+        "pi rewind snapshot",
+    )
     return tree
 
 
@@ -121,6 +144,7 @@ def scenarios(repo: Path) -> tuple[list[Scenario], dict[Path, bytes]]:
             for k in range(count):
                 path = pool[(step * count + k) % len(pool)]
                 path.write_bytes(originals[path] + f"bench {step} {k}\n".encode())
+
         return run
 
     def new_file(step: int) -> None:
@@ -143,8 +167,11 @@ def measure(repo: Path, runs: int) -> list[tuple[str, float, float]]:
     start = time.perf_counter()
     reference_capture(repo)
     ref_first = (time.perf_counter() - start) * 1000
-    print(f"  first capture (builds the private index): {first_ms:8.0f} ms   "
-          f"(reference: {ref_first:.0f} ms)", flush=True)
+    print(
+        f"  first capture (builds the private index): {first_ms:8.0f} ms   "
+        f"(reference: {ref_first:.0f} ms)",
+        flush=True,
+    )
     items, originals = scenarios(repo)
     rows = []
     step = 0
@@ -171,16 +198,22 @@ def measure(repo: Path, runs: int) -> list[tuple[str, float, float]]:
                 reference_capture(repo)
                 ref.append((time.perf_counter() - t0) * 1000)
             rows.append((scenario.name, statistics.median(ours), statistics.median(ref)))
-            print(f"  {scenario.name:22s} ours {rows[-1][1]:8.1f} ms   reference "
-                  f"{rows[-1][2]:8.1f} ms   ratio {rows[-1][2] / rows[-1][1]:5.1f}x", flush=True)
+            print(
+                f"  {scenario.name:22s} ours {rows[-1][1]:8.1f} ms   reference "
+                f"{rows[-1][2]:8.1f} ms   ratio {rows[-1][2] / rows[-1][1]:5.1f}x",
+                flush=True,
+            )
     finally:
         for path, data in originals.items():
             path.write_bytes(data)
         for extra in repo.glob("bench-untracked-*.txt"):
             extra.unlink()
     if mismatches:
-        print(f"  WARNING: {mismatches} captures differed from the fresh-index tree "
-              "(expected only when protected paths were skipped)", flush=True)
+        print(
+            f"  WARNING: {mismatches} captures differed from the fresh-index tree "
+            "(expected only when protected paths were skipped)",
+            flush=True,
+        )
     return rows
 
 
@@ -190,22 +223,30 @@ def report(label: str, rows: list[tuple[str, float, float]], show_targets: bool)
     for name, ours, ref in rows:
         ratio = ref / ours if ours else float("inf")
         target = TARGETS.get(name) if show_targets else None
-        verdict = "" if target is None else (f"≥{target:.0f}x " + ("ok" if ratio >= target
-                                                                    else "MISSED"))
+        verdict = (
+            "" if target is None else (f"≥{target:.0f}x " + ("ok" if ratio >= target else "MISSED"))
+        )
         print(f"  {name:22s} {ours:11.1f} ms {ref:9.1f} ms {ratio:7.1f}x  {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("repos", nargs="*", type=Path, help="existing repositories to measure")
-    parser.add_argument("--files", type=int, action="append",
-                        help="synthetic repository size (repeatable; default 10000 and 100000)")
+    parser.add_argument(
+        "--files",
+        type=int,
+        action="append",
+        help="synthetic repository size (repeatable; default 10000 and 100000)",
+    )
     parser.add_argument("--runs", type=int, default=7, help="timed runs per scenario")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic repositories")
     args = parser.parse_args(argv)
     sizes = args.files if args.files else ([] if args.repos else [10_000, 100_000])
-    print(f"git: {_git(Path.cwd(), 'version').strip()}   cpus: {os.cpu_count()}   "
-          f"runs per scenario: {args.runs}", flush=True)
+    print(
+        f"git: {_git(Path.cwd(), 'version').strip()}   cpus: {os.cpu_count()}   "
+        f"runs per scenario: {args.runs}",
+        flush=True,
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench-capture-"))
     results = []
     try:
@@ -214,13 +255,17 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             repo = build_repo(tmp, size)
             print(f"  built in {time.perf_counter() - t0:.1f} s", flush=True)
-            results.append((f"synthetic, {size} files", measure(repo, args.runs),
-                            size >= 100_000))
+            results.append((f"synthetic, {size} files", measure(repo, args.runs), size >= 100_000))
         for repo in args.repos:
             print(f"\nrepository {repo}", flush=True)
             count = len(_git(repo, "ls-files", "-z").split("\0")) - 1
-            results.append((f"{repo} ({count} tracked files)", measure(repo.resolve(), args.runs),
-                            count >= 100_000))
+            results.append(
+                (
+                    f"{repo} ({count} tracked files)",
+                    measure(repo.resolve(), args.runs),
+                    count >= 100_000,
+                )
+            )
     finally:
         if args.keep:
             print(f"\nrepositories kept in {tmp}")

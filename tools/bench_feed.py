@@ -46,8 +46,14 @@ TARGETS = {"nothing changed": 100.0, "1 file modified": 60.0, "100 files modifie
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
-                          env={**os.environ, **(env or {})}).stdout
+    return subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    ).stdout
 
 
 def build_repo(parent: Path, files: int, per_dir: int) -> Path:
@@ -55,7 +61,7 @@ def build_repo(parent: Path, files: int, per_dir: int) -> Path:
     repo.mkdir()
     _git(repo, "init", "-q")
     dirs = max(1, files // per_dir)
-    fanout = max(1, int(dirs ** 0.5))
+    fanout = max(1, int(dirs**0.5))
     for i in range(files):
         d_index = i // per_dir
         d = repo / f"d{d_index // fanout:04d}" / f"s{d_index % fanout:04d}"
@@ -73,8 +79,17 @@ def reference_capture(repo: Path) -> str:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
         tree = _git(repo, "write-tree", env=env).strip()
-    _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com",
-         "commit-tree", tree, "-m", "pi rewind snapshot")
+    _git(
+        repo,
+        "-c",
+        "user.name=Bench",
+        "-c",
+        "user.email=bench@example.com",
+        "commit-tree",
+        tree,
+        "-m",
+        "pi rewind snapshot",
+    )
     return tree
 
 
@@ -106,7 +121,11 @@ def measure(repo: Path, runs: int) -> dict[str, object]:
     rows: dict[str, tuple[float, float]] = {}
     step = 0
     try:
-        for name, count in (("nothing changed", 0), ("1 file modified", 1), ("100 files modified", 100)):
+        for name, count in (
+            ("nothing changed", 0),
+            ("1 file modified", 1),
+            ("100 files modified", 100),
+        ):
             ours, ref = [], []
             for _ in range(runs):
                 for pipeline in ("ours", "ref"):
@@ -124,8 +143,11 @@ def measure(repo: Path, runs: int) -> dict[str, object]:
             exact = take_snapshot(gitrepo, settings).tree == reference_capture(repo)
             del report
             rows[name] = (statistics.median(ours), statistics.median(ref))
-            print(f"  {name:20s} ours {rows[name][0]:8.2f} ms   reference {rows[name][1]:8.1f} ms   "
-                  f"1/{rows[name][1] / rows[name][0]:.0f}   exact={exact}", flush=True)
+            print(
+                f"  {name:20s} ours {rows[name][0]:8.2f} ms   reference {rows[name][1]:8.1f} ms   "
+                f"1/{rows[name][1] / rows[name][0]:.0f}   exact={exact}",
+                flush=True,
+            )
         t1 = time.perf_counter()
         agreed = feed.verify_now()
         verify_ms = (time.perf_counter() - t1) * 1000
@@ -134,10 +156,13 @@ def measure(repo: Path, runs: int) -> dict[str, object]:
         for path, data in originals.items():
             path.write_bytes(data)
         feedmod.disable()
-    print(f"  watcher ready in {ready_ms:.0f} ms (background), +{watcher_mb:.1f} MB RSS, "
-          f"{len(feed.watcher._path_wd) if feed.watcher._path_wd else 'n/a'} watches; "
-          f"one idle verification {verify_ms:.0f} ms (agreed={agreed}); "
-          f"fed={described['fed']} full={described['full']}", flush=True)
+    print(
+        f"  watcher ready in {ready_ms:.0f} ms (background), +{watcher_mb:.1f} MB RSS, "
+        f"{len(feed.watcher._path_wd) if feed.watcher._path_wd else 'n/a'} watches; "
+        f"one idle verification {verify_ms:.0f} ms (agreed={agreed}); "
+        f"fed={described['fed']} full={described['full']}",
+        flush=True,
+    )
     return {"rows": rows, "ready_ms": ready_ms, "watcher_mb": watcher_mb, "verify_ms": verify_ms}
 
 
@@ -152,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     sizes = list(args.files or [100_000])
     if args.million:
         sizes.append(1_000_000)
-    print(f"git {_git(Path.cwd(), 'version').strip()}  cpus {os.cpu_count()}  runs {args.runs} "
-          f"(ours and reference alternate; medians)", flush=True)
+    print(
+        f"git {_git(Path.cwd(), 'version').strip()}  cpus {os.cpu_count()}  runs {args.runs} "
+        f"(ours and reference alternate; medians)",
+        flush=True,
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench-feed-"))
     try:
         for size in sizes:

@@ -51,7 +51,11 @@ def build(root: Path, snapshots: int, files: int) -> tuple[Path, Path, list[str]
     for n in range(snapshots):
         d = f"d{n % 50:02}"
         sub = pg.TreeBuilder(tree[d])
-        sub.insert(f"f{n % files}.txt", pg.create_blob(f"snapshot {n}\n".encode()), pygit2.enums.FileMode.BLOB)
+        sub.insert(
+            f"f{n % files}.txt",
+            pg.create_blob(f"snapshot {n}\n".encode()),
+            pygit2.enums.FileMode.BLOB,
+        )
         top = pg.TreeBuilder(tree)
         top.insert(d, sub.write(), pygit2.enums.FileMode.TREE)
         tree = pg.get(top.write())
@@ -60,8 +64,12 @@ def build(root: Path, snapshots: int, files: int) -> tuple[Path, Path, list[str]
     writer = SessionAppender(path)
     now = SystemClock().now_ms()
     for p in range(0, snapshots, 2):
-        user = writer.append_entry({"type": "message", "message": {"role": "user", "content": f"p{p}", "timestamp": now}})
-        reply = writer.append_entry({"type": "message", "message": {"role": "assistant", "content": "ok", "timestamp": now}})
+        user = writer.append_entry(
+            {"type": "message", "message": {"role": "user", "content": f"p{p}", "timestamp": now}}
+        )
+        reply = writer.append_entry(
+            {"type": "message", "message": {"role": "assistant", "content": "ok", "timestamp": now}}
+        )
         pair = [(user["id"], shas[p])] + ([(reply["id"], shas[p + 1])] if p + 1 < snapshots else [])
         writer.append_custom(TURN, build_turn(pair).to_data())
     return repo, path, shas
@@ -77,7 +85,9 @@ def main() -> None:
         root = Path(tmp)
         start = time.perf_counter()
         repo, session, shas = build(root, args.snapshots, args.files)
-        print(f"setup: {args.files} files, {args.snapshots} snapshots in {time.perf_counter() - start:.1f} s")
+        print(
+            f"setup: {args.files} files, {args.snapshots} snapshots in {time.perf_counter() - start:.1f} s"
+        )
         ours_export, ours_import, ref_export, ref_import = [], [], [], []
         for run in range(args.runs):
             archive = root / f"s{run}.rewind"
@@ -103,17 +113,29 @@ def main() -> None:
             t = time.perf_counter()
             with tarfile.open(ref_archive) as tar:
                 tar.extractall(root / f"refx{run}", filter="data")
-            git(clone2, "fetch", "-q", str(root / f"refx{run}" / "b.bundle"), "refs/pi-rewind/store:refs/pi-rewind/store")
+            git(
+                clone2,
+                "fetch",
+                "-q",
+                str(root / f"refx{run}" / "b.bundle"),
+                "refs/pi-rewind/store:refs/pi-rewind/store",
+            )
             ref_import.append(time.perf_counter() - t)
             shutil.rmtree(clone)
             shutil.rmtree(clone2)
         med = statistics.median
-        print(f"rewind export ({args.snapshots} snapshots): median {med(ours_export):.3f} s, "
-              f"archive {archive.stat().st_size} bytes")
+        print(
+            f"rewind export ({args.snapshots} snapshots): median {med(ours_export):.3f} s, "
+            f"archive {archive.stat().st_size} bytes"
+        )
         print(f"rewind import ({args.snapshots} snapshots): median {med(ours_import):.3f} s")
-        print(f"export + import: median {med(ours_export) + med(ours_import):.3f} s (target <= 5 s)")
-        print(f"reference git bundle create + tar: median {med(ref_export):.3f} s; "
-              f"untar + git fetch: median {med(ref_import):.3f} s")
+        print(
+            f"export + import: median {med(ours_export) + med(ours_import):.3f} s (target <= 5 s)"
+        )
+        print(
+            f"reference git bundle create + tar: median {med(ref_export):.3f} s; "
+            f"untar + git fetch: median {med(ref_import):.3f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -44,21 +44,28 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_capture import build_repo, tracked_files  # noqa: E402
+from bench_capture import build_repo, tracked_files
 
-from ledger.git.capture import capture_tree  # noqa: E402
-from ledger.git.repo import GitRepo  # noqa: E402
-from ledger.git.restore import restore_commit  # noqa: E402
-from ledger.git.snapshot import take_snapshot  # noqa: E402
-from ledger.settings import SnapshotSettings  # noqa: E402
+from ledger.git.capture import capture_tree
+from ledger.git.repo import GitRepo
+from ledger.git.restore import restore_commit
+from ledger.git.snapshot import take_snapshot
+from ledger.settings import SnapshotSettings
 
 TARGET_RATIO = 0.2  # ours ≤ 1/5 of the reference
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None,
-         input: bytes | None = None) -> bytes:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True,
-                          env={**os.environ, **(env or {})}, input=input).stdout
+def _git(
+    repo: Path, *args: str, env: dict[str, str] | None = None, input: bytes | None = None
+) -> bytes:
+    return subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+        input=input,
+    ).stdout
 
 
 def reference_restore(repo: Path, target: str) -> None:
@@ -71,8 +78,7 @@ def reference_restore(repo: Path, target: str) -> None:
     if current == target_tree:
         return
     _git(repo, "commit-tree", current, "-m", "pi rewind snapshot")
-    deleted = _git(repo, "diff", "--name-only", "--diff-filter=D", "-z", current, target_tree,
-                   "--")
+    deleted = _git(repo, "diff", "--name-only", "--diff-filter=D", "-z", current, target_tree, "--")
     for rel in filter(None, deleted.split(b"\0")):
         path = repo / os.fsdecode(rel)
         if path.is_dir() and not path.is_symlink():
@@ -89,8 +95,10 @@ def measure(repo: Path, runs: int) -> tuple[float, float, float]:
     settings = SnapshotSettings()
     t0 = time.perf_counter()
     point = take_snapshot(gitrepo, settings)
-    print(f"  first capture (builds the private index): "
-          f"{(time.perf_counter() - t0) * 1000:8.0f} ms", flush=True)
+    print(
+        f"  first capture (builds the private index): {(time.perf_counter() - t0) * 1000:8.0f} ms",
+        flush=True,
+    )
     pool = tracked_files(repo, runs * 2 + 2)
     originals = {p: p.read_bytes() for p in pool}
     ours, full, ref = [], [], []
@@ -101,8 +109,9 @@ def measure(repo: Path, runs: int) -> tuple[float, float, float]:
             for verify, times in (("paths", ours), ("capture", full)):
                 path.write_bytes(originals[path] + f"changed by bench ({verify})\n".encode())
                 t0 = time.perf_counter()
-                outcome = restore_commit(gitrepo, point.commit, settings, last_exact=None,
-                                         verify=verify)  # type: ignore[arg-type]
+                outcome = restore_commit(
+                    gitrepo, point.commit, settings, last_exact=None, verify=verify
+                )  # type: ignore[arg-type]
                 times.append((time.perf_counter() - t0) * 1000)
                 if outcome.plan.modified != (rel,) or path.read_bytes() != originals[path]:
                     print(f"  WARNING: ours did not restore exactly {rel}: {outcome.plan}")
@@ -116,8 +125,11 @@ def measure(repo: Path, runs: int) -> tuple[float, float, float]:
             settle = capture_tree(gitrepo, settings)  # untimed: check, and re-stat the file
             if settle.tree != point.tree:
                 print(f"  WARNING: tree after the reference {settle.tree} != {point.tree}")
-            print(f"  run {i + 1}: ours {ours[-1]:8.1f} ms   ours (verify=capture) "
-                  f"{full[-1]:8.1f} ms   reference {ref[-1]:9.1f} ms", flush=True)
+            print(
+                f"  run {i + 1}: ours {ours[-1]:8.1f} ms   ours (verify=capture) "
+                f"{full[-1]:8.1f} ms   reference {ref[-1]:9.1f} ms",
+                flush=True,
+            )
     finally:
         for p, data in originals.items():
             p.write_bytes(data)
@@ -126,8 +138,12 @@ def measure(repo: Path, runs: int) -> tuple[float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, action="append",
-                        help="synthetic repository size (repeatable; default 10000 and 100000)")
+    parser.add_argument(
+        "--files",
+        type=int,
+        action="append",
+        help="synthetic repository size (repeatable; default 10000 and 100000)",
+    )
     parser.add_argument("--runs", type=int, default=7, help="timed rounds per size (median)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic repositories")
     args = parser.parse_args(argv)
@@ -149,13 +165,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     print("\nrestore, 1 file differs (medians, whole operation)")
-    print(f"  {'files':>8s} {'ours':>10s} {'reference':>11s} {'ours/ref':>9s}  target (100k)"
-          f"   {'verify=capture':>14s} {'/ref':>6s}")
+    print(
+        f"  {'files':>8s} {'ours':>10s} {'reference':>11s} {'ours/ref':>9s}  target (100k)"
+        f"   {'verify=capture':>14s} {'/ref':>6s}"
+    )
     for size, ours, full, ref in rows:
         ratio = ours / ref if ref else float("inf")
         verdict = ("ok" if ratio <= TARGET_RATIO else "MISSED") if size >= 100_000 else "-"
-        print(f"  {size:8d} {ours:7.1f} ms {ref:8.1f} ms {ratio:9.3f}  "
-              f"≤{TARGET_RATIO:.2f} {verdict:6s}   {full:11.1f} ms {full / ref:6.3f}")
+        print(
+            f"  {size:8d} {ours:7.1f} ms {ref:8.1f} ms {ratio:9.3f}  "
+            f"≤{TARGET_RATIO:.2f} {verdict:6s}   {full:11.1f} ms {full / ref:6.3f}"
+        )
     return 0
 
 

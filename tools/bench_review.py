@@ -50,20 +50,35 @@ def build(root: Path, files: int, turns: int) -> tuple[Path, Path]:
     prompts = max(1, turns // 2)
     for p in range(prompts):
         before = take_snapshot(r, last_exact=None).commit
-        user = writer.append_entry({"type": "message", "message": {"role": "user", "content": f"prompt {p}",
-                                                                   "timestamp": now}})
+        user = writer.append_entry(
+            {
+                "type": "message",
+                "message": {"role": "user", "content": f"prompt {p}", "timestamp": now},
+            }
+        )
         bound = [(user["id"], before)]
         for t in range(2):
             for k in range(3):
-                f = repo / f"pkg{(p * 7 + t * 3 + k) % 100:02}" / f"m{(p * 31 + t * 11 + k * 97) % files}.py"
+                f = (
+                    repo
+                    / f"pkg{(p * 7 + t * 3 + k) % 100:02}"
+                    / f"m{(p * 31 + t * 11 + k * 97) % files}.py"
+                )
                 if f.exists():
                     text = f.read_text().splitlines(keepends=True)
                     text[(p + k) % len(text)] = f"changed_{p}_{t} = {k}\n"
                     f.write_text("".join(text))
             after = take_snapshot(r, last_exact=None).commit
-            reply = writer.append_entry({"type": "message", "message": {
-                "role": "assistant", "content": [{"type": "text", "text": f"turn {t} of prompt {p}"}],
-                "timestamp": now}})
+            reply = writer.append_entry(
+                {
+                    "type": "message",
+                    "message": {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": f"turn {t} of prompt {p}"}],
+                        "timestamp": now,
+                    },
+                }
+            )
             bound.append((reply["id"], after))
         writer.append_custom(TURN, build_turn(bound).to_data())
     return repo, path
@@ -71,6 +86,7 @@ def build(root: Path, files: int, turns: int) -> tuple[Path, Path]:
 
 def timed(argv: list[str], cwd: Path, runs: int) -> float:
     import os
+
     times = []
     for _ in range(runs):
         old = os.getcwd()
@@ -93,13 +109,17 @@ def main_bench() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-review-") as tmp:
         start = time.perf_counter()
         repo, session = build(Path(tmp), args.files, args.turns)
-        print(f"setup: {args.files} files, {args.turns} turns in {time.perf_counter() - start:.1f} s")
+        print(
+            f"setup: {args.files} files, {args.turns} turns in {time.perf_counter() - start:.1f} s"
+        )
         agent = ["--agent-dir", str(Path(tmp) / "agent")]
         log = timed(["log", str(session), "--patch", "--no-color", *agent], repo, args.runs)
         print(f"rewind log --patch ({args.turns} turns): median {log:.3f} s (target <= 2 s)")
         out = Path(tmp) / "r.html"
         report = timed(["report", str(session), "-o", str(out), *agent], repo, args.runs)
-        print(f"rewind report ({args.turns} turns): median {report:.3f} s (target <= 2 s), {out.stat().st_size} bytes")
+        print(
+            f"rewind report ({args.turns} turns): median {report:.3f} s (target <= 2 s), {out.stat().st_size} bytes"
+        )
 
 
 if __name__ == "__main__":

@@ -29,15 +29,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.inspect import ledger_log  # noqa: E402
-from ledger.lineage import LineageReader  # noqa: E402
-from ledger.record_models import build_turn  # noqa: E402
-from ledger.records import TURN, custom_entry, serialize_entry  # noqa: E402
-from ledger.session.store import read_session  # noqa: E402
+from ledger.inspect import ledger_log
+from ledger.lineage import LineageReader
+from ledger.record_models import build_turn
+from ledger.records import TURN, custom_entry, serialize_entry
+from ledger.session.store import read_session
 
 
 def make_session(path: Path, entries: int, *, records: bool, parent: Path | None = None) -> None:
-    header = {"type": "session", "version": 3, "id": path.stem, "timestamp": "2026-11-22T03:00:00.000Z", "cwd": "/bench"}
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": path.stem,
+        "timestamp": "2026-11-22T03:00:00.000Z",
+        "cwd": "/bench",
+    }
     if parent is not None:
         header["parentSession"] = str(parent)
     lines = [serialize_entry(header)]
@@ -46,26 +52,102 @@ def make_session(path: Path, entries: int, *, records: bool, parent: Path | None
         entry_id = f"{i:08x}"
         kind = i % 4
         if kind == 0:
-            entry = {"type": "message", "id": entry_id, "parentId": previous, "timestamp": "2026-11-22T03:00:01.000Z",
-                     "message": {"role": "user", "content": [{"type": "text", "text": f"Please change file {i} so that it does the thing"}], "timestamp": 1795316401000 + i}}
+            entry = {
+                "type": "message",
+                "id": entry_id,
+                "parentId": previous,
+                "timestamp": "2026-11-22T03:00:01.000Z",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": f"Please change file {i} so that it does the thing",
+                        }
+                    ],
+                    "timestamp": 1795316401000 + i,
+                },
+            }
         elif kind == 1:
-            entry = {"type": "message", "id": entry_id, "parentId": previous, "timestamp": "2026-11-22T03:00:01.000Z",
-                     "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "Let me look at it. " * 4},
-                                                                   {"type": "toolCall", "id": f"call_{i}", "name": "edit", "arguments": {"path": f"src/f{i}.py", "edits": [{"oldText": "a = 1\n", "newText": "a = 2\n"}]}}],
-                                 "api": "faux", "provider": "faux", "model": "faux-1",
-                                 "usage": {"input": 1200, "output": 80, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1280,
-                                           "cost": {"input": 0.0036, "output": 0.0012, "cacheRead": 0, "cacheWrite": 0, "total": 0.0048}},
-                                 "stopReason": "toolUse", "timestamp": 1795316401000 + i}}
+            entry = {
+                "type": "message",
+                "id": entry_id,
+                "parentId": previous,
+                "timestamp": "2026-11-22T03:00:01.000Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "Let me look at it. " * 4},
+                        {
+                            "type": "toolCall",
+                            "id": f"call_{i}",
+                            "name": "edit",
+                            "arguments": {
+                                "path": f"src/f{i}.py",
+                                "edits": [{"oldText": "a = 1\n", "newText": "a = 2\n"}],
+                            },
+                        },
+                    ],
+                    "api": "faux",
+                    "provider": "faux",
+                    "model": "faux-1",
+                    "usage": {
+                        "input": 1200,
+                        "output": 80,
+                        "cacheRead": 0,
+                        "cacheWrite": 0,
+                        "totalTokens": 1280,
+                        "cost": {
+                            "input": 0.0036,
+                            "output": 0.0012,
+                            "cacheRead": 0,
+                            "cacheWrite": 0,
+                            "total": 0.0048,
+                        },
+                    },
+                    "stopReason": "toolUse",
+                    "timestamp": 1795316401000 + i,
+                },
+            }
         elif kind == 2:
-            entry = {"type": "message", "id": entry_id, "parentId": previous, "timestamp": "2026-11-22T03:00:01.000Z",
-                     "message": {"role": "toolResult", "toolCallId": f"call_{i - 1}", "toolName": "edit",
-                                 "content": [{"type": "text", "text": f"Successfully replaced 1 block(s) in src/f{i}.py."}],
-                                 "details": {"diff": "-1 a = 1\n+1 a = 2"}, "isError": False, "timestamp": 1795316401000 + i}}
+            entry = {
+                "type": "message",
+                "id": entry_id,
+                "parentId": previous,
+                "timestamp": "2026-11-22T03:00:01.000Z",
+                "message": {
+                    "role": "toolResult",
+                    "toolCallId": f"call_{i - 1}",
+                    "toolName": "edit",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": f"Successfully replaced 1 block(s) in src/f{i}.py.",
+                        }
+                    ],
+                    "details": {"diff": "-1 a = 1\n+1 a = 2"},
+                    "isError": False,
+                    "timestamp": 1795316401000 + i,
+                },
+            }
         elif records:
             sha = f"{i:040x}"
-            entry = custom_entry(TURN, build_turn([(f"{i - 3:08x}", sha), (f"{i - 2:08x}", sha)]).to_data(), entry_id, previous, "2026-11-22T03:00:01.000Z")
+            entry = custom_entry(
+                TURN,
+                build_turn([(f"{i - 3:08x}", sha), (f"{i - 2:08x}", sha)]).to_data(),
+                entry_id,
+                previous,
+                "2026-11-22T03:00:01.000Z",
+            )
         else:
-            entry = {"type": "custom", "customType": "other-extension", "data": {"n": i}, "id": entry_id, "parentId": previous, "timestamp": "2026-11-22T03:00:01.000Z"}
+            entry = {
+                "type": "custom",
+                "customType": "other-extension",
+                "data": {"n": i},
+                "id": entry_id,
+                "parentId": previous,
+                "timestamp": "2026-11-22T03:00:01.000Z",
+            }
         lines.append(serialize_entry(entry))
         previous = entry_id
     path.write_bytes(b"".join(lines))
@@ -107,10 +189,14 @@ def full_parse_walk(start: Path) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--depth", type=int, default=50)
-    parser.add_argument("--chain-entries", type=int, default=2_000, help="entries per file of the fork chain")
+    parser.add_argument(
+        "--chain-entries", type=int, default=2_000, help="entries per file of the fork chain"
+    )
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
 
@@ -131,7 +217,9 @@ def main() -> int:
         print(f"read {args.entries:,}-entry session ({size_mb:.1f} MB), median of {args.runs}:")
         print(f"  ours (parse + index + branch)        {ours:8.1f} ms   target <= 1000 ms")
         print(f"  ours (parse + index + full tree)     {tree:8.1f} ms")
-        print(f"  baseline (stdlib json per line)      {base:8.1f} ms   ratio ours/baseline = {ours / base:.2f}")
+        print(
+            f"  baseline (stdlib json per line)      {base:8.1f} ms   ratio ours/baseline = {ours / base:.2f}"
+        )
 
         chain = []
         parent = None
@@ -141,20 +229,37 @@ def main() -> int:
             chain.append(path)
             parent = path
         deepest = chain[-1]
-        in_process = median_ms(lambda: ledger_log(deepest, LineageReader(), lineage=True), args.runs)
+        in_process = median_ms(
+            lambda: ledger_log(deepest, LineageReader(), lineage=True), args.runs
+        )
         full = median_ms(lambda: full_parse_walk(deepest), args.runs)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
         def cli() -> None:
-            subprocess.run([sys.executable, "-m", "ledger", "log", str(deepest), "--lineage"], check=True,
-                           capture_output=True, env=env)
+            subprocess.run(
+                [sys.executable, "-m", "ledger", "log", str(deepest), "--lineage"],
+                check=True,
+                capture_output=True,
+                env=env,
+            )
 
         cli_ms = median_ms(cli, args.runs)
-        startup = median_ms(lambda: subprocess.run([sys.executable, "-c", "import ledger.cli"], check=True, env=env), args.runs)
-        print(f"log --lineage across a {args.depth}-deep fork chain ({args.chain_entries:,} entries per file, no rewind records):")
+        startup = median_ms(
+            lambda: subprocess.run(
+                [sys.executable, "-c", "import ledger.cli"], check=True, env=env
+            ),
+            args.runs,
+        )
+        print(
+            f"log --lineage across a {args.depth}-deep fork chain ({args.chain_entries:,} entries per file, no rewind records):"
+        )
         print(f"  ours, in process (fast path)         {in_process:8.1f} ms   target <= 300 ms")
-        print(f"  ours, whole CLI process              {cli_ms:8.1f} ms   (of which interpreter + imports {startup:.1f} ms)")
-        print(f"  baseline (every file parsed in full) {full:8.1f} ms   ratio ours/baseline = {in_process / full:.3f}")
+        print(
+            f"  ours, whole CLI process              {cli_ms:8.1f} ms   (of which interpreter + imports {startup:.1f} ms)"
+        )
+        print(
+            f"  baseline (every file parsed in full) {full:8.1f} ms   ratio ours/baseline = {in_process / full:.3f}"
+        )
     return 0
 
 

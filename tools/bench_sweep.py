@@ -48,7 +48,11 @@ SNAPSHOTS, SESSIONS, WITH_RECORDS, PER_LEDGER, MAX_SNAPSHOTS = 5000, 1000, 100, 
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True).stdout.decode().strip()
+    return (
+        subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
 
 
 def build(root: Path) -> tuple[Path, Path, Path, str]:
@@ -63,7 +67,9 @@ def build(root: Path) -> tuple[Path, Path, Path, str]:
     for i in range(SNAPSHOTS):
         builder = r.TreeBuilder()
         builder.insert("f.txt", r.create_blob(f"state {i}\n".encode()), pygit2.GIT_FILEMODE_BLOB)
-        shas.append(str(r.create_commit(None, sig, sig, "pi rewind snapshot\n", builder.write(), [])))
+        shas.append(
+            str(r.create_commit(None, sig, sig, "pi rewind snapshot\n", builder.write(), []))
+        )
     gitrepo = GitRepo.discover(repo)
     rewrite_store(gitrepo, shas, since=None, now_ms=1_790_000_000_000)
     head = git(repo, "rev-parse", STORE_REF)
@@ -73,21 +79,46 @@ def build(root: Path) -> tuple[Path, Path, Path, str]:
     now = int(time.time() * 1000)
     start = None
     for n in range(SESSIONS):
-        lines = [json.dumps({"type": "session", "version": 3, "id": f"s{n:05d}", "timestamp": iso_from_ms(now),
-                             "cwd": str(repo)}).encode()]
+        lines = [
+            json.dumps(
+                {
+                    "type": "session",
+                    "version": 3,
+                    "id": f"s{n:05d}",
+                    "timestamp": iso_from_ms(now),
+                    "cwd": str(repo),
+                }
+            ).encode()
+        ]
         parent = None
         for m in range(40):
             entry_id = f"{n:04x}{m:04x}"
-            lines.append(json.dumps({"type": "message", "id": entry_id, "parentId": parent,
-                                     "timestamp": iso_from_ms(now - (SESSIONS - n) * 60_000 + m),
-                                     "message": {"role": "user" if m % 2 == 0 else "assistant",
-                                                 "content": f"message {m} of session {n}", "timestamp": now}}).encode())
+            lines.append(
+                json.dumps(
+                    {
+                        "type": "message",
+                        "id": entry_id,
+                        "parentId": parent,
+                        "timestamp": iso_from_ms(now - (SESSIONS - n) * 60_000 + m),
+                        "message": {
+                            "role": "user" if m % 2 == 0 else "assistant",
+                            "content": f"message {m} of session {n}",
+                            "timestamp": now,
+                        },
+                    }
+                ).encode()
+            )
             parent = entry_id
             if n < WITH_RECORDS and m % 2 == 1 and m // 2 < PER_LEDGER:
                 k = (n * PER_LEDGER + m // 2) % SNAPSHOTS
                 pairs = [(f"{n:04x}{m - 1:04x}", shas[k]), (entry_id, shas[(k + 1) % SNAPSHOTS])]
-                record = custom_entry(TURN, build_turn(pairs).to_data(), f"r{n:03x}{m:04x}", parent,
-                                      iso_from_ms(now - (SESSIONS - n) * 60_000 + m))
+                record = custom_entry(
+                    TURN,
+                    build_turn(pairs).to_data(),
+                    f"r{n:03x}{m:04x}",
+                    parent,
+                    iso_from_ms(now - (SESSIONS - n) * 60_000 + m),
+                )
                 lines.append(serialize_entry(record))
                 parent = record["id"]
         path = sessions / f"2026-11-22T00-00-00-000Z_s{n:05d}.jsonl"
@@ -100,8 +131,14 @@ def build(root: Path) -> tuple[Path, Path, Path, str]:
 
 def ours(repo: Path, agent: Path, start: Path, *, count_objects: bool = False) -> float:
     t0 = time.perf_counter()
-    report = run_sweep(GitRepo.discover(repo), start, agent, scan_mode="repo-sessions",
-                       policy=Policy(max_snapshots=MAX_SNAPSHOTS), count_objects=count_objects)
+    report = run_sweep(
+        GitRepo.discover(repo),
+        start,
+        agent,
+        scan_mode="repo-sessions",
+        policy=Policy(max_snapshots=MAX_SNAPSHOTS),
+        count_objects=count_objects,
+    )
     elapsed = (time.perf_counter() - t0) * 1000
     assert report.rewritten and report.sessions_read == SESSIONS, report.to_json()
     assert report.unreachable_objects > 0 or not count_objects
@@ -122,9 +159,14 @@ def reference(repo: Path, agent: Path) -> float:
             if not line.strip():
                 continue
             entry = json.loads(line)
-            if entry.get("type") == "custom" and entry.get("customType") in ("rewind-turn", "rewind-op"):
+            if entry.get("type") == "custom" and entry.get("customType") in (
+                "rewind-turn",
+                "rewind-op",
+            ):
                 data = entry["data"]
-                ms = int(time.mktime(time.strptime(entry["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000)
+                ms = int(
+                    time.mktime(time.strptime(entry["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000
+                )
                 for _, index in data.get("bindings", []):
                     sha = data["snapshots"][index]
                     latest[sha] = max(latest.get(sha, 0), ms)
@@ -132,11 +174,26 @@ def reference(repo: Path, agent: Path) -> float:
                     current.append(data["snapshots"][data["current"]])
     candidates = sorted(latest, key=lambda s: -latest[s])[:MAX_SNAPSHOTS]
     live = list(dict.fromkeys(current + candidates))
-    live = [sha for sha in live if subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo, check=False).returncode == 0]
+    live = [
+        sha
+        for sha in live
+        if subprocess.run(
+            ["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=repo, check=False
+        ).returncode
+        == 0
+    ]
     empty = git(repo, "hash-object", "-t", "tree", "-w", "/dev/null")
     parent = None
     for sha in live:
-        args = ["commit-tree", empty, *(["-p", parent] if parent else []), "-p", sha, "-m", "pi rewind store"]
+        args = [
+            "commit-tree",
+            empty,
+            *(["-p", parent] if parent else []),
+            "-p",
+            sha,
+            "-m",
+            "pi rewind store",
+        ]
         parent = git(repo, *args)
     old = git(repo, "rev-parse", STORE_REF)
     git(repo, "update-ref", STORE_REF, parent or "", old)
@@ -152,8 +209,11 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         repo, agent, start, head = build(root)
-        print(f"built {SNAPSHOTS} snapshots and {SESSIONS} session files ({WITH_RECORDS} with records) "
-              f"in {time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"built {SNAPSHOTS} snapshots and {SESSIONS} session files ({WITH_RECORDS} with records) "
+            f"in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         mine, counted, theirs = [], [], []
         for _ in range(args.runs):
             git(repo, "update-ref", STORE_REF, head)
@@ -164,11 +224,19 @@ def main() -> int:
             git(repo, "update-ref", STORE_REF, head)
             theirs.append(reference(repo, agent))
         m, c, r = statistics.median(mine), statistics.median(counted), statistics.median(theirs)
-        print(f"repo-sessions sweep, {SESSIONS} files / {SNAPSHOTS} snapshots, maxSnapshots {MAX_SNAPSHOTS}")
-        print(f"  ours (median of {args.runs})          {m:8.0f} ms   target <= 2000 ms {'ok' if m <= 2000 else 'MISSED'}")
-        print(f"  ours + gc-reclaimable object count (rewind sweep) {c:6.0f} ms   target <= 2000 ms "
-              f"{'ok' if c <= 2000 else 'MISSED'}")
-        print(f"  reference method (median of {args.reference_runs}) {r:8.0f} ms   ours/reference = {m / r:.3f}")
+        print(
+            f"repo-sessions sweep, {SESSIONS} files / {SNAPSHOTS} snapshots, maxSnapshots {MAX_SNAPSHOTS}"
+        )
+        print(
+            f"  ours (median of {args.runs})          {m:8.0f} ms   target <= 2000 ms {'ok' if m <= 2000 else 'MISSED'}"
+        )
+        print(
+            f"  ours + gc-reclaimable object count (rewind sweep) {c:6.0f} ms   target <= 2000 ms "
+            f"{'ok' if c <= 2000 else 'MISSED'}"
+        )
+        print(
+            f"  reference method (median of {args.reference_runs}) {r:8.0f} ms   ours/reference = {m / r:.3f}"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

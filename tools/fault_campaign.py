@@ -31,15 +31,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.clock import SystemClock, iso_from_ms  # noqa: E402
-from ledger.engine.engine import Engine  # noqa: E402
-from ledger.engine.host import FileHost  # noqa: E402
-from ledger.git.repo import GitRepo  # noqa: E402
-from ledger.session.store import SessionAppender, create_session_file  # noqa: E402
+from ledger.clock import SystemClock, iso_from_ms
+from ledger.engine.engine import Engine
+from ledger.engine.host import FileHost
+from ledger.git.repo import GitRepo
+from ledger.session.store import SessionAppender, create_session_file
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=_env()).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=_env()
+    ).stdout
 
 
 def _env() -> dict[str, str]:
@@ -60,7 +62,10 @@ def snapshot_files(root: Path) -> dict[str, tuple[str, bytes]]:
         for name in dirs:
             full = os.path.join(directory, name)
             if os.path.islink(full):
-                out[os.path.normpath(os.path.join(rel_dir, name))] = ("link", os.fsencode(os.readlink(full)))
+                out[os.path.normpath(os.path.join(rel_dir, name))] = (
+                    "link",
+                    os.fsencode(os.readlink(full)),
+                )
         for name in files:
             full = os.path.join(directory, name)
             rel = os.path.normpath(os.path.join(rel_dir, name))
@@ -109,9 +114,20 @@ def build_world(base: Path, files: int, file_bytes: int) -> World:
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "v1")
     now = SystemClock().now_ms()
-    session = create_session_file(agent_dir / "sessions", str(repo), [
-        {"type": "model_change", "id": "m0000001", "parentId": None, "timestamp": iso_from_ms(now),
-         "provider": "campaign", "modelId": "campaign-1"}])
+    session = create_session_file(
+        agent_dir / "sessions",
+        str(repo),
+        [
+            {
+                "type": "model_change",
+                "id": "m0000001",
+                "parentId": None,
+                "timestamp": iso_from_ms(now),
+                "provider": "campaign",
+                "modelId": "campaign-1",
+            }
+        ],
+    )
     host = FileHost(session, agent_dir / "sessions")
     engine = Engine(host, GitRepo.discover(repo))
     engine.session_start("startup")
@@ -120,13 +136,27 @@ def build_world(base: Path, files: int, file_bytes: int) -> World:
     def prompt(text: str, change: object) -> str:
         engine.before_agent_start(text)
         engine.turn_start(0)
-        user = writer.append_entry({"type": "message", "message": {
-            "role": "user", "content": [{"type": "text", "text": text}], "timestamp": SystemClock().now_ms()}})["id"]
+        user = writer.append_entry(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": SystemClock().now_ms(),
+                },
+            }
+        )["id"]
         if callable(change):
             change()
-        message = {"role": "assistant", "content": [{"type": "text", "text": "done"}], "api": "campaign",
-                   "provider": "campaign", "model": "campaign-1", "stopReason": "stop",
-                   "timestamp": SystemClock().now_ms()}
+        message = {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "done"}],
+            "api": "campaign",
+            "provider": "campaign",
+            "model": "campaign-1",
+            "stopReason": "stop",
+            "timestamp": SystemClock().now_ms(),
+        }
         writer.append_entry({"type": "message", "message": message})
         engine.turn_end(0, message=message)
         engine.agent_end()
@@ -149,9 +179,15 @@ def build_world(base: Path, files: int, file_bytes: int) -> World:
 
 
 def rewind(world: World, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ledger", *args], cwd=world.repo, capture_output=True, text=True,
-                          timeout=timeout, env={**_env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)},
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", *args],
+        cwd=world.repo,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**_env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def measure_restore(world: World) -> float:
@@ -180,10 +216,25 @@ class Outcome:
 def kill_run(world: World, delay: float) -> Outcome:
     """One restore killed (process group, SIGKILL) after ``delay`` seconds, then the user's
     recovery; the pre-restore state must come back exactly."""
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "restore", str(world.session), world.entry,
-                             "--mode", "files", "--yes"], cwd=world.repo, env={
-        **_env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger",
+            "restore",
+            str(world.session),
+            world.entry,
+            "--mode",
+            "files",
+            "--yes",
+        ],
+        cwd=world.repo,
+        env={**_env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     time.sleep(delay)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -198,20 +249,29 @@ def kill_run(world: World, delay: float) -> Outcome:
     if interrupted or now != world.before:
         undo = rewind(world, "undo", str(world.session), "--yes")
         if undo.returncode != 0:
-            detail = undo.stderr.strip().splitlines()[-1] if undo.stderr.strip() else f"undo exit {undo.returncode}"
+            detail = (
+                undo.stderr.strip().splitlines()[-1]
+                if undo.stderr.strip()
+                else f"undo exit {undo.returncode}"
+            )
     after = snapshot_files(world.repo)
     if after != world.before and not detail:
-        wrong = sorted(k for k in set(after) | set(world.before) if after.get(k) != world.before.get(k))
+        wrong = sorted(
+            k for k in set(after) | set(world.before) if after.get(k) != world.before.get(k)
+        )
         detail = f"{len(wrong)} paths differ, e.g. {wrong[:3]}"
     return Outcome(delay, interrupted, completed, after == world.before, doctor.returncode, detail)
 
 
-def campaign(base: Path, *, files: int, file_bytes: int, runs: int, seed: int = 1,
-             echo: bool = True) -> list[Outcome]:
+def campaign(
+    base: Path, *, files: int, file_bytes: int, runs: int, seed: int = 1, echo: bool = True
+) -> list[Outcome]:
     world = build_world(base, files, file_bytes)
     duration = measure_restore(world)
     if echo:
-        print(f"{files} files of ~{file_bytes} bytes; one restore process takes {duration * 1000:.0f} ms")
+        print(
+            f"{files} files of ~{file_bytes} bytes; one restore process takes {duration * 1000:.0f} ms"
+        )
     rng = random.Random(seed)
     outcomes = []
     for i in range(runs):
@@ -219,9 +279,17 @@ def campaign(base: Path, *, files: int, file_bytes: int, runs: int, seed: int = 
         outcome = kill_run(world, delay)
         outcomes.append(outcome)
         if echo:
-            state = "interrupted" if outcome.interrupted else "completed" if outcome.completed else "not started"
-            print(f"run {i + 1:>3}: kill at {delay * 1000:6.0f} ms  {state:<12} doctor exit {outcome.doctor_code}  "
-                  f"{'recovered exactly' if outcome.exact else 'LOST ' + outcome.detail}")
+            state = (
+                "interrupted"
+                if outcome.interrupted
+                else "completed"
+                if outcome.completed
+                else "not started"
+            )
+            print(
+                f"run {i + 1:>3}: kill at {delay * 1000:6.0f} ms  {state:<12} doctor exit {outcome.doctor_code}  "
+                f"{'recovered exactly' if outcome.exact else 'LOST ' + outcome.detail}"
+            )
     return outcomes
 
 
@@ -235,13 +303,17 @@ def main() -> int:
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="rewind-campaign-"))
     try:
-        outcomes = campaign(base, files=args.files, file_bytes=args.file_bytes, runs=args.runs, seed=args.seed)
+        outcomes = campaign(
+            base, files=args.files, file_bytes=args.file_bytes, runs=args.runs, seed=args.seed
+        )
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     interrupted = sum(o.interrupted for o in outcomes)
     exact = sum(o.exact for o in outcomes)
-    print(f"runs {len(outcomes)}, interrupted {interrupted}, recovered exactly {exact}, lost {len(outcomes) - exact}")
+    print(
+        f"runs {len(outcomes)}, interrupted {interrupted}, recovered exactly {exact}, lost {len(outcomes) - exact}"
+    )
     return 0 if exact == len(outcomes) else 1
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.schemas import render_schemas  # noqa: E402
+from ledger.schemas import render_schemas
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +31,12 @@ def main(argv: list[str]) -> int:
     if check and stale:
         print("schemas differ from the models: " + ", ".join(stale), file=sys.stderr)
         return 1
-    print(("checked " if check else "wrote ") + str(len(render_schemas())) + " schemas" + (f" ({len(stale)} changed)" if stale else ""))
+    print(
+        ("checked " if check else "wrote ")
+        + str(len(render_schemas()))
+        + " schemas"
+        + (f" ({len(stale)} changed)" if stale else "")
+    )
     return 0
 
 

@@ -35,7 +35,9 @@ def _int(payload: dict[str, Any], key: str, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: str | None, outcome: Outcome) -> None:
+def start_engine(
+    server: BridgeServer, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
+) -> None:
     from ledger.engine.engine import Engine
     from ledger.git.repo import GitRepo
     from ledger.session.discovery import resolve_agent_dir
@@ -53,7 +55,11 @@ def start_engine(server: BridgeServer, cwd: str | None, reason: str, previous: s
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
     server.scheduler = _scheduler(server, repo, agent_dir, settings)
     server.engine = Engine(server.host, repo, settings=settings, retention=server.scheduler)
-    _absorb(server, server.engine.session_start(reason if reason in _REASONS else "startup", previous), outcome)
+    _absorb(
+        server,
+        server.engine.session_start(reason if reason in _REASONS else "startup", previous),
+        outcome,
+    )
     server.host.watch_writers()
     _retention_notices(server, outcome)
 
@@ -65,8 +71,19 @@ OTHER_WRITER = (
     "prompt is recorded once. Keep one: remove the other from ~/.pi/agent/extensions/ or from "
     '"packages" in ~/.pi/agent/settings.json (pi remove <source>), then restart Pi or run /reload.'
 )
-_WATCHED = frozenset({"turn_start", "turn_end", "agent_end", "session_compact", "session_before_tree",
-                      "session_tree", "session_before_fork", "checkpoint_entry", "session_shutdown"})
+_WATCHED = frozenset(
+    {
+        "turn_start",
+        "turn_end",
+        "agent_end",
+        "session_compact",
+        "session_before_tree",
+        "session_tree",
+        "session_before_fork",
+        "checkpoint_entry",
+        "session_shutdown",
+    }
+)
 
 
 def _other_writer(server: BridgeServer, outcome: Outcome) -> bool:
@@ -125,7 +142,13 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
     if event == "ping":
         return outcome
     if event == "session_start":
-        start_engine(server, ctx.cwd, _str(payload, "reason") or "startup", _str(payload, "previousSessionFile"), outcome)
+        start_engine(
+            server,
+            ctx.cwd,
+            _str(payload, "reason") or "startup",
+            _str(payload, "previousSessionFile"),
+            outcome,
+        )
         return outcome
     if server.engine is None and server.settings is None:
         start_engine(server, ctx.cwd, "startup", None, outcome)
@@ -152,7 +175,9 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
         elif payload.get("role", "assistant") != "assistant":
             return outcome
         else:
-            result = engine.turn_end(_int(payload, "turnIndex"), assistant_entry_id=_latest_assistant(engine))
+            result = engine.turn_end(
+                _int(payload, "turnIndex"), assistant_entry_id=_latest_assistant(engine)
+            )
     elif event == "agent_end":
         result = engine.agent_end()
     elif event == "session_compact":
@@ -166,7 +191,9 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
             return outcome
         result = engine.before_tree(target, choose, has_ui=ctx.has_ui)
     elif event == "session_tree":
-        result = engine.tree(_str(payload, "newLeafId"), summary_entry_id=_str(payload, "summaryEntryId"))
+        result = engine.tree(
+            _str(payload, "newLeafId"), summary_entry_id=_str(payload, "summaryEntryId")
+        )
     elif event == "session_before_fork":
         entry = _str(payload, "entryId")
         if entry is None:

@@ -74,7 +74,11 @@ class BridgeHost:
         header = answer.get("header")
         if isinstance(header, dict):
             self._header = header
-        new = [item for item in answer.get("entries", []) if isinstance(item, dict) and isinstance(item.get("id"), str)]
+        new = [
+            item
+            for item in answer.get("entries", [])
+            if isinstance(item, dict) and isinstance(item.get("id"), str)
+        ]
         if new:
             base = len(self._entries)
             self._entries.extend(Entry(obj, base + i + 2) for i, obj in enumerate(new))
@@ -94,7 +98,9 @@ class BridgeHost:
     def session(self) -> Session:
         self._sync()
         if self._session is None:
-            parsed = ParsedSession(self._header or {"type": "session", "id": "unknown"}, list(self._entries))
+            parsed = ParsedSession(
+                self._header or {"type": "session", "id": "unknown"}, list(self._entries)
+            )
             self._session = Session(parsed, self.session_file)
         return self._session
 
@@ -126,14 +132,23 @@ class BridgeHost:
         if self._watch_from is None:
             return []
         self._sync()
-        return [entry for entry in self._entries[self._watch_from:]
-                if entry.type == "custom" and entry.custom_type in custom_types and entry.id not in self._own]
+        return [
+            entry
+            for entry in self._entries[self._watch_from :]
+            if entry.type == "custom"
+            and entry.custom_type in custom_types
+            and entry.id not in self._own
+        ]
 
-    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
+    def append_custom(
+        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+    ) -> str:
         answer = self._call("appendEntry", {"customType": custom_type, "data": data})
         entry_id = answer.get("entryId") if isinstance(answer, dict) else None
         if not isinstance(entry_id, str):
-            raise HostCallError(f"the host did not return the id of the appended {custom_type} entry")
+            raise HostCallError(
+                f"the host did not return the id of the appended {custom_type} entry"
+            )
         self._fresh = False  # the entry (and Pi's timestamp for it) comes with the next sync
         self._appended = True
         self._own.add(entry_id)
@@ -146,4 +161,3 @@ class BridgeHost:
         answer = self._call("select", {"title": title, "options": options})
         choice = answer.get("choice") if isinstance(answer, dict) else None
         return choice if isinstance(choice, str) and choice in options else None
-

@@ -31,9 +31,20 @@ from pydantic import BaseModel, ConfigDict, Field
 PROTOCOL_VERSION = 1
 
 EventName = Literal[
-    "session_start", "before_agent_start", "turn_start", "message_end", "turn_end", "agent_end",
-    "session_compact", "session_before_tree", "session_tree", "session_before_fork",
-    "session_shutdown", "checkpoint_entry", "fork_preference", "ping",
+    "session_start",
+    "before_agent_start",
+    "turn_start",
+    "message_end",
+    "turn_end",
+    "agent_end",
+    "session_compact",
+    "session_before_tree",
+    "session_tree",
+    "session_before_fork",
+    "session_shutdown",
+    "checkpoint_entry",
+    "fork_preference",
+    "ping",
 ]
 EVENT_NAMES: frozenset[str] = frozenset(EventName.__args__)  # type: ignore[attr-defined]
 
@@ -91,7 +102,9 @@ class ResultMessage(_Model):
 
 
 class ErrorBody(_Model):
-    code: Literal["bad-json", "bad-message", "unknown-event", "no-session", "failed", "internal", "closed"]
+    code: Literal[
+        "bad-json", "bad-message", "unknown-event", "no-session", "failed", "internal", "closed"
+    ]
     message: str
 
 
@@ -106,13 +119,15 @@ def bridge_schema() -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     host = TypeAdapter(EventMessage | ReplyMessage).json_schema(ref_template="#/$defs/{model}")
-    bridge = TypeAdapter(CallMessage | ResultMessage | ErrorMessage).json_schema(ref_template="#/$defs/{model}")
+    bridge = TypeAdapter(CallMessage | ResultMessage | ErrorMessage).json_schema(
+        ref_template="#/$defs/{model}"
+    )
     defs = {**host.pop("$defs", {}), **bridge.pop("$defs", {})}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "rewind serve --stdio: one JSON object per line",
         "description": f"Protocol version {PROTOCOL_VERSION}. hostToBridge: what the extension sends; "
-                       "bridgeToHost: what the bridge answers.",
+        "bridgeToHost: what the bridge answers.",
         "properties": {"hostToBridge": host, "bridgeToHost": bridge},
         "$defs": defs,
     }

@@ -46,7 +46,9 @@ class Outcome:
 class BridgeServer:
     """Serve one extension instance (one Pi session) until end of input."""
 
-    def __init__(self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None) -> None:
+    def __init__(
+        self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.agent_dir = agent_dir
@@ -86,8 +88,11 @@ class BridgeServer:
                     raise HostCallError(f"the host refused '{method}': {message.error}")
                 return message.result
             # The host must answer our call before sending anything else (one event at a time).
-            self._error(getattr(message, "id", None), "bad-message",
-                        f"expected the reply to call {call_id} ({method}) first")
+            self._error(
+                getattr(message, "id", None),
+                "bad-message",
+                f"expected the reply to call {call_id} ({method}) first",
+            )
 
     def _decode(self, line: bytes) -> EventMessage | ReplyMessage | None:
         """A host message, or None after replying with the reason it is unusable."""
@@ -141,11 +146,15 @@ class BridgeServer:
         except LedgerError as exc:
             self._error(message.id, "failed", exc.message)
             return
-        except Exception as exc:  # noqa: BLE001 - the bridge must keep serving the agent
+        except Exception as exc:
             self._error(message.id, "internal", f"{type(exc).__name__}: {exc}")
             return
-        reply: dict[str, Any] = {"type": "result", "id": message.id, "result": outcome.result,
-                                 "notices": outcome.notices}
+        reply: dict[str, Any] = {
+            "type": "result",
+            "id": message.id,
+            "result": outcome.result,
+            "notices": outcome.notices,
+        }
         if not self.passive:
             reply["status"] = self._footer()
         if outcome.panel is not None:
@@ -177,7 +186,9 @@ class BridgeServer:
         key = (id(session), len(session.entries), leaf)
         if key != self._status_key:
             points = self.engine.reader.lineage(session).points(self.engine.repo.commit_exists)
-            on_branch = [points[entry.id][0] for entry in session.branch(leaf) if entry.id in points]
+            on_branch = [
+                points[entry.id][0] for entry in session.branch(leaf) if entry.id in points
+            ]
             self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
             self._status_key = key
         return self._status

@@ -57,24 +57,48 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     default = argparse.SUPPRESS if suppress else None
     common = _Parser(add_help=False)
     group = common.add_argument_group("global options")
-    group.add_argument("--repo", metavar="DIR", default=default,
-                       help="the git repository (default: the one containing the cwd)")
-    group.add_argument("--agent-dir", metavar="DIR", default=default,
-                       help="Pi's agent dir (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)")
-    group.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
-                       help="print JSON only")
+    group.add_argument(
+        "--repo",
+        metavar="DIR",
+        default=default,
+        help="the git repository (default: the one containing the cwd)",
+    )
+    group.add_argument(
+        "--agent-dir",
+        metavar="DIR",
+        default=default,
+        help="Pi's agent dir (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print JSON only",
+    )
     return common
 
 
 class _VersionAction(argparse.Action):
     """``--version``: looks the version up only when asked (importlib.metadata is slow to import)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
-        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
-                         help=str(kwargs.get("help") or ""))
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object
+    ) -> None:
+        super().__init__(
+            option_strings,
+            dest=dest,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help=str(kwargs.get("help") or ""),
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         sys.stdout.write(f"rewind {package_version()}\n")
         parser.exit()
 
@@ -95,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact, undoable rewind of files and conversation for AI coding agents, on git.",
         parents=[_common_options(suppress=False)],
     )
-    parser.add_argument("--version", action=_VersionAction, help="print the package version and exit")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the package version and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     common = _common_options(suppress=True)
@@ -146,19 +172,28 @@ def _main(argv: Sequence[str] | None) -> int:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
             if os.environ.get("REWIND_DEBUG"):
                 raise
-            _report(ctx, f"internal error: {type(exc).__name__}: {exc}",
-                    "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details")
+            _report(
+                ctx,
+                f"internal error: {type(exc).__name__}: {exc}",
+                "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details",
+            )
             return EXIT_FAILED
         where = f" ({exc.filename})" if exc.filename else ""
-        _report(ctx, f"{exc.strerror or exc}{where}",
-                "free some disk space (or fix the permissions) and try again; 'rewind doctor' tells whether a "
-                "restore was interrupted and 'rewind undo SESSION' brings its files back")
+        _report(
+            ctx,
+            f"{exc.strerror or exc}{where}",
+            "free some disk space (or fix the permissions) and try again; 'rewind doctor' tells whether a "
+            "restore was interrupted and 'rewind undo SESSION' brings its files back",
+        )
         return EXIT_FAILED
-    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+    except Exception as exc:
         if os.environ.get("REWIND_DEBUG"):
             raise
-        _report(ctx, f"internal error: {type(exc).__name__}: {exc}",
-                "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details")
+        _report(
+            ctx,
+            f"internal error: {type(exc).__name__}: {exc}",
+            "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details",
+        )
         return EXIT_FAILED
 
 

@@ -20,10 +20,16 @@ from ledger.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("demo", parents=[common], help="a narrated tour on a throwaway repository",
-                       description="Create a throwaway repository and Pi session, run three scripted prompts "
-                                   "through the engine, then show tree, diff, restore, undo, fork and log.")
-    p.add_argument("--keep", metavar="DIR", help="build the demo in DIR (must not exist) and keep it")
+    p = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="a narrated tour on a throwaway repository",
+        description="Create a throwaway repository and Pi session, run three scripted prompts "
+        "through the engine, then show tree, diff, restore, undo, fork and log.",
+    )
+    p.add_argument(
+        "--keep", metavar="DIR", help="build the demo in DIR (must not exist) and keep it"
+    )
     p.set_defaults(run=run_demo)
 
 
@@ -50,7 +56,9 @@ def run_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.keep:
         root = Path(args.keep).resolve()
         if root.exists():
-            raise LedgerError(f"{root} already exists", hint="--keep needs a directory that does not exist yet")
+            raise LedgerError(
+                f"{root} already exists", hint="--keep needs a directory that does not exist yet"
+            )
         cleanup = False
     else:
         root = Path(tempfile.mkdtemp(prefix="rewind-demo-"))
@@ -68,7 +76,9 @@ def run_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     try:
         world = build_world(root)
         say(f"A throwaway repository at {world.repo} and a Pi-format session for it.")
-        say("Three scripted prompts run through the engine: each takes a snapshot before the prompt and after")
+        say(
+            "Three scripted prompts run through the engine: each takes a snapshot before the prompt and after"
+        )
         say("each assistant turn, and records them in the session file as a rewind-turn entry.")
         run_prompts(world)
         session = str(world.session)
@@ -77,13 +87,19 @@ def run_demo(args: argparse.Namespace, ctx: CliContext) -> int:
         target = world.users[1]
         say(f"\nWhat would restoring the files to before prompt 2 (entry {target}) change?")
         show("diff", "diff", session, target)
-        say("\nRestore files and conversation to before prompt 2 (the untracked scratch file goes, the ignored")
-        say("build/ directory stays, and a snapshot of the current files is taken first so this can be undone):")
+        say(
+            "\nRestore files and conversation to before prompt 2 (the untracked scratch file goes, the ignored"
+        )
+        say(
+            "build/ directory stays, and a snapshot of the current files is taken first so this can be undone):"
+        )
         show("restore", "restore", session, target, "--mode", "both", "--yes")
         say("\nUndo that restore: the files come back exactly as they were.")
         show("undo", "undo", session, "--yes")
-        say(f"\nFork the session before prompt 3 with \"Code only\": files go back to before prompt 3 "
-            f"(entry {world.users[2]}), and a child session is written:")
+        say(
+            f'\nFork the session before prompt 3 with "Code only": files go back to before prompt 3 '
+            f"(entry {world.users[2]}), and a child session is written:"
+        )
         show("fork", "fork", session, world.users[2], "--mode", "code", "--yes")
         say("\nThe ledger: every snapshot reference, grep-able:")
         show("log", "log", session)
@@ -93,7 +109,9 @@ def run_demo(args: argparse.Namespace, ctx: CliContext) -> int:
             say(f"\nKept everything in {root}.")
         return 0
     except DemoStepFailed as exc:
-        raise LedgerError(f"demo failed: {exc}", hint="run again with REWIND_DEBUG=1, or --keep DIR to inspect") from exc
+        raise LedgerError(
+            f"demo failed: {exc}", hint="run again with REWIND_DEBUG=1, or --keep DIR to inspect"
+        ) from exc
     finally:
         if cleanup:
             remove_world(root)

@@ -15,34 +15,71 @@ from ledger.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("sessions", parents=[common], help="list the repository's sessions, newest first",
-                       description="List the sessions whose cwd lies inside the repository, newest first.")
+    p = sub.add_parser(
+        "sessions",
+        parents=[common],
+        help="list the repository's sessions, newest first",
+        description="List the sessions whose cwd lies inside the repository, newest first.",
+    )
     p.set_defaults(run=run_sessions)
 
-    p = sub.add_parser("log", parents=[common], help="the ledger: one line per snapshot reference",
-                       description="Print the session's rewind ledger, one grep-able line per reference: "
-                                   "entry, kind, snapshot, record, entry type or role, text.")
-    p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
-    p.add_argument("--lineage", action="store_true", help="also list the references of the ancestor sessions "
-                                                          "(with --patch/--stat: find points through the forks)")
+    p = sub.add_parser(
+        "log",
+        parents=[common],
+        help="the ledger: one line per snapshot reference",
+        description="Print the session's rewind ledger, one grep-able line per reference: "
+        "entry, kind, snapshot, record, entry type or role, text.",
+    )
+    p.add_argument(
+        "session",
+        metavar="SESSION",
+        help="a .jsonl path, a unique session id prefix, or @ (newest)",
+    )
+    p.add_argument(
+        "--lineage",
+        action="store_true",
+        help="also list the references of the ancestor sessions "
+        "(with --patch/--stat: find points through the forks)",
+    )
     _add_log_detail_options(p)
     p.set_defaults(run=run_log)
 
-    p = sub.add_parser("tree", parents=[common], help="draw the session tree with its rewind points",
-                       description="Draw the session tree: one line per entry, with the leaf, labels and "
-                                   "the entries that have an exact rewind point (through lineage).")
-    p.add_argument("session", metavar="SESSION", help="a .jsonl path, a unique session id prefix, or @ (newest)")
+    p = sub.add_parser(
+        "tree",
+        parents=[common],
+        help="draw the session tree with its rewind points",
+        description="Draw the session tree: one line per entry, with the leaf, labels and "
+        "the entries that have an exact rewind point (through lineage).",
+    )
+    p.add_argument(
+        "session",
+        metavar="SESSION",
+        help="a .jsonl path, a unique session id prefix, or @ (newest)",
+    )
     p.set_defaults(run=run_tree)
 
 
 def _add_log_detail_options(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--patch", "-p", dest="detail", action="store_const", const="patch",
-                       help="every prompt and turn of the branch with its diff, like git log -p")
-    group.add_argument("--stat", dest="detail", action="store_const", const="stat",
-                       help="every prompt and turn of the branch with a diffstat")
+    group.add_argument(
+        "--patch",
+        "-p",
+        dest="detail",
+        action="store_const",
+        const="patch",
+        help="every prompt and turn of the branch with its diff, like git log -p",
+    )
+    group.add_argument(
+        "--stat",
+        dest="detail",
+        action="store_const",
+        const="stat",
+        help="every prompt and turn of the branch with a diffstat",
+    )
     p.set_defaults(detail=None)
-    p.add_argument("--find-renames", "-M", action="store_true", help="with --patch/--stat: detect renames")
+    p.add_argument(
+        "--find-renames", "-M", action="store_true", help="with --patch/--stat: detect renames"
+    )
     p.add_argument("--no-color", action="store_true", help="with --patch/--stat: never colour")
     p.add_argument("--no-pager", action="store_true", help="with --patch/--stat: do not page")
 
@@ -56,7 +93,9 @@ def resolve_session_path(ctx: CliContext, name: str) -> Path:
     repo = ctx.repo()
     agent_dir = ctx.agent_dir()
     candidates = repo_sessions(agent_dir, repo.root)
-    return resolve_session(name, candidates, scope=f"the sessions of {repo.root} (agent dir {agent_dir})")
+    return resolve_session(
+        name, candidates, scope=f"the sessions of {repo.root} (agent dir {agent_dir})"
+    )
 
 
 def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
@@ -73,10 +112,17 @@ def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.emit(None, f"no sessions for {repo.root} in {ctx.agent_dir() / 'sessions'}")
         return 0
     for row in rows:
-        payload = {"id": row.id, "file": str(row.file), "entries": row.entries, "points": row.points,
-                   "parentSession": row.parent_session}
+        payload = {
+            "id": row.id,
+            "file": str(row.file),
+            "entries": row.entries,
+            "points": row.points,
+            "parentSession": row.parent_session,
+        }
         parent = f"  parent={row.parent_session}" if row.parent_session else ""
-        ctx.emit_line(payload, f"{row.id}  entries={row.entries}  points={row.points}  {row.file}{parent}")
+        ctx.emit_line(
+            payload, f"{row.id}  entries={row.entries}  points={row.points}  {row.file}{parent}"
+        )
     return 0
 
 
@@ -110,7 +156,9 @@ def run_tree(args: argparse.Namespace, ctx: CliContext) -> int:
     near = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
     repo = ctx.try_repo(near=near)
     if repo is None:
-        ctx.warn("not in a git repository: rewind points are shown without checking that their commits exist")
+        ctx.warn(
+            "not in a git repository: rewind points are shown without checking that their commits exist"
+        )
     report = session_tree(path, LineageReader(), repo.commit_exists if repo is not None else None)
     for warning in report.warnings:
         ctx.warn(warning)

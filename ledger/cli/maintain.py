@@ -15,29 +15,57 @@ SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("sweep", parents=[common], help="drop old snapshots from refs/pi-rewind/store",
-                       description="Run the retention sweep from SESSION (the reference's current session): "
-                                   "keep pinned and recent snapshots, drop the rest from refs/pi-rewind/store "
-                                   "(compare-and-swap; session files are never rewritten). Uses the settings' "
-                                   "rewind.retention values unless overridden; runs whether or not retention "
-                                   "is configured.")
-    p.add_argument("session", metavar="SESSION", nargs="?", default="@", help=SESSION_HELP + " (default: @)")
+    p = sub.add_parser(
+        "sweep",
+        parents=[common],
+        help="drop old snapshots from refs/pi-rewind/store",
+        description="Run the retention sweep from SESSION (the reference's current session): "
+        "keep pinned and recent snapshots, drop the rest from refs/pi-rewind/store "
+        "(compare-and-swap; session files are never rewritten). Uses the settings' "
+        "rewind.retention values unless overridden; runs whether or not retention "
+        "is configured.",
+    )
+    p.add_argument(
+        "session", metavar="SESSION", nargs="?", default="@", help=SESSION_HELP + " (default: @)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
-    p.add_argument("--scan", choices=("ancestor-only", "repo-sessions"), help="which session files to read")
-    p.add_argument("--max-snapshots", type=_non_negative_int, metavar="N", help="keep at most N unpinned snapshots")
-    p.add_argument("--max-age-days", type=_non_negative_float, metavar="D", help="drop unpinned snapshots older than D days")
-    p.add_argument("--pin-labeled", action="store_true", default=None, help="keep snapshots of labeled entries")
+    p.add_argument(
+        "--scan", choices=("ancestor-only", "repo-sessions"), help="which session files to read"
+    )
+    p.add_argument(
+        "--max-snapshots",
+        type=_non_negative_int,
+        metavar="N",
+        help="keep at most N unpinned snapshots",
+    )
+    p.add_argument(
+        "--max-age-days",
+        type=_non_negative_float,
+        metavar="D",
+        help="drop unpinned snapshots older than D days",
+    )
+    p.add_argument(
+        "--pin-labeled", action="store_true", default=None, help="keep snapshots of labeled entries"
+    )
     p.set_defaults(run=run_sweep)
 
-    p = sub.add_parser("config", parents=[common], help="print the effective settings and where each came from",
-                       description="Print the effective rewind settings: <agent-dir>/settings.json overridden "
-                                   "field by field by <repo>/.pi/settings.json, with the source of each value.")
+    p = sub.add_parser(
+        "config",
+        parents=[common],
+        help="print the effective settings and where each came from",
+        description="Print the effective rewind settings: <agent-dir>/settings.json overridden "
+        "field by field by <repo>/.pi/settings.json, with the source of each value.",
+    )
     p.set_defaults(run=run_config)
 
-    p = sub.add_parser("doctor", parents=[common], help="check the store, the ledger references and the capture index",
-                       description="Check that refs/pi-rewind/store is a well-formed keepalive chain, list ledger "
-                                   "references whose snapshots are missing or not kept by the store, check the "
-                                   "private capture index, and report sizes. Exit 1 when there is a problem.")
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the store, the ledger references and the capture index",
+        description="Check that refs/pi-rewind/store is a well-formed keepalive chain, list ledger "
+        "references whose snapshots are missing or not kept by the store, check the "
+        "private capture index, and report sizes. Exit 1 when there is a problem.",
+    )
     p.set_defaults(run=run_doctor)
 
 
@@ -73,11 +101,23 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
     start = _start_session(ctx, repo, args.session)
     retention = settings.retention
     scan = args.scan or (retention.scan_mode if retention is not None else "ancestor-only")
-    policy = policy_from(settings, max_snapshots=args.max_snapshots, max_age_days=args.max_age_days,
-                         pin_labeled=args.pin_labeled)
+    policy = policy_from(
+        settings,
+        max_snapshots=args.max_snapshots,
+        max_age_days=args.max_age_days,
+        pin_labeled=args.pin_labeled,
+    )
     progress = _progress(ctx)
-    report = sweep(repo, start, ctx.agent_dir(), scan_mode=scan, policy=policy, dry_run=args.dry_run,
-                   progress=progress, count_objects=True)
+    report = sweep(
+        repo,
+        start,
+        ctx.agent_dir(),
+        scan_mode=scan,
+        policy=policy,
+        dry_run=args.dry_run,
+        progress=progress,
+        count_objects=True,
+    )
     if progress is not None:
         ctx.stderr.write("\r\033[K")
     for warning in report.warnings:
@@ -105,7 +145,9 @@ def _progress(ctx: CliContext) -> Any:
         if total >= 50 and (done % 25 == 0 or done == total):
             width = 30
             filled = width * done // total
-            ctx.stderr.write(f"\rreading sessions [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+            ctx.stderr.write(
+                f"\rreading sessions [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+            )
             ctx.stderr.flush()
 
     return show
@@ -116,26 +158,37 @@ def _sweep_text(report: Any) -> str:
     verb = "would keep" if report.dry_run else "kept"
     if not report.sessions_read:
         return "no session of this repository to sweep from: refs/pi-rewind/store left as it is"
-    lines = [(f"read {report.sessions_read} session files ({report.ledgers} ledgers of this repository, "
-              f"scan {report.scan_mode})")]
+    lines = [
+        (
+            f"read {report.sessions_read} session files ({report.ledgers} ledgers of this repository, "
+            f"scan {report.scan_mode})"
+        )
+    ]
     if report.preserved:
         lines.append("no live snapshot found: refs/pi-rewind/store left as it is")
         return "\n".join(lines)
-    lines.append(f"{verb} {s['live'] + len(report.arrived)} snapshots ({s['pinned']} pinned, {s['recent']} recent"
-                 + (f", {s['unrecorded']} not yet recorded" if s["unrecorded"] else "")
-                 + (f", {len(report.arrived)} appended during the sweep" if report.arrived else "") + ")"
-                 + f", {'would drop' if report.dry_run else 'dropped'} {s['dropped']}"
-                 + (f" ({s['missing']} already gone)" if s["missing"] else ""))
+    lines.append(
+        f"{verb} {s['live'] + len(report.arrived)} snapshots ({s['pinned']} pinned, {s['recent']} recent"
+        + (f", {s['unrecorded']} not yet recorded" if s["unrecorded"] else "")
+        + (f", {len(report.arrived)} appended during the sweep" if report.arrived else "")
+        + ")"
+        + f", {'would drop' if report.dry_run else 'dropped'} {s['dropped']}"
+        + (f" ({s['missing']} already gone)" if s["missing"] else "")
+    )
     if report.unreachable_objects:
         n = report.unreachable_objects
-        lines.append(f"{n} {'object' if n == 1 else 'objects'} "
-                     f"{('would become' if report.dry_run else 'is now' if n == 1 else 'are now')} "
-                     "unreachable (old keepalives, dropped snapshots and the trees and blobs only they use); "
-                     "git gc may reclaim them")
+        lines.append(
+            f"{n} {'object' if n == 1 else 'objects'} "
+            f"{('would become' if report.dry_run else 'is now' if n == 1 else 'are now')} "
+            "unreachable (old keepalives, dropped snapshots and the trees and blobs only they use); "
+            "git gc may reclaim them"
+        )
     elif not report.rewritten:
         lines.append("the store already keeps exactly these snapshots: nothing to rewrite")
     if report.rewritten:
-        lines.append(f"refs/pi-rewind/store {(report.old_head or '(none)')[:12]} -> {(report.new_head or '')[:12]}")
+        lines.append(
+            f"refs/pi-rewind/store {(report.old_head or '(none)')[:12]} -> {(report.new_head or '')[:12]}"
+        )
     return "\n".join(lines)
 
 
@@ -147,15 +200,21 @@ def run_config(args: argparse.Namespace, ctx: CliContext) -> int:
     for warning in effective.warnings:
         ctx.warn(warning)
     rows = effective.rows()
-    payload = {"files": [str(p) for p in effective.files],
-               "settings": {key: {"value": value, "source": source} for key, value, source in rows}}
+    payload = {
+        "files": [str(p) for p in effective.files],
+        "settings": {key: {"value": value, "source": source} for key, value, source in rows},
+    }
     width = max(len(key) for key, _, _ in rows)
 
     def text() -> str:
         import json
 
-        lines = [f"{key:<{width}}  {json.dumps(value):<24}  {source}" for key, value, source in rows]
-        lines.append("files read (later overrides earlier): " + ", ".join(str(p) for p in effective.files))
+        lines = [
+            f"{key:<{width}}  {json.dumps(value):<24}  {source}" for key, value, source in rows
+        ]
+        lines.append(
+            "files read (later overrides earlier): " + ", ".join(str(p) for p in effective.files)
+        )
         return "\n".join(lines)
 
     ctx.emit(payload, text)
@@ -185,31 +244,40 @@ def _doctor_text(report: Any) -> str:
         + (f", head {report.store_head[:12]}" if report.store_head else " (no ref yet)"),
         f"objects      {_mib(report.store_bytes)} kept alive by the store, {_mib(report.exclusive_bytes)} by nothing else",
         f"sessions     {report.sessions} of this repository, {report.ledgers} with rewind records",
-        f"capture index {report.index}" + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
+        f"capture index {report.index}"
+        + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
     ]
     for journal in report.interrupted:
-        lines.append(f"  interrupted restore {journal.id}: to {journal.target[:12]} started {journal.started}, "
-                     f"{'files written, not recorded' if journal.state == 'done' else 'files may be mixed'}; "
-                     f"before it: snapshot {journal.undo[:12]} (pinned)"
-                     + (f"; failure: {journal.failure}" if journal.failure else ""))
+        lines.append(
+            f"  interrupted restore {journal.id}: to {journal.target[:12]} started {journal.started}, "
+            f"{'files written, not recorded' if journal.state == 'done' else 'files may be mixed'}; "
+            f"before it: snapshot {journal.undo[:12]} (pinned)"
+            + (f"; failure: {journal.failure}" if journal.failure else "")
+        )
     if report.feed:
         lines.append(f"change feed  {report.feed.get('mode', '?')} (last bridge)")
     if report.store_lock:
-        lines.append(f"store lock   {report.store_lock} ({report.store_lock_age_s:.0f} s old"
-                     + (", stale)" if report.stale_lock else ")"))
+        lines.append(
+            f"store lock   {report.store_lock} ({report.store_lock_age_s:.0f} s old"
+            + (", stale)" if report.stale_lock else ")")
+        )
     lines += [f"  chain: {problem}" for problem in report.chain_problems]
     for ref in report.references:
-        lines.append(f"  {ref.state:<11} {ref.snapshot[:12]}  {ref.kind:<7} entry {ref.entry or '-'}  session {ref.session}")
+        lines.append(
+            f"  {ref.state:<11} {ref.snapshot[:12]}  {ref.kind:<7} entry {ref.entry or '-'}  session {ref.session}"
+        )
     dropped = {r.snapshot for r in report.references if r.state == "dropped"}
     if dropped:
-        lines.append(f"{len(dropped)} referenced snapshots were dropped by retention and await git gc")
+        lines.append(
+            f"{len(dropped)} referenced snapshots were dropped by retention and await git gc"
+        )
     if report.missing:
-        lines.append(f"{len({r.snapshot for r in report.missing})} referenced snapshots are gone (pruned); "
-                     "those rewind points are skipped")
+        lines.append(
+            f"{len({r.snapshot for r in report.missing})} referenced snapshots are gone (pruned); "
+            "those rewind points are skipped"
+        )
     return "\n".join(lines)
 
 
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.1f} KiB"
-
-

@@ -27,8 +27,10 @@ ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
 
 class ConfirmationRequired(LedgerError):
     def __init__(self, action: str) -> None:
-        super().__init__(f"{action} needs confirmation and there is no terminal to ask",
-                         hint="pass --yes to confirm, or --dry-run to see the plan")
+        super().__init__(
+            f"{action} needs confirmation and there is no terminal to ask",
+            hint="pass --yes to confirm, or --dry-run to see the plan",
+        )
 
 
 class Declined(LedgerError):
@@ -37,9 +39,13 @@ class Declined(LedgerError):
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("restore", parents=[common], help="restore files and/or conversation to an entry",
-                       description="Restore the files of an entry's exact rewind point (files), move the "
-                                   "conversation back to it durably (conversation), or both.")
+    p = sub.add_parser(
+        "restore",
+        parents=[common],
+        help="restore files and/or conversation to an entry",
+        description="Restore the files of an entry's exact rewind point (files), move the "
+        "conversation back to it durably (conversation), or both.",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
     p.add_argument("--mode", choices=("both", "files", "conversation"), default="both")
@@ -47,31 +53,47 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run_restore)
 
-    p = sub.add_parser("undo", parents=[common], help="undo the last file rewind of the session",
-                       description="Restore the latest undo snapshot on the session's branch (undo of undo works).")
+    p = sub.add_parser(
+        "undo",
+        parents=[common],
+        help="undo the last file rewind of the session",
+        description="Restore the latest undo snapshot on the session's branch (undo of undo works).",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run_undo)
 
-    p = sub.add_parser("fork", parents=[common], help="fork the session at an entry (Pi's /fork)",
-                       description="Write a child session file with the path up to ENTRY (for a user message: "
-                                   "up to its parent), and restore files for --mode all or code.")
+    p = sub.add_parser(
+        "fork",
+        parents=[common],
+        help="fork the session at an entry (Pi's /fork)",
+        description="Write a child session file with the path up to ENTRY (for a user message: "
+        "up to its parent), and restore files for --mode all or code.",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
     p.add_argument("--mode", choices=("conversation", "all", "code"), default="conversation")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run_fork)
 
-    p = sub.add_parser("checkpoint", parents=[common], help="snapshot now and bind it to an entry",
-                       description="Snapshot the work tree now and bind it to ENTRY (default: the latest "
-                                   "user, assistant, summary or compaction entry on the branch).")
+    p = sub.add_parser(
+        "checkpoint",
+        parents=[common],
+        help="snapshot now and bind it to an entry",
+        description="Snapshot the work tree now and bind it to ENTRY (default: the latest "
+        "user, assistant, summary or compaction entry on the branch).",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", nargs="?", help=ENTRY_HELP)
     p.set_defaults(run=run_checkpoint)
 
-    p = sub.add_parser("diff", parents=[common], help="what a restore to an entry would change",
-                       description="Show what restoring ENTRY's files would change, as a stat or a patch.")
+    p = sub.add_parser(
+        "diff",
+        parents=[common],
+        help="what a restore to an entry would change",
+        description="Show what restoring ENTRY's files would change, as a stat or a patch.",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
     p.add_argument("--patch", action="store_true", help="print a unified diff")
@@ -95,8 +117,10 @@ def open_engine(ctx: CliContext, session_name: str) -> Any:
     cwd = Path(session.cwd) if session.cwd else None
     repo = ctx.repo(near=cwd if cwd is not None and cwd.is_dir() else None)
     if session.cwd is not None and not repo.contains(session.cwd):
-        raise LedgerError(f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",
-                          hint="run the command inside that repository or pass --repo")
+        raise LedgerError(
+            f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",
+            hint="run the command inside that repository or pass --repo",
+        )
     settings, warnings = load_settings(agent_dir, repo.root)
     for warning in warnings:
         ctx.warn(warning)
@@ -107,15 +131,21 @@ def open_engine(ctx: CliContext, session_name: str) -> Any:
 
 
 @contextlib.contextmanager
-def restoring(ctx: CliContext, engine: Any, operation: str, entry: str | None = None) -> Iterator[None]:
+def restoring(
+    ctx: CliContext, engine: Any, operation: str, entry: str | None = None
+) -> Iterator[None]:
     """Around an operation that may change files: the journal's intent (session, entry, agent
     dir), and SIGTERM/SIGHUP turned into an interruption so that the restore rolls back (and its
     git child is killed) instead of dying half-way."""
     from ledger.git.journal import RestoreIntent, restore_intent
 
     session_file = engine.host.session_file
-    intent = RestoreIntent(session=os.path.realpath(session_file) if session_file else None, entry=entry,
-                           operation=operation, agent_dir=str(ctx.agent_dir()))
+    intent = RestoreIntent(
+        session=os.path.realpath(session_file) if session_file else None,
+        entry=entry,
+        operation=operation,
+        agent_dir=str(ctx.agent_dir()),
+    )
 
     def interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -131,8 +161,10 @@ def restoring(ctx: CliContext, engine: Any, operation: str, entry: str | None = 
         from ledger.recovery import settle_journals
 
         if settle_journals(engine.repo):  # files changed, no record: the journal keeps the way back
-            exc.hint = (f"the files changed but the record was not written; once that is fixed, "
-                        f"'rewind undo {intent.session}' brings back the files as they were ('rewind doctor' shows it)")
+            exc.hint = (
+                f"the files changed but the record was not written; once that is fixed, "
+                f"'rewind undo {intent.session}' brings back the files as they were ('rewind doctor' shows it)"
+            )
         raise
     finally:
         for sig, handler in previous.items():
@@ -169,12 +201,18 @@ def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: s
 
 
 def plan_lines(report: Any) -> list[str]:
-    lines = [f"  A {p}" for p in report.added] + [f"  M {p}" for p in report.modified] + [f"  D {p}" for p in report.deleted]
+    lines = (
+        [f"  A {p}" for p in report.added]
+        + [f"  M {p}" for p in report.modified]
+        + [f"  D {p}" for p in report.deleted]
+    )
     return lines or ["  (no file changes)"]
 
 
 def _summary(report: Any) -> str:
-    return f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted"
+    return (
+        f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted"
+    )
 
 
 def _warn_all(ctx: CliContext, warnings: list[str]) -> None:
@@ -200,12 +238,29 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     plan = operations.restore(engine, entry, args.mode, dry_run=True)
     if args.dry_run:
         _warn_all(ctx, plan.warnings)
-        ctx.emit(plan.to_json(), lambda: "\n".join(
-            [f"restore {args.mode} to entry {entry}" + (f" (snapshot {plan.target[:12]})" if plan.target else "")
-             + f": would change {_summary(plan)}" + (f"; the conversation would continue from {plan.position or 'a new root'}" if args.mode != "files" else ""),
-             *plan_lines(plan)]))
+        ctx.emit(
+            plan.to_json(),
+            lambda: "\n".join(
+                [
+                    f"restore {args.mode} to entry {entry}"
+                    + (f" (snapshot {plan.target[:12]})" if plan.target else "")
+                    + f": would change {_summary(plan)}"
+                    + (
+                        f"; the conversation would continue from {plan.position or 'a new root'}"
+                        if args.mode != "files"
+                        else ""
+                    ),
+                    *plan_lines(plan),
+                ]
+            ),
+        )
         return 0
-    confirm(ctx, args, f"Restore {args.mode} to entry {entry}", "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
+    confirm(
+        ctx,
+        args,
+        f"Restore {args.mode} to entry {entry}",
+        "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+    )
     with restoring(ctx, engine, "restore", entry):
         report = operations.restore(engine, entry, args.mode)
     _warn_all(ctx, report.warnings)
@@ -217,10 +272,14 @@ def _restore_text(report: Any, session_name: str) -> str:
     lines = []
     if report.mode in ("both", "files"):
         if report.changed:
-            lines.append(f"restored the files of entry {report.entry} (snapshot {report.target[:12]}): {_summary(report)}")
+            lines.append(
+                f"restored the files of entry {report.entry} (snapshot {report.target[:12]}): {_summary(report)}"
+            )
             lines.extend(plan_lines(report))
         else:
-            lines.append(f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed")
+            lines.append(
+                f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed"
+            )
     if report.mode in ("both", "conversation"):
         where = f"entry {report.position}" if report.position else "a new root"
         lines.append(f"conversation now continues from {where} (leaf: record {report.record})")
@@ -235,19 +294,36 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
 
     engine = open_engine(ctx, args.session)
     session_file = engine.host.session_file
-    journal = newest_interrupted(engine.repo, Path(os.path.realpath(session_file)) if session_file else None)
+    journal = newest_interrupted(
+        engine.repo, Path(os.path.realpath(session_file)) if session_file else None
+    )
     if journal is not None:
         return _recover(args, ctx, engine, journal)
     plan = operations.undo(engine, dry_run=True)
     if args.dry_run:
-        ctx.emit(plan.to_json(), lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]))
+        ctx.emit(
+            plan.to_json(),
+            lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]),
+        )
         return 0
-    confirm(ctx, args, "Undo the last file rewind", "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]))
+    confirm(
+        ctx,
+        args,
+        "Undo the last file rewind",
+        "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]),
+    )
     with restoring(ctx, engine, "undo"):
         report = operations.undo(engine)
-    ctx.emit(report.to_json(), lambda: "\n".join(
-        [f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}", *plan_lines(report),
-         "undo again to swap back"]))
+    ctx.emit(
+        report.to_json(),
+        lambda: "\n".join(
+            [
+                f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}",
+                *plan_lines(report),
+                "undo again to swap back",
+            ]
+        ),
+    )
     return 0
 
 
@@ -256,20 +332,36 @@ def _recover(args: argparse.Namespace, ctx: CliContext, engine: Any, journal: An
     from ledger.git.restore import plan_restore
     from ledger.recovery import recover
 
-    what = (f"the restore to {journal.target[:12]} started {journal.started} was interrupted; "
-            f"undo brings every file back as it was before it (snapshot {journal.undo[:12]})")
+    what = (
+        f"the restore to {journal.target[:12]} started {journal.started} was interrupted; "
+        f"undo brings every file back as it was before it (snapshot {journal.undo[:12]})"
+    )
     ctx.warn(what)
     plan = plan_restore(engine.repo, journal.undo, engine.settings.snapshot)
     if args.dry_run:
-        ctx.emit({**plan.to_json(), "mode": "recover", "target": journal.undo, "dryRun": True},
-                 lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]))
+        ctx.emit(
+            {**plan.to_json(), "mode": "recover", "target": journal.undo, "dryRun": True},
+            lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]),
+        )
         return 0
-    confirm(ctx, args, "Undo the interrupted restore", "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]))
+    confirm(
+        ctx,
+        args,
+        "Undo the interrupted restore",
+        "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]),
+    )
     with restoring(ctx, engine, "recover"):
         report = recover(engine, journal)
-    ctx.emit(report.to_json(), lambda: "\n".join(
-        [f"undid the interrupted restore (files now at {report.restored_to[:12]}): {_summary(report)}",
-         *plan_lines(report), f"undo again to return to {journal.target[:12]}"]))
+    ctx.emit(
+        report.to_json(),
+        lambda: "\n".join(
+            [
+                f"undid the interrupted restore (files now at {report.restored_to[:12]}): {_summary(report)}",
+                *plan_lines(report),
+                f"undo again to return to {journal.target[:12]}",
+            ]
+        ),
+    )
     return 0
 
 
@@ -284,14 +376,29 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
         if target is not None:
             plan = operations.plan_for(engine, target)
             if not plan.noop:
-                confirm(ctx, args, f"Fork at {entry} and restore its files",
-                        "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]))
+                confirm(
+                    ctx,
+                    args,
+                    f"Fork at {entry} and restore its files",
+                    "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+                )
     with restoring(ctx, engine, "fork", entry):
         report = operations.fork(engine, entry, args.mode)
     _warn_all(ctx, report.warnings)
-    ctx.emit(report.to_json(), lambda: "\n".join(
-        ([f"restored the files of entry {entry}: {_summary(report.restore)}", *plan_lines(report.restore)] if report.restore else [])
-        + [f"forked session: {report.child}"]))
+    ctx.emit(
+        report.to_json(),
+        lambda: "\n".join(
+            (
+                [
+                    f"restored the files of entry {entry}: {_summary(report.restore)}",
+                    *plan_lines(report.restore),
+                ]
+                if report.restore
+                else []
+            )
+            + [f"forked session: {report.child}"]
+        ),
+    )
     return 0
 
 
@@ -302,7 +409,10 @@ def run_checkpoint(args: argparse.Namespace, ctx: CliContext) -> int:
     entry = resolve_entry_name(engine, args.entry) if args.entry else None
     check_interrupted(ctx, engine, refuse=False)
     report = operations.checkpoint(engine, entry)
-    ctx.emit(report.to_json(), f"bound snapshot {report.commit} to entry {report.entry} (record {report.record})")
+    ctx.emit(
+        report.to_json(),
+        f"bound snapshot {report.commit} to entry {report.entry} (record {report.record})",
+    )
     return 0
 
 
@@ -315,6 +425,13 @@ def run_diff(args: argparse.Namespace, ctx: CliContext) -> int:
     if report.patch is not None and not ctx.json:
         ctx.emit(None, report.patch or "(no differences)")
         return 0
-    ctx.emit(report.to_json(), lambda: "\n".join(
-        [f"restoring entry {entry} (snapshot {report.target[:12]}) would change {_summary(report)}", *plan_lines(report)]))
+    ctx.emit(
+        report.to_json(),
+        lambda: "\n".join(
+            [
+                f"restoring entry {entry} (snapshot {report.target[:12]}) would change {_summary(report)}",
+                *plan_lines(report),
+            ]
+        ),
+    )
     return 0

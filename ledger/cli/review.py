@@ -28,34 +28,62 @@ ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("show", parents=[common], help="what one prompt or turn changed, like git show",
-                       description="Show what a prompt (a user entry: the whole prompt) or a turn (an assistant "
-                                   "entry) changed: the diff from the rewind point before it to the one after "
-                                   "it, under a header with the prompt text and the assistant's summary line.")
+    p = sub.add_parser(
+        "show",
+        parents=[common],
+        help="what one prompt or turn changed, like git show",
+        description="Show what a prompt (a user entry: the whole prompt) or a turn (an assistant "
+        "entry) changed: the diff from the rewind point before it to the one after "
+        "it, under a header with the prompt text and the assistant's summary line.",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
     add_diff_options(p, default="patch")
     p.set_defaults(run=run_show)
 
-    p = sub.add_parser("report", parents=[common], help="write a self-contained HTML review of a session",
-                       description="Write one self-contained HTML page (no network, no external assets): the "
-                                   "session's branch as a timeline of prompts and turns with their diffs.")
+    p = sub.add_parser(
+        "report",
+        parents=[common],
+        help="write a self-contained HTML review of a session",
+        description="Write one self-contained HTML page (no network, no external assets): the "
+        "session's branch as a timeline of prompts and turns with their diffs.",
+    )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the .html file to write")
     p.add_argument("--lineage", action="store_true", default=True, help=argparse.SUPPRESS)
-    p.add_argument("--side-by-side", action="store_true", help="two-column diffs instead of unified ones")
-    p.add_argument("--find-renames", action="store_true", help="detect renames (off by default, as git diff)")
+    p.add_argument(
+        "--side-by-side", action="store_true", help="two-column diffs instead of unified ones"
+    )
+    p.add_argument(
+        "--find-renames", action="store_true", help="detect renames (off by default, as git diff)"
+    )
     p.set_defaults(run=run_report)
 
 
 def add_diff_options(p: argparse.ArgumentParser, *, default: str) -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--patch", "-p", dest="detail", action="store_const", const="patch",
-                       help="the unified diff (byte for byte what git diff prints)")
-    group.add_argument("--stat", dest="detail", action="store_const", const="stat",
-                       help="a diffstat instead of the patch")
+    group.add_argument(
+        "--patch",
+        "-p",
+        dest="detail",
+        action="store_const",
+        const="patch",
+        help="the unified diff (byte for byte what git diff prints)",
+    )
+    group.add_argument(
+        "--stat",
+        dest="detail",
+        action="store_const",
+        const="stat",
+        help="a diffstat instead of the patch",
+    )
     p.set_defaults(detail=default)
-    p.add_argument("--find-renames", "-M", action="store_true", help="detect renames (off by default, as git diff)")
+    p.add_argument(
+        "--find-renames",
+        "-M",
+        action="store_true",
+        help="detect renames (off by default, as git diff)",
+    )
     p.add_argument("--no-color", action="store_true", help="never colour the output")
     p.add_argument("--no-pager", action="store_true", help="do not pipe the output through a pager")
 
@@ -99,8 +127,15 @@ def paged(ctx: CliContext, args: argparse.Namespace) -> Iterator[None]:
     env.setdefault("LESS", "FRX")
     env.setdefault("LV", "-c")
     try:
-        proc = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env, text=True,
-                                encoding="utf-8", errors="surrogateescape")
+        proc = subprocess.Popen(
+            command,
+            shell=True,
+            stdin=subprocess.PIPE,
+            env=env,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+        )
     except OSError:
         yield
         return
@@ -144,7 +179,9 @@ def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
 
     path, repo = _session_repo(ctx, args.session)
     entry = resolve_entry(read_session(path), args.entry)
-    review, warnings = show_entry(repo, path, entry, find_renames=args.find_renames, detail=args.detail)
+    review, warnings = show_entry(
+        repo, path, entry, find_renames=args.find_renames, detail=args.detail
+    )
     for warning in warnings:
         ctx.warn(warning)
     if ctx.json:
@@ -189,9 +226,14 @@ def run_report(args: argparse.Namespace, ctx: CliContext) -> int:
     output = Path(args.output)
     if output.is_dir():
         raise LedgerError(f"{output} is a directory", hint="pass a file name such as review.html")
-    result = write_report(repo, path, output, side_by_side=args.side_by_side, find_renames=args.find_renames)
+    result = write_report(
+        repo, path, output, side_by_side=args.side_by_side, find_renames=args.find_renames
+    )
     for warning in result.warnings:
         ctx.warn(warning)
-    ctx.emit(result.to_json(), f"wrote {result.path}: {result.prompts} prompts, {result.turns} turns, "
-                               f"{result.files} file changes, {result.bytes} bytes")
+    ctx.emit(
+        result.to_json(),
+        f"wrote {result.path}: {result.prompts} prompts, {result.turns} turns, "
+        f"{result.files} file changes, {result.bytes} bytes",
+    )
     return 0

@@ -25,12 +25,16 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="serve the engine to a running agent over stdin/stdout (Pi's extension)",
         description="Run the rewind engine for one agent session, speaking one JSON object per line "
-                    "on stdin/stdout: the host sends events, the engine answers with results and, "
-                    "while it works, calls the host (session facts, appendEntry, select). "
-                    "See schemas/bridge.schema.json.",
+        "on stdin/stdout: the host sends events, the engine answers with results and, "
+        "while it works, calls the host (session facts, appendEntry, select). "
+        "See schemas/bridge.schema.json.",
     )
-    parser.add_argument("--stdio", action="store_true", required=True,
-                        help="speak the protocol on stdin/stdout (the only transport)")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        required=True,
+        help="speak the protocol on stdin/stdout (the only transport)",
+    )
     parser.set_defaults(run=run)
 
 

@@ -16,8 +16,8 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="capture the work tree as a snapshot commit kept by refs/pi-rewind/store",
         description="Capture the work tree (tracked and untracked, non-ignored files) into a "
-                    "snapshot commit kept alive by refs/pi-rewind/store, reusing the latest "
-                    "snapshot when nothing changed.",
+        "snapshot commit kept alive by refs/pi-rewind/store, reusing the latest "
+        "snapshot when nothing changed.",
     )
     parser.set_defaults(run=run)
 
@@ -32,8 +32,10 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
         ctx.warn(warning)
     report = take_snapshot(repo, settings.snapshot)
     if report.identity_fallback:
-        ctx.warn("git has no user identity; the snapshot was committed as pi-rewind "
-                 "<pi-rewind@localhost>")
+        ctx.warn(
+            "git has no user identity; the snapshot was committed as pi-rewind "
+            "<pi-rewind@localhost>"
+        )
     ctx.emit(report.to_json(), lambda: _text(report))
     return 0
 

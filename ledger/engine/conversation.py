@@ -24,7 +24,9 @@ from ledger.session.parse import Entry
 ForkPosition = Literal["before", "at"]
 
 
-def prompt_user_entry(session: Session, leaf_at_turn_start: str | None, leaf_id: str | None = None) -> Entry | None:
+def prompt_user_entry(
+    session: Session, leaf_at_turn_start: str | None, leaf_id: str | None = None
+) -> Entry | None:
     """The user message of the prompt that started when the leaf was ``leaf_at_turn_start``.
 
     Walks the current branch back from the leaf to ``leaf_at_turn_start`` and returns the first
@@ -45,7 +47,9 @@ def prompt_user_entry(session: Session, leaf_at_turn_start: str | None, leaf_id:
     return None
 
 
-def assistant_entry(session: Session, message: dict[str, Any], leaf_id: str | None = None) -> Entry | None:
+def assistant_entry(
+    session: Session, message: dict[str, Any], leaf_id: str | None = None
+) -> Entry | None:
     """The branch entry of a ``turn_end`` assistant message (the reference's matching rule).
 
     Scans the branch backwards for a message with the same ``timestamp``; else one with the
@@ -72,7 +76,11 @@ def _message_text(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(b["text"] for b in content if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+        return " ".join(
+            b["text"]
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
     return ""
 
 
@@ -86,7 +94,9 @@ def rewind_parent(entry: Entry) -> str | None:
     return entry.parent_id if is_reasked(entry) else entry.id
 
 
-def fork_path(session: Session, entry_id: str, position: ForkPosition = "before") -> list[dict[str, Any]]:
+def fork_path(
+    session: Session, entry_id: str, position: ForkPosition = "before"
+) -> list[dict[str, Any]]:
     """The entries a fork copies, ids preserved: root → the entry (``at``) or → the parent of a
     user message (``before``, Pi's ``/fork``)."""
     target = session.get(entry_id)

@@ -28,7 +28,6 @@ on failure. Records are appended only through the host.
 from __future__ import annotations
 
 import os
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -58,6 +57,8 @@ class RetentionHooks(Protocol):
     def on_snapshot_added(self, count: int) -> None: ...
 
     def on_shutdown(self) -> None: ...
+
+
 SessionStartReason = Literal["startup", "resume", "new", "fork", "reload"]
 FORK_PREFERENCE_SOURCES = frozenset({"fork-from-first"})
 CHECKPOINT_SOURCES = frozenset({"pi-custom-compaction"})
@@ -118,9 +119,16 @@ class _FileState:
 class Engine:
     """One session's rewind state. Create it at session start; feed it the host's events."""
 
-    def __init__(self, host: SessionHost, repo: GitRepo, *, settings: Settings | None = None,
-                 clock: Clock | None = None, reader: LineageReader | None = None,
-                 retention: RetentionHooks | None = None) -> None:
+    def __init__(
+        self,
+        host: SessionHost,
+        repo: GitRepo,
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        reader: LineageReader | None = None,
+        retention: RetentionHooks | None = None,
+    ) -> None:
         self.host = host
         self.retention = retention
         """Runs retention sweeps at session start, every 50 new snapshots and at shutdown."""
@@ -177,7 +185,9 @@ class Engine:
 
     def snapshot(self) -> str:
         """Capture the work tree; reuse the latest exact snapshot when the tree is unchanged."""
-        report = take_snapshot(self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock)
+        report = take_snapshot(
+            self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock
+        )
         self.last_exact = LastExact(report.commit, report.tree)
         if not report.reused:
             self.new_snapshots += 1
@@ -185,13 +195,22 @@ class Engine:
                 self.retention.on_snapshot_added(1)
         return report.commit
 
-    def _append(self, custom_type: str, data: dict[str, Any], *, parent_id: Any = None, at_leaf: bool = True) -> str:
+    def _append(
+        self, custom_type: str, data: dict[str, Any], *, parent_id: Any = None, at_leaf: bool = True
+    ) -> str:
         if at_leaf:
             return self.host.append_custom(custom_type, data)
         return self.host.append_custom(custom_type, data, parent_id=parent_id)
 
-    def _append_op(self, *, current: str | None = None, undo: str | None = None,
-                   bindings: list[tuple[str, str]] | None = None, parent_id: Any = None, at_leaf: bool = True) -> str:
+    def _append_op(
+        self,
+        *,
+        current: str | None = None,
+        undo: str | None = None,
+        bindings: list[tuple[str, str]] | None = None,
+        parent_id: Any = None,
+        at_leaf: bool = True,
+    ) -> str:
         from ledger.record_models import build_op
 
         data = build_op(current=current, undo=undo, bindings=bindings).to_data()
@@ -200,19 +219,28 @@ class Engine:
         return record
 
     def _restore(self, commit: str) -> Any:
-        from ledger.git.restore import restore_commit
-
         from ledger.git.journal import RestoreIntent, current_intent, restore_intent
+        from ledger.git.restore import restore_commit
 
         # The restore journal names the session the op record goes to, so that an interrupted
         # restore can be found and undone from it (docs/design.md#crash-safe-restore).
         intent = current_intent()
         if intent.session is None and self.host.session_file is not None:
-            intent = RestoreIntent(session=os.path.realpath(self.host.session_file), entry=intent.entry,
-                                   operation=intent.operation, agent_dir=intent.agent_dir)
+            intent = RestoreIntent(
+                session=os.path.realpath(self.host.session_file),
+                entry=intent.entry,
+                operation=intent.operation,
+                agent_dir=intent.agent_dir,
+            )
         with restore_intent(intent):
-            outcome = restore_commit(self.repo, commit, self.settings.snapshot, last_exact=self.last_exact,
-                                     clock=self.clock, fault=self.restore_fault)
+            outcome = restore_commit(
+                self.repo,
+                commit,
+                self.settings.snapshot,
+                last_exact=self.last_exact,
+                clock=self.clock,
+                fault=self.restore_fault,
+            )
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
@@ -220,7 +248,9 @@ class Engine:
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def session_start(self, reason: SessionStartReason = "startup", previous_session_file: str | None = None) -> EventResult:
+    def session_start(
+        self, reason: SessionStartReason = "startup", previous_session_file: str | None = None
+    ) -> EventResult:
         result = EventResult()
         self._collector = None
         self._pending_tree = None
@@ -251,13 +281,20 @@ class Engine:
         try:
             parent = self.reader.load(parent_file, full=True)
         except LedgerError as exc:
-            result.warn(f"Rewind: parent session unreadable, fork state not imported ({exc.message})")
+            result.warn(
+                f"Rewind: parent session unreadable, fork state not imported ({exc.message})"
+            )
             return
         pending = parent.view.fork_pending
         session = parent.session
         # D13: the hand-off is for this fork only if nothing was appended to the parent after it
         # (a cancelled fork's record is followed by the parent's next entries, or superseded).
-        if pending is None or session is None or not session.entries or session.entries[-1].id != pending.record_id:
+        if (
+            pending is None
+            or session is None
+            or not session.entries
+            or session.entries[-1].id != pending.record_id
+        ):
             return
         if any(e.custom_type == OP and e.id not in session.by_id for e in self.session().entries):
             return  # already imported (a reload of the child); copied records share the parent's ids
@@ -294,7 +331,9 @@ class Engine:
         user = prompt_user_entry(session, collector.leaf_at_start, self.host.leaf_id())
         if user is None:
             if final:
-                result.warn("Rewind: this prompt's user entry was not found; its pre-prompt snapshot is not bound")
+                result.warn(
+                    "Rewind: this prompt's user entry was not found; its pre-prompt snapshot is not bound"
+                )
                 collector.pending_user_commit = None
             return
         already = LedgerView.of(session).entry_to_commit
@@ -302,8 +341,13 @@ class Engine:
             collector.pairs.insert(0, (user.id, collector.pending_user_commit))
         collector.pending_user_commit = None
 
-    def turn_end(self, turn_index: int, *, assistant_entry_id: str | None = None,
-                 message: dict[str, Any] | None = None) -> EventResult:
+    def turn_end(
+        self,
+        turn_index: int,
+        *,
+        assistant_entry_id: str | None = None,
+        message: dict[str, Any] | None = None,
+    ) -> EventResult:
         result = EventResult()
         if self._collector is None:
             return result
@@ -361,7 +405,11 @@ class Engine:
             return result
         session = self.session()
         entry = session.get(entry_id)
-        if entry is None or not is_restorable(entry) or entry_id in LedgerView.of(session).entry_to_commit:
+        if (
+            entry is None
+            or not is_restorable(entry)
+            or entry_id in LedgerView.of(session).entry_to_commit
+        ):
             return result
         return self._bind_now(entry_id, "for checkpoint", result)
 
@@ -371,7 +419,9 @@ class Engine:
 
     # --- /tree ----------------------------------------------------------------------------
 
-    def before_tree(self, target_id: str, choose: Choose | None = None, *, has_ui: bool = True) -> EventResult:
+    def before_tree(
+        self, target_id: str, choose: Choose | None = None, *, has_ui: bool = True
+    ) -> EventResult:
         result = EventResult()
         self._settle_unconsumed_fork()
         try:
@@ -380,9 +430,16 @@ class Engine:
                 self._pending_tree = _FileState(self.snapshot())
                 return result
             entry = self.session().get(target_id)
-            target = self.resolve_point(target_id) if entry is not None and is_restorable(entry) else None
+            target = (
+                self.resolve_point(target_id)
+                if entry is not None and is_restorable(entry)
+                else None
+            )
             undo = self.undo_point()
-            choice = choose(M.MENU_TITLE, M.tree_options(has_target=target is not None, has_undo=undo is not None))
+            choice = choose(
+                M.MENU_TITLE,
+                M.tree_options(has_target=target is not None, has_undo=undo is not None),
+            )
             if choice is None or choice == M.TREE_CANCEL:
                 result.info(M.NAVIGATION_CANCELLED)
                 result.cancel = True
@@ -406,8 +463,12 @@ class Engine:
                     outcome = self._restore(target)
                     self._pending_tree = _FileState(target, outcome.undo_commit)
                     result.info(M.FILES_RESTORED_TO_POINT)
-                    result.show(M.panel_restored(outcome.plan, self._describe(target_id), after=M.MOVED_TREE),
-                                M.UNDO_HINT)
+                    result.show(
+                        M.panel_restored(
+                            outcome.plan, self._describe(target_id), after=M.MOVED_TREE
+                        ),
+                        M.UNDO_HINT,
+                    )
             else:
                 result.info(M.NAVIGATION_CANCELLED)
                 result.cancel = True
@@ -427,7 +488,9 @@ class Engine:
         entry = self.session().get(entry_id)
         if entry is None:
             return entry_id
-        kind = entry.role if entry.type == "message" and entry.role else entry.type.replace("_", " ")
+        kind = (
+            entry.role if entry.type == "message" and entry.role else entry.type.replace("_", " ")
+        )
         text = " ".join(entry_text(entry).split())
         if len(text) > 40:
             text = text[:39] + "…"
@@ -441,12 +504,20 @@ class Engine:
             self._reconstruct()
             return result
         bindings = [(summary_entry_id, state.current)] if summary_entry_id else None
-        self._append_op(current=state.current, undo=state.undo, bindings=bindings, parent_id=new_leaf_id, at_leaf=False)
+        self._append_op(
+            current=state.current,
+            undo=state.undo,
+            bindings=bindings,
+            parent_id=new_leaf_id,
+            at_leaf=False,
+        )
         return result
 
     # --- /fork ----------------------------------------------------------------------------
 
-    def before_fork(self, entry_id: str, choose: Choose | None = None, *, has_ui: bool = True) -> EventResult:
+    def before_fork(
+        self, entry_id: str, choose: Choose | None = None, *, has_ui: bool = True
+    ) -> EventResult:
         result = EventResult()
         self._settle_unconsumed_fork()
         forced, self._fork_preference = self._fork_preference, None
@@ -460,7 +531,10 @@ class Engine:
                 self._write_fork_pending(_FileState(self.snapshot()))
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
-            choice = choose(M.MENU_TITLE, M.fork_options(has_target=target is not None, has_undo=undo is not None))
+            choice = choose(
+                M.MENU_TITLE,
+                M.fork_options(has_target=target is not None, has_undo=undo is not None),
+            )
             if choice is None:
                 result.info(M.REWIND_CANCELLED)
                 result.cancel = True
@@ -487,8 +561,12 @@ class Engine:
                         self._append_op(current=target, undo=outcome.undo_commit)
                     result.info(M.FILES_RESTORED_FROM_POINT)
                     result.cancel = True
-                    result.show(M.panel_restored(outcome.plan, self._describe(entry_id), after=M.STAY_CODE_ONLY),
-                                M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO)
+                    result.show(
+                        M.panel_restored(
+                            outcome.plan, self._describe(entry_id), after=M.STAY_CODE_ONLY
+                        ),
+                        M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,
+                    )
                 else:
                     outcome = self._restore(target)
                     self._write_fork_pending(_FileState(target, outcome.undo_commit))

@@ -38,7 +38,9 @@ class SessionHost(Protocol):
         """The live leaf (a running agent may have moved it without writing anything)."""
         ...
 
-    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
+    def append_custom(
+        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+    ) -> str:
         """Append a ``custom`` entry; returns its id."""
         ...
 
@@ -54,8 +56,14 @@ class FileHost:
     and would chain its next append off its own leaf (pi-session-format.md §11 rule 5).
     """
 
-    def __init__(self, path: Path | str, sessions_dir: Path, *, clock: Clock | None = None,
-                 ids: IdSource | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        sessions_dir: Path,
+        *,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+    ) -> None:
         self.path = Path(path)
         self.sessions_dir = sessions_dir
         self.clock = clock or SystemClock()
@@ -79,11 +87,19 @@ class FileHost:
     def leaf_id(self) -> str | None:
         return self.session().leaf_id
 
-    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> str:
+    def append_custom(
+        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+    ) -> str:
         entry = self._appender.append_custom(custom_type, data, parent_id=parent_id)
         self._session = None
         return str(entry["id"])
 
     def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
-        return create_session_file(self.sessions_dir, cwd, entries,
-                                   parent_session=os.path.realpath(self.path), clock=self.clock, ids=self.ids)
+        return create_session_file(
+            self.sessions_dir,
+            cwd,
+            entries,
+            parent_session=os.path.realpath(self.path),
+            clock=self.clock,
+            ids=self.ids,
+        )

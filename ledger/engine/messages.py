@@ -29,14 +29,14 @@ FILES_RESTORED_TO_POINT = "Files restored to rewind point"
 FILES_RESTORED_FROM_POINT = "Files restored from rewind point"
 FILES_RESTORED_BEFORE_REWIND = "Files restored to before last rewind"
 NO_EXACT_POINT = "No exact rewind point available for that entry"
-TREE_NOT_RESTORABLE = (
-    "Exact file rewind is only available for user, assistant, custom message, compaction, and summary nodes"
-)
+TREE_NOT_RESTORABLE = "Exact file rewind is only available for user, assistant, custom message, compaction, and summary nodes"
 TREE_FAILED = "Rewind failed before tree navigation: {error}"
 FORK_FAILED = "Rewind failed before fork: {error}"
 FORCED_CONVERSATION_ONLY = "Rewind: using conversation-only fork (keep current files) ({source})"
 RETENTION_STARTUP_FAILED = "Rewind retention startup sweep failed: {error}"
-RETENTION_BUDGET_EXCEEDED = "Rewind retention startup sweep skipped after exceeding {budget}ms budget"
+RETENTION_BUDGET_EXCEEDED = (
+    "Rewind retention startup sweep skipped after exceeding {budget}ms budget"
+)
 
 Level = Literal["info", "warning", "error"]
 
@@ -46,9 +46,13 @@ UNDO_HINT = 'Undo: /tree (select any entry) or /fork → "Undo last file rewind"
 UNDO_HINT_AGAIN = 'Choose "Undo last file rewind" again to swap back'
 NOTHING_TO_UNDO = "No file changed, so there is nothing to undo"
 PANEL_KEPT = "Rewind: kept the current files"
-PRUNED_POINT = ("Rewind: that entry's snapshot was pruned by retention, so its files cannot be restored "
-                "(no Restore option)")
-PANEL_FORK_RESTORED = "Rewind: this fork starts with the files of its rewind point (restored before the fork)"
+PRUNED_POINT = (
+    "Rewind: that entry's snapshot was pruned by retention, so its files cannot be restored "
+    "(no Restore option)"
+)
+PANEL_FORK_RESTORED = (
+    "Rewind: this fork starts with the files of its rewind point (restored before the fork)"
+)
 MOVED_TREE = "the conversation moved there"
 STAY_TREE = "the conversation stays where it was (navigation cancelled)"
 STAY_FORK = "no fork made, the conversation is unchanged"
@@ -57,8 +61,11 @@ STAY_CODE_ONLY = "no fork made, the conversation is unchanged"
 
 def changes(plan: object) -> str:
     """``2 modified, 1 added, 1 deleted`` (or ``no file changed``) for a restore plan."""
-    parts = [f"{len(getattr(plan, name))} {name}" for name in ("modified", "added", "deleted")
-             if getattr(plan, name)]
+    parts = [
+        f"{len(getattr(plan, name))} {name}"
+        for name in ("modified", "added", "deleted")
+        if getattr(plan, name)
+    ]
     return ", ".join(parts) if parts else "no file changed"
 
 

@@ -48,10 +48,19 @@ class RestoreReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "added": self.added, "modified": self.modified, "deleted": self.deleted,
-            "mode": self.mode, "entry": self.entry, "target": self.target, "changed": self.changed,
-            "dryRun": self.dry_run, "undo": self.undo, "record": self.record, "leaf": self.leaf,
-            "position": self.position, "warnings": self.warnings,
+            "added": self.added,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "mode": self.mode,
+            "entry": self.entry,
+            "target": self.target,
+            "changed": self.changed,
+            "dryRun": self.dry_run,
+            "undo": self.undo,
+            "record": self.record,
+            "leaf": self.leaf,
+            "position": self.position,
+            "warnings": self.warnings,
         }
 
 
@@ -70,7 +79,11 @@ def _point(engine: Engine, entry_id: str) -> str:
 
 
 def _fill_plan(report: RestoreReport, plan: Any) -> None:
-    report.added, report.modified, report.deleted = list(plan.added), list(plan.modified), list(plan.deleted)
+    report.added, report.modified, report.deleted = (
+        list(plan.added),
+        list(plan.modified),
+        list(plan.deleted),
+    )
     report.warnings.extend(plan.warnings)
 
 
@@ -80,7 +93,9 @@ def plan_for(engine: Engine, target: str) -> Any:
     return plan_restore(engine.repo, target, engine.settings.snapshot)
 
 
-def restore(engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_run: bool = False) -> RestoreReport:
+def restore(
+    engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_run: bool = False
+) -> RestoreReport:
     entry = _entry(engine, entry_id)
     report = RestoreReport(mode=mode, entry=entry_id, target=None, dry_run=dry_run)
     position = rewind_parent(entry)
@@ -105,7 +120,9 @@ def restore(engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_ru
     report.changed = outcome.changed
     report.undo = outcome.undo_commit
     if mode == "both":
-        report.record = engine._append_op(current=target, undo=outcome.undo_commit, parent_id=position, at_leaf=False)
+        report.record = engine._append_op(
+            current=target, undo=outcome.undo_commit, parent_id=position, at_leaf=False
+        )
         report.leaf = report.record
     elif outcome.changed or engine.branch_state().current != target:
         report.record = engine._append_op(current=target, undo=outcome.undo_commit)
@@ -141,8 +158,16 @@ class ForkReport:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        files = self.restore.to_json() if self.restore else {"added": [], "modified": [], "deleted": []}
-        return {**files, "mode": self.mode, "entry": self.entry, "child": str(self.child), "warnings": self.warnings}
+        files = (
+            self.restore.to_json() if self.restore else {"added": [], "modified": [], "deleted": []}
+        )
+        return {
+            **files,
+            "mode": self.mode,
+            "entry": self.entry,
+            "child": str(self.child),
+            "warnings": self.warnings,
+        }
 
 
 def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> ForkReport:
@@ -153,7 +178,10 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
     entry = _entry(engine, entry_id)
     cwd = session.cwd
     if cwd is None:
-        raise LedgerError(f"session {session.id} has no cwd in its header", hint="a Pi session header records its cwd")
+        raise LedgerError(
+            f"session {session.id} has no cwd in its header",
+            hint="a Pi session header records its cwd",
+        )
     restored: RestoreReport | None = None
     if mode == "conversation":
         state = _FileState(engine.snapshot())
@@ -173,15 +201,25 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
         raise
     engine._unconsumed_fork = None
     parent_file = engine.host.session_file
-    child_host = FileHost(child_path, getattr(engine.host, "sessions_dir", child_path.parent.parent),
-                          clock=engine.clock, ids=getattr(engine.host, "ids", None))
-    child = Engine(child_host, engine.repo, settings=engine.settings, clock=engine.clock, reader=engine.reader)
+    child_host = FileHost(
+        child_path,
+        getattr(engine.host, "sessions_dir", child_path.parent.parent),
+        clock=engine.clock,
+        ids=getattr(engine.host, "ids", None),
+    )
+    child = Engine(
+        child_host, engine.repo, settings=engine.settings, clock=engine.clock, reader=engine.reader
+    )
     child.session_start("fork", str(parent_file) if parent_file else None)
     report = ForkReport(mode=mode, entry=entry.id, child=child_path, restore=restored)
-    if not any(e.get("type") == "message" and (e.get("message") or {}).get("role") == "assistant" for e in entries):
+    if not any(
+        e.get("type") == "message" and (e.get("message") or {}).get("role") == "assistant"
+        for e in entries
+    ):
         report.warnings.append(
             "the fork has no assistant message yet: Pi rewrites such a file's lines at its first reply "
-            "(a duplicate flush), which rewind reads correctly")
+            "(a duplicate flush), which rewind reads correctly"
+        )
     return report
 
 
@@ -201,14 +239,20 @@ def checkpoint(engine: Engine, entry_id: str | None = None) -> CheckpointReport:
     if entry_id is None:
         candidates = [e for e in session.branch(engine.host.leaf_id()) if is_restorable(e)]
         if not candidates:
-            raise NoRewindPointError("@", reason="the branch has no user, assistant, summary or compaction entry",
-                                     hint="name an entry: rewind checkpoint SESSION ENTRY")
+            raise NoRewindPointError(
+                "@",
+                reason="the branch has no user, assistant, summary or compaction entry",
+                hint="name an entry: rewind checkpoint SESSION ENTRY",
+            )
         entry = candidates[-1]
     else:
         entry = _entry(engine, entry_id)
         if not is_restorable(entry):
-            raise NoRewindPointError(entry.id, reason=f"a {entry.type} entry cannot be a rewind point",
-                                     hint="choose a user, assistant, custom message, compaction or summary entry")
+            raise NoRewindPointError(
+                entry.id,
+                reason=f"a {entry.type} entry cannot be a rewind point",
+                hint="choose a user, assistant, custom message, compaction or summary entry",
+            )
     commit = engine.snapshot()
     record = engine._append_op(bindings=[(entry.id, commit)])
     return CheckpointReport(entry.id, commit, record)
@@ -224,8 +268,13 @@ class DiffReport:
     patch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {"added": self.added, "modified": self.modified, "deleted": self.deleted,
-                                   "entry": self.entry, "target": self.target}
+        payload: dict[str, Any] = {
+            "added": self.added,
+            "modified": self.modified,
+            "deleted": self.deleted,
+            "entry": self.entry,
+            "target": self.target,
+        }
         if self.patch is not None:
             payload["patch"] = self.patch
         return payload
@@ -240,5 +289,9 @@ def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
     if patch:
         from ledger.git.restore import patch as make_patch
 
-        text = make_patch(engine.repo, plan.current_tree, tree_of(engine.repo, target) or plan.target_tree)
-    return DiffReport(entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text)
+        text = make_patch(
+            engine.repo, plan.current_tree, tree_of(engine.repo, target) or plan.target_tree
+        )
+    return DiffReport(
+        entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text
+    )

@@ -122,8 +122,8 @@ class CaptureResult:
 
 @dataclass
 class _Plan:
-    update: list[str] = field(default_factory=list)      # update-index --add --remove
-    add: list[str] = field(default_factory=list)         # new paths (files or gitlinks)
+    update: list[str] = field(default_factory=list)  # update-index --add --remove
+    add: list[str] = field(default_factory=list)  # new paths (files or gitlinks)
     force_remove: list[str] = field(default_factory=list)
     skipped: dict[str, SkippedPath] = field(default_factory=dict)
     new_gitlinks: list[str] = field(default_factory=list)
@@ -138,8 +138,9 @@ class _IndexUnusable(Exception):
 class Capturer:
     """Captures one repository's work tree (see the module docstring)."""
 
-    def __init__(self, repo: GitRepo, settings: SnapshotSettings | None = None, *,
-                 use_feed: bool = True) -> None:
+    def __init__(
+        self, repo: GitRepo, settings: SnapshotSettings | None = None, *, use_feed: bool = True
+    ) -> None:
         self.repo = repo
         self.root = repo.root
         self.settings = settings or SnapshotSettings()
@@ -181,7 +182,7 @@ class Capturer:
                 if feed is not None:
                     try:
                         fed = feed.try_fed(self)
-                    except Exception as exc:  # noqa: BLE001 - a feed bug must cost a scan, not a capture
+                    except Exception as exc:
                         feed.note_error(exc)
                         fed = None
                     if fed is not None:
@@ -274,16 +275,21 @@ class Capturer:
 
         new_dirs = self._new_dirs(state, plan.add)
         since = status_started_ns - 1_000_000_000
-        recheck = set(ignore_dirs) | {d for d in new_dirs
-                                      if (sig := state.dirs[d][0]) is not None and sig[2] >= since}
+        recheck = set(ignore_dirs) | {
+            d for d in new_dirs if (sig := state.dirs[d][0]) is not None and sig[2] >= since
+        }
         if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
             lazy_tree = self._lazy_tree(state, plan)
             if lazy_tree is not None:
                 self._guard_racy_entries(state, start_s)
                 self.index.save_state(state)
                 self.last_state = state
-                return CaptureResult(lazy_tree, tuple(plan.skipped.values()), fresh,
-                                     len(plan.update) + len(plan.add) + len(plan.force_remove))
+                return CaptureResult(
+                    lazy_tree,
+                    tuple(plan.skipped.values()),
+                    fresh,
+                    len(plan.update) + len(plan.add) + len(plan.force_remove),
+                )
         if plan.force_remove or plan.update or plan.add:
             modified = True
             if plan.force_remove:
@@ -307,9 +313,13 @@ class Capturer:
         if attr_dirs:
             modified = True
             targets = topmost(attr_dirs)
-            self.git.run(["add", "--renormalize", "--", *[t or "." for t in targets]],
-                         operation="renormalize capture index", index=self.index.index_path,
-                         config=PRIVATE_CONFIG, optional_locks=True)
+            self.git.run(
+                ["add", "--renormalize", "--", *[t or "." for t in targets]],
+                operation="renormalize capture index",
+                index=self.index.index_path,
+                config=PRIVATE_CONFIG,
+                optional_locks=True,
+            )
             updated += 1
 
         if modified or state.tree is None:
@@ -328,13 +338,23 @@ class Capturer:
         paths = plan.update + plan.add + plan.force_remove
         if not paths:
             return state.tree
-        if (len(paths) > LAZY_MAX_PATHS or plan.new_gitlinks or plan.gone_gitlinks
-                or plan.gitlinks_changed):
+        if (
+            len(paths) > LAZY_MAX_PATHS
+            or plan.new_gitlinks
+            or plan.gone_gitlinks
+            or plan.gitlinks_changed
+        ):
             return None
         assert state.tree is not None
         try:
-            changes = current_entries(self.git, self.repo.pygit2, self._root_s, paths,
-                                      filemode=self._filemode, config=PRIVATE_CONFIG)
+            changes = current_entries(
+                self.git,
+                self.repo.pygit2,
+                self._root_s,
+                paths,
+                filemode=self._filemode,
+                config=PRIVATE_CONFIG,
+            )
             for path in plan.force_remove:
                 changes[path] = None
             return edit_tree(self.repo.pygit2, state.tree, changes)
@@ -396,10 +416,19 @@ class Capturer:
     def _status(self) -> list[bytes]:
         try:
             result = self.git.run(
-                ["status", "--porcelain=v2", "-z", "--untracked-files=all",
-                 "--ignore-submodules=dirty", "--no-renames"],
-                operation="git status (capture index)", index=self.index.index_path,
-                config=PRIVATE_CONFIG, optional_locks=True)
+                [
+                    "status",
+                    "--porcelain=v2",
+                    "-z",
+                    "--untracked-files=all",
+                    "--ignore-submodules=dirty",
+                    "--no-renames",
+                ],
+                operation="git status (capture index)",
+                index=self.index.index_path,
+                config=PRIVATE_CONFIG,
+                optional_locks=True,
+            )
         except GitError as exc:
             raise _IndexUnusable(str(exc)) from exc
         return result.lines_z()
@@ -413,13 +442,15 @@ class Capturer:
         protected_groups: dict[str, list[str]] = {}
         embedded: list[str] = []
         records = self._status()
-        protected_probe = (re.compile("|".join(re.escape(n) for n in sorted(protected)))
-                           if protected else None)
+        protected_probe = (
+            re.compile("|".join(re.escape(n) for n in sorted(protected))) if protected else None
+        )
         # Many untracked paths (a first capture, a big checkout): skip the size check for what
         # the user's git tracks, which is captured whatever its size, instead of one lstat each.
         untracked_count = sum(1 for r in records if r[:2] == b"? ")
-        user_tracked = (self._user_tracked_all() if limit and untracked_count > _MANY_UNTRACKED
-                        else frozenset())
+        user_tracked = (
+            self._user_tracked_all() if limit and untracked_count > _MANY_UNTRACKED else frozenset()
+        )
 
         for record in records:
             kind = record[:2]
@@ -444,9 +475,11 @@ class Capturer:
                 raw = decode_path(record[2:])
                 is_dir = raw.endswith("/")
                 path = raw.rstrip("/")
-                prefix = (protected_prefix(path, protected, include_last=is_dir)
-                          if protected_probe is not None and protected_probe.search(path)
-                          else None)
+                prefix = (
+                    protected_prefix(path, protected, include_last=is_dir)
+                    if protected_probe is not None and protected_probe.search(path)
+                    else None
+                )
                 if prefix is not None:
                     protected_groups.setdefault(prefix, []).append(raw)
                     continue
@@ -501,8 +534,9 @@ class Capturer:
                 plan.new_gitlinks.append(path)
             else:
                 plan.skipped[path + "/"] = SkippedPath(path + "/", "embedded-repo-without-commit")
-        plan.gone_gitlinks |= {g for g in known_gitlinks if g in plan.update
-                               and not self._has_dotgit(g)}
+        plan.gone_gitlinks |= {
+            g for g in known_gitlinks if g in plan.update and not self._has_dotgit(g)
+        }
         return plan
 
     def _check_dirty(self, state: CaptureState, plan: _Plan) -> None:
@@ -510,10 +544,19 @@ class Capturer:
         known = [g for g in state.gitlinks if g not in plan.gone_gitlinks]
         for chunk in chunks(known):
             result = self.git.run(
-                ["status", "--porcelain=v2", "-z", "--untracked-files=no",
-                 "--ignore-submodules=untracked", "--", *chunk],
-                operation="git status (submodules)", index=self.index.index_path,
-                config=PRIVATE_CONFIG)
+                [
+                    "status",
+                    "--porcelain=v2",
+                    "-z",
+                    "--untracked-files=no",
+                    "--ignore-submodules=untracked",
+                    "--",
+                    *chunk,
+                ],
+                operation="git status (submodules)",
+                index=self.index.index_path,
+                config=PRIVATE_CONFIG,
+            )
             for record in result.lines_z():
                 if record.startswith(b"1 "):
                     fields = record.split(b" ", 8)
@@ -527,7 +570,9 @@ class Capturer:
                 continue
             result = GitRunner(nested, git_dir).run(
                 ["status", "--porcelain", "-z", "--untracked-files=no", "--ignore-submodules=none"],
-                operation=f"git status ({path})", check=False)
+                operation=f"git status ({path})",
+                check=False,
+            )
             if result.returncode == 0 and result.stdout.strip(b"\0"):
                 raise DirtySubmoduleError(path)
 
@@ -543,8 +588,12 @@ class Capturer:
 
     def _write_tree(self) -> str:
         try:
-            result = self.git.run(["write-tree"], operation="git write-tree",
-                                  index=self.index.index_path, config=PRIVATE_CONFIG)
+            result = self.git.run(
+                ["write-tree"],
+                operation="git write-tree",
+                index=self.index.index_path,
+                config=PRIVATE_CONFIG,
+            )
         except GitError as exc:  # e.g. objects only our index referenced were pruned
             raise _IndexUnusable(str(exc)) from exc
         return result.text.strip()
@@ -552,9 +601,14 @@ class Capturer:
     # --- small git helpers ----------------------------------------------------------------
 
     def _update_index(self, options: list[str], paths: Sequence[str]) -> None:
-        self.git.run(["update-index", *options, "-z", "--stdin"], input=nul_join(paths),
-                     operation="git update-index (capture index)", index=self.index.index_path,
-                     config=PRIVATE_CONFIG, optional_locks=True)
+        self.git.run(
+            ["update-index", *options, "-z", "--stdin"],
+            input=nul_join(paths),
+            operation="git update-index (capture index)",
+            index=self.index.index_path,
+            config=PRIVATE_CONFIG,
+            optional_locks=True,
+        )
 
     def _ls_private(self, dirs: Sequence[str], *, ignored: bool = False) -> list[str]:
         """Entries of the private index under ``dirs`` (``""`` = all); only ignored ones if
@@ -564,9 +618,12 @@ class Capturer:
         out: list[str] = []
         groups = [[]] if (not specs or len(specs) < len(dirs)) else list(chunks(specs))
         for chunk in groups:
-            result = self.git.run(["ls-files", "-z", *options, "--", *chunk],
-                                  operation="git ls-files (capture index)",
-                                  index=self.index.index_path, config=PRIVATE_CONFIG)
+            result = self.git.run(
+                ["ls-files", "-z", *options, "--", *chunk],
+                operation="git ls-files (capture index)",
+                index=self.index.index_path,
+                config=PRIVATE_CONFIG,
+            )
             out += [decode_path(p) for p in result.lines_z()]
         return out
 
@@ -575,8 +632,9 @@ class Capturer:
         of tracked paths found under them. Read-only on ``.git/index``."""
         found: set[str] = set()
         for chunk in chunks(paths):
-            result = self.git.run(["ls-files", "-z", "--cached", "--", *chunk],
-                                  operation="git ls-files (user index)")
+            result = self.git.run(
+                ["ls-files", "-z", "--cached", "--", *chunk], operation="git ls-files (user index)"
+            )
             found.update(decode_path(p) for p in result.lines_z())
         return found
 
@@ -612,8 +670,9 @@ def _active_feed(repo: GitRepo) -> Any:
 
 
 def _index_error(directory: Path, detail: str, code: int | None) -> CaptureIndexError:
-    return CaptureIndexError(directory, detail, no_space=code in (errno.ENOSPC, errno.EDQUOT)
-                             or _NO_SPACE in detail)
+    return CaptureIndexError(
+        directory, detail, no_space=code in (errno.ENOSPC, errno.EDQUOT) or _NO_SPACE in detail
+    )
 
 
 def capture_tree(repo: GitRepo, settings: SnapshotSettings | None = None) -> CaptureResult:

@@ -111,11 +111,13 @@ def feed_for(repo: GitRepo) -> Feed | None:
 def start_for(path: Path | str) -> None:
     """Start the feed of the repository containing ``path`` in the background (no error if
     there is none): the watcher's start-up then happens before the first prompt."""
+
     def run() -> None:
         from ledger.git.repo import GitRepo
 
         with contextlib.suppress(Exception):
             feed_for(GitRepo.discover(path))
+
     threading.Thread(target=run, name="rewind-feed-start", daemon=True).start()
 
 
@@ -158,15 +160,20 @@ class Counters:
 class Feed:
     """The feed of one work tree (see the module docstring)."""
 
-    def __init__(self, root: Path, git_dir: Path, *, verify: bool = True,
-                 max_watches: int | None = None) -> None:
+    def __init__(
+        self, root: Path, git_dir: Path, *, verify: bool = True, max_watches: int | None = None
+    ) -> None:
         self.root = Path(root)
         self.git_dir = Path(git_dir)
         self.verify = verify
         env_max = os.environ.get("REWIND_FEED_MAX_WATCHES")
-        self.watcher = InotifyWatcher(str(self.root), on_ready=self._wake_verifier,
-                                      max_watches=max_watches if max_watches is not None
-                                      else (int(env_max) if env_max else None))
+        self.watcher = InotifyWatcher(
+            str(self.root),
+            on_ready=self._wake_verifier,
+            max_watches=max_watches
+            if max_watches is not None
+            else (int(env_max) if env_max else None),
+        )
         self.base: _Base | None = None
         self.counters = Counters()
         self.disabled: str | None = None
@@ -186,8 +193,9 @@ class Feed:
 
     def start(self) -> None:
         self.watcher.start()
-        self._verifier = threading.Thread(target=self._verify_loop, name="rewind-feed-verify",
-                                          daemon=True)
+        self._verifier = threading.Thread(
+            target=self._verify_loop, name="rewind-feed-verify", daemon=True
+        )
         self._verifier.start()
 
     def close(self) -> None:
@@ -205,11 +213,19 @@ class Feed:
             mode = "fed"
         else:
             mode = "starting"
-        return {"mode": mode, "disabled": self.disabled, "watcherFailed": self.watcher.failed,
-                "lastFallback": self.last_reason, "evidence": self.evidence[:50],
-                "fed": self.counters.fed, "full": self.counters.full,
-                "verified": self.counters.verified, "inconclusive": self.counters.inconclusive,
-                "fallbacks": dict(self.counters.fallbacks), "events": self.watcher.events}
+        return {
+            "mode": mode,
+            "disabled": self.disabled,
+            "watcherFailed": self.watcher.failed,
+            "lastFallback": self.last_reason,
+            "evidence": self.evidence[:50],
+            "fed": self.counters.fed,
+            "full": self.counters.full,
+            "verified": self.counters.verified,
+            "inconclusive": self.counters.inconclusive,
+            "fallbacks": dict(self.counters.fallbacks),
+            "events": self.watcher.events,
+        }
 
     # --- the capture side (called under the private index lock) ----------------------------
 
@@ -241,8 +257,15 @@ class Feed:
                 self.watcher.dirty |= dirty
             self._fallback(str(exc))
             return None
-        self.base = _Base(tree, base.epoch, base.skipped, base.env, base.settings, base.filemode,
-                          base.kept_protected)
+        self.base = _Base(
+            tree,
+            base.epoch,
+            base.skipped,
+            base.env,
+            base.settings,
+            base.filemode,
+            base.kept_protected,
+        )
         self.counters.fed += 1
         self._request_verify()
         return CaptureResult(tree, base.skipped, False, count)
@@ -265,9 +288,15 @@ class Feed:
             return
         state = capturer.last_state
         watch_index = bool(result.skipped) or bool(state is not None and state.kept_protected)
-        self.base = _Base(result.tree, epoch, result.skipped,
-                          self._env_signature(capturer, True, watch_index),
-                          _settings_key(capturer), capturer.filemode, watch_index)
+        self.base = _Base(
+            result.tree,
+            epoch,
+            result.skipped,
+            self._env_signature(capturer, True, watch_index),
+            _settings_key(capturer),
+            capturer.filemode,
+            watch_index,
+        )
         self._settings = capturer.settings
 
     def _fallback(self, reason: str) -> None:
@@ -294,7 +323,9 @@ class Feed:
 
     # --- environment ------------------------------------------------------------------------
 
-    def _env_signature(self, capturer: Capturer, refresh: bool, include_index: bool) -> tuple[Any, ...]:
+    def _env_signature(
+        self, capturer: Capturer, refresh: bool, include_index: bool
+    ) -> tuple[Any, ...]:
         """Stat data of every file outside the work tree that shapes a capture, and the
         environment; ``refresh`` re-reads the configuration files' origins (one git call);
         ``include_index``: the user's index too (it decides whether skipped protected
@@ -304,16 +335,30 @@ class Feed:
         common = common_dir(self.git_dir)
         home = os.environ.get("HOME", "")
         xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
-        files = [*self._origins, str(self.git_dir / "config"), str(common / "config"),
-                 str(self.git_dir / "config.worktree"), str(common / "info" / "exclude"),
-                 str(common / "info" / "attributes"), os.path.join(home, ".gitconfig"),
-                 os.path.join(xdg, "git", "config"), os.path.join(xdg, "git", "ignore"),
-                 os.path.join(xdg, "git", "attributes"), "/etc/gitconfig", "/etc/gitattributes"]
+        files = [
+            *self._origins,
+            str(self.git_dir / "config"),
+            str(common / "config"),
+            str(self.git_dir / "config.worktree"),
+            str(common / "info" / "exclude"),
+            str(common / "info" / "attributes"),
+            os.path.join(home, ".gitconfig"),
+            os.path.join(xdg, "git", "config"),
+            os.path.join(xdg, "git", "ignore"),
+            os.path.join(xdg, "git", "attributes"),
+            "/etc/gitconfig",
+            "/etc/gitattributes",
+        ]
         if include_index:
             files.append(str(self.git_dir / "index"))
         sigs = tuple((f, _stat_sig(f)) for f in sorted(set(files)))
-        env = tuple(sorted((k, v) for k, v in os.environ.items()
-                           if k.startswith(_ENV_PREFIXES) or k in _ENV_KEYS))
+        env = tuple(
+            sorted(
+                (k, v)
+                for k, v in os.environ.items()
+                if k.startswith(_ENV_PREFIXES) or k in _ENV_KEYS
+            )
+        )
         return sigs + env
 
     def identity(self, compute: Callable[[], Any]) -> Any:
@@ -400,8 +445,16 @@ class Feed:
                     known.append(path)
         try:
             if known:
-                changes.update(current_entries(capturer.git, repo, root, known,
-                                               filemode=base.filemode, config=PRIVATE_CONFIG))
+                changes.update(
+                    current_entries(
+                        capturer.git,
+                        repo,
+                        root,
+                        known,
+                        filemode=base.filemode,
+                        config=PRIVATE_CONFIG,
+                    )
+                )
             return edit_tree(repo, base.tree, changes), len(changes)
         except LazyUnsupported as exc:
             raise _NeedScan(f"tree edit unsupported: {exc}") from None
@@ -443,7 +496,7 @@ class Feed:
                 continue
             try:
                 self.verify_now()
-            except Exception as exc:  # noqa: BLE001 - a failed check is a reason to stop trusting
+            except Exception as exc:
                 self._fallback(f"verification failed to run: {type(exc).__name__}: {exc}")
                 self.base = None
 
@@ -483,13 +536,21 @@ class Feed:
         paths: list[str] = []
         with contextlib.suppress(Exception):
             diff = repo.pygit2.diff(repo.pygit2.get(fed), repo.pygit2.get(scan))
-            paths = sorted({d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas})
+            paths = sorted(
+                {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
+            )
         self.evidence = paths
         self.disabled = f"the fed tree differed from a full scan ({len(paths)} paths)"
         self.base = None
-        evidence = {"time": time.time(), "pid": os.getpid(), "fedTree": fed, "scanTree": scan,
-                    "paths": paths, "watcherReasons": list(self.watcher.reasons),
-                    "events": self.watcher.events}
+        evidence = {
+            "time": time.time(),
+            "pid": os.getpid(),
+            "fedTree": fed,
+            "scanTree": scan,
+            "paths": paths,
+            "watcherReasons": list(self.watcher.reasons),
+            "events": self.watcher.events,
+        }
         with contextlib.suppress(OSError):
             path = private_dir(self.git_dir) / MISMATCH_FILE
             path.write_text(json.dumps(evidence, indent=1), "utf-8")
@@ -522,8 +583,9 @@ def _stat_sig(path: str) -> tuple[int, ...] | None:
 
 
 def _config_origins(capturer: Capturer) -> list[str]:
-    result = capturer.git.run(["config", "--list", "--show-origin", "-z"],
-                              operation="git config", check=False)
+    result = capturer.git.run(
+        ["config", "--list", "--show-origin", "-z"], operation="git config", check=False
+    )
     out: set[str] = set()
     for i, record in enumerate(result.lines_z()):
         if i % 2 == 0 and record.startswith(b"file:"):
@@ -538,9 +600,13 @@ def _check_ignore(capturer: Capturer, paths: list[str]) -> set[str]:
     if any(p.startswith(":") for p in paths):
         raise _NeedScan("a new path starts with ':'")
     data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    result = capturer.git.run(["check-ignore", "--no-index", "-z", "--stdin"], input=data,
-                              operation="git check-ignore", check=False,
-                              extra_env={"GIT_LITERAL_PATHSPECS": "0"})
+    result = capturer.git.run(
+        ["check-ignore", "--no-index", "-z", "--stdin"],
+        input=data,
+        operation="git check-ignore",
+        check=False,
+        extra_env={"GIT_LITERAL_PATHSPECS": "0"},
+    )
     if result.returncode not in (0, 1):
         raise _NeedScan("git check-ignore failed")
     return {os.fsdecode(p) for p in result.lines_z()}

@@ -94,18 +94,22 @@ class CaptureState:
     """The mtime we last gave the index file (equal to the real one unless moved back)."""
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "version": STATE_VERSION,
-            "fingerprint": self.fingerprint,
-            "tree": self.tree,
-            "dirs": self.dirs,
-            "gitlinks": sorted(set(self.gitlinks)),
-            "danger": sorted(set(self.danger)),
-            "danger_until": self.danger_until,
-            "kept_protected": sorted(set(self.kept_protected)),
-            "index_mtime_real_ns": self.index_mtime_real_ns,
-            "index_mtime_set_ns": self.index_mtime_set_ns,
-        }, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogateescape")
+        return json.dumps(
+            {
+                "version": STATE_VERSION,
+                "fingerprint": self.fingerprint,
+                "tree": self.tree,
+                "dirs": self.dirs,
+                "gitlinks": sorted(set(self.gitlinks)),
+                "danger": sorted(set(self.danger)),
+                "danger_until": self.danger_until,
+                "kept_protected": sorted(set(self.kept_protected)),
+                "index_mtime_real_ns": self.index_mtime_real_ns,
+                "index_mtime_set_ns": self.index_mtime_set_ns,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8", "surrogateescape")
 
     @classmethod
     def from_json(cls, raw: bytes) -> CaptureState | None:
@@ -170,8 +174,11 @@ class PrivateIndex:
         with _THREAD_LOCKS_GUARD:
             thread_lock = _THREAD_LOCKS.setdefault(key, threading.Lock())
         if not thread_lock.acquire(timeout=timeout_s):
-            raise GitError("snapshot", f"the capture index {self.dir} is busy in this process",
-                           hint="another rewind capture is running; try again")
+            raise GitError(
+                "snapshot",
+                f"the capture index {self.dir} is busy in this process",
+                hint="another rewind capture is running; try again",
+            )
         try:
             with self._flocked(timeout_s):
                 held[key] = 1
@@ -257,8 +264,7 @@ class PrivateIndex:
 
     def reset(self) -> None:
         """Forget everything: the next capture starts from an empty index."""
-        for path in (self.index_path, self.state_path, self.dir / "index.lock",
-                     self.pending_path):
+        for path in (self.index_path, self.state_path, self.dir / "index.lock", self.pending_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 
@@ -275,8 +281,11 @@ def file_signature(path: Path | str, previous: Signature = None) -> Signature:
     except OSError:
         return None
     head = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-    if (previous is not None and list(previous[:4]) == head
-            and time.time_ns() - st.st_ctime_ns > 2_000_000_000):
+    if (
+        previous is not None
+        and list(previous[:4]) == head
+        and time.time_ns() - st.st_ctime_ns > 2_000_000_000
+    ):
         return previous
     if stat.S_ISLNK(st.st_mode):
         digest = "link:" + hashlib.sha1(os.fsencode(os.readlink(path))).hexdigest()
@@ -297,16 +306,17 @@ def same_content(a: Signature, b: Signature) -> bool:
     return a[4] == b[4]
 
 
-def dir_signatures(root: str, rel_dir: str,
-                   previous: list[Any] | None = None) -> list[Any]:
+def dir_signatures(root: str, rel_dir: str, previous: list[Any] | None = None) -> list[Any]:
     """``[.gitignore signature, .gitattributes signature, has .git]`` of one directory
     (``root`` and ``rel_dir`` as strings: this runs for every directory at every capture)."""
     base = os.path.join(root, rel_dir) if rel_dir else root
     prev_ignore = previous[0] if previous else None
     prev_attr = previous[1] if previous else None
-    return [file_signature(base + "/.gitignore", prev_ignore),
-            file_signature(base + "/.gitattributes", prev_attr),
-            bool(rel_dir) and os.path.lexists(base + "/.git")]
+    return [
+        file_signature(base + "/.gitignore", prev_ignore),
+        file_signature(base + "/.gitattributes", prev_attr),
+        bool(rel_dir) and os.path.lexists(base + "/.git"),
+    ]
 
 
 def parent_dirs(path: str) -> Iterable[str]:
@@ -357,8 +367,7 @@ def covers(tracked: set[str], prefix: str) -> bool:
 def chunks(items: Sequence[str], size: int = ARG_CHUNK) -> Iterable[list[str]]:
     """``items`` in argument-list-sized pieces."""
     for i in range(0, len(items), size):
-        yield list(items[i:i + size])
-
+        yield list(items[i : i + size])
 
 
 # --- racy entries in the index file ----------------------------------------------------------
@@ -388,7 +397,7 @@ def recent_entries(index_path: Path, first_s: int, last_s: int) -> list[tuple[st
         while pos >= 0:
             path = _entry_path_at(data, pos)
             if path is not None:
-                mtime = int.from_bytes(data[pos + 8:pos + 12], "big")
+                mtime = int.from_bytes(data[pos + 8 : pos + 12], "big")
                 found[path] = min(mtime, found.get(path, mtime))
             pos = data.find(needle, pos + 1)
     return sorted(found.items())
@@ -398,20 +407,20 @@ def _entry_path_at(data: bytes, pos: int) -> str | None:
     flags_at = pos + 60
     if flags_at + 2 > len(data):
         return None
-    flags = int.from_bytes(data[flags_at:flags_at + 2], "big")
+    flags = int.from_bytes(data[flags_at : flags_at + 2], "big")
     name_at = flags_at + 2 + (2 if flags & 0x4000 else 0)
     end = data.find(b"\0", name_at)
     if end < 0:
         return None
     length = end - name_at
-    if length == 0 or (length != (flags & 0x0FFF) and not (flags & 0x0FFF == 0x0FFF
-                                                          and length >= 0x0FFF)):
+    if length == 0 or (
+        length != (flags & 0x0FFF) and not (flags & 0x0FFF == 0x0FFF and length >= 0x0FFF)
+    ):
         return None
-    mode = int.from_bytes(data[pos + 24:pos + 28], "big")
+    mode = int.from_bytes(data[pos + 24 : pos + 28], "big")
     if mode >> 12 not in (0b1000, 0b1010):  # regular file, symlink (gitlinks compare HEAD)
         return None
     return os.fsdecode(data[name_at:end])
-
 
 
 # --- what, outside the work tree, shapes a capture --------------------------------------------
@@ -461,8 +470,9 @@ def _bool(value: str | None, default: bool) -> bool:
     return value.strip().lower() in {"true", "yes", "on", "1", ""}
 
 
-def global_fingerprint(git: GitRunner, repo: GitRepo,
-                       settings: SnapshotSettings) -> tuple[str, GitFacts]:
+def global_fingerprint(
+    git: GitRunner, repo: GitRepo, settings: SnapshotSettings
+) -> tuple[str, GitFacts]:
     """``(hash, facts)`` of everything outside the work tree that shapes a capture."""
     config = git.config_list()
     relevant = sorted((k, v) for k, v in config if k.startswith(_CONFIG_PREFIXES))
@@ -491,8 +501,11 @@ def global_fingerprint(git: GitRunner, repo: GitRepo,
         "files": signatures,
         "settings": [settings.max_untracked_file_bytes, sorted(settings.protected_dirs)],
     }
-    digest = hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8",
-                                                                            "surrogateescape"))
-    facts = GitFacts(ignore_case=_bool(last.get("core.ignorecase"), False),
-                     filemode=_bool(last.get("core.filemode"), True))
+    digest = hashlib.sha256(
+        json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogateescape")
+    )
+    facts = GitFacts(
+        ignore_case=_bool(last.get("core.ignorecase"), False),
+        filemode=_bool(last.get("core.filemode"), True),
+    )
     return digest.hexdigest(), facts

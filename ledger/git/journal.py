@@ -63,8 +63,9 @@ class RestoreIntent:
     """Pi's agent dir: a restore never writes inside it (defence in depth)."""
 
 
-_INTENT: contextvars.ContextVar[RestoreIntent | None] = contextvars.ContextVar("rewind_restore_intent",
-                                                                              default=None)
+_INTENT: contextvars.ContextVar[RestoreIntent | None] = contextvars.ContextVar(
+    "rewind_restore_intent", default=None
+)
 
 
 @contextlib.contextmanager
@@ -142,24 +143,46 @@ def journal_dir(repo: GitRepo) -> Path:
     return repo.git_dir / "pi-rewind" / JOURNAL_DIR_NAME
 
 
-def open_journal(repo: GitRepo, *, undo: str, undo_tree: str, target: str, target_tree: str,
-                 staging: str | None, now_ms: int, recovering: str | None = None) -> Journal:
+def open_journal(
+    repo: GitRepo,
+    *,
+    undo: str,
+    undo_tree: str,
+    target: str,
+    target_tree: str,
+    staging: str | None,
+    now_ms: int,
+    recovering: str | None = None,
+) -> Journal:
     """Durably record a restore about to change files (see the module docstring)."""
     intent = current_intent()
     ident = secrets.token_hex(4)
-    journal = Journal(id=ident, undo=undo, undo_tree=undo_tree, target=target, target_tree=target_tree,
-                      started_ms=now_ms, session=intent.session, entry=intent.entry,
-                      operation=intent.operation, staging=staging, pid=os.getpid(), host=socket.gethostname(),
-                      recovering=recovering)
+    journal = Journal(
+        id=ident,
+        undo=undo,
+        undo_tree=undo_tree,
+        target=target,
+        target_tree=target_tree,
+        started_ms=now_ms,
+        session=intent.session,
+        entry=intent.entry,
+        operation=intent.operation,
+        staging=staging,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        recovering=recovering,
+    )
     directory = journal_dir(repo)
     journal.path = directory / f"{now_ms}-{ident}.json"
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _write(journal.path, journal)
     except OSError as exc:
-        raise JournalWriteError(f"cannot write the restore journal {journal.path}: {exc.strerror or exc}",
-                                hint="free some space (or fix the permissions) under the repository's git "
-                                     "directory; nothing was changed") from exc
+        raise JournalWriteError(
+            f"cannot write the restore journal {journal.path}: {exc.strerror or exc}",
+            hint="free some space (or fix the permissions) under the repository's git "
+            "directory; nothing was changed",
+        ) from exc
     return journal
 
 
@@ -218,17 +241,33 @@ def _parse(raw: bytes) -> Journal:
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
         raise ValueError("not a version-1 restore journal")
-    fields = {k: data[k] for k in ("id", "undo", "undo_tree", "target", "target_tree", "started_ms")}
-    for key in ("session", "entry", "operation", "state", "staging", "pid", "host", "failure", "recovering"):
+    fields = {
+        k: data[k] for k in ("id", "undo", "undo_tree", "target", "target_tree", "started_ms")
+    }
+    for key in (
+        "session",
+        "entry",
+        "operation",
+        "state",
+        "staging",
+        "pid",
+        "host",
+        "failure",
+        "recovering",
+    ):
         if key in data:
             fields[key] = data[key]
     journal = Journal(**fields)
     if journal.state not in ("writing", "done"):
         raise ValueError(f"unknown state {journal.state!r}")
     for sha in (journal.undo, journal.target):
-        if not (isinstance(sha, str) and len(sha) == 40 and all(c in "0123456789abcdef" for c in sha)):
+        if not (
+            isinstance(sha, str) and len(sha) == 40 and all(c in "0123456789abcdef" for c in sha)
+        ):
             raise ValueError("a snapshot id is not a sha")
-    if journal.staging is not None and (not journal.staging.startswith(STAGING_PREFIX) or "/" in journal.staging):
+    if journal.staging is not None and (
+        not journal.staging.startswith(STAGING_PREFIX) or "/" in journal.staging
+    ):
         raise ValueError("the staging directory is not one of ours")
     return journal
 
@@ -261,6 +300,16 @@ def _fsync_dir(directory: Path) -> None:
 
 
 __all__ = [
-    "STAGING_PREFIX", "Journal", "JournalWriteError", "RestoreIntent", "UnreadableJournal", "current_intent",
-    "journal_dir", "open_journal", "open_journals", "pinned_snapshots", "restore_intent", "settle",
+    "STAGING_PREFIX",
+    "Journal",
+    "JournalWriteError",
+    "RestoreIntent",
+    "UnreadableJournal",
+    "current_intent",
+    "journal_dir",
+    "open_journal",
+    "open_journals",
+    "pinned_snapshots",
+    "restore_intent",
+    "settle",
 ]

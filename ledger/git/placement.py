@@ -66,14 +66,20 @@ class Placer:
     def remove_staging(self) -> None:
         remove_tree(self.root, self.staging)
 
-    def write(self, paths: Sequence[str], *, index: Path, config: Sequence[tuple[str, str]]) -> None:
+    def write(
+        self, paths: Sequence[str], *, index: Path, config: Sequence[tuple[str, str]]
+    ) -> None:
         """Stage ``paths`` (git's own checkout: attributes, filters, modes, symlinks), then
         rename each into place."""
         if not paths:
             return
-        self.git.run(["checkout-index", "-f", f"--prefix={self.staging}/", "-z", "--stdin"],
-                     input=nul_join(paths), index=index, config=config,
-                     operation="git checkout-index (restore)")
+        self.git.run(
+            ["checkout-index", "-f", f"--prefix={self.staging}/", "-z", "--stdin"],
+            input=nul_join(paths),
+            index=index,
+            config=config,
+            operation="git checkout-index (restore)",
+        )
         for path in paths:
             self.place(path)
 
@@ -110,7 +116,9 @@ class Placer:
                     nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise PlacementError(exc.errno, f"{os.fsdecode(part)} is not a directory (symlink?)") from None
+                        raise PlacementError(
+                            exc.errno, f"{os.fsdecode(part)} is not a directory (symlink?)"
+                        ) from None
                     raise
                 os.close(fd)
                 fd = nfd
@@ -131,10 +139,17 @@ def _copy_then_rename(src_fd: int, dst_fd: int, name: bytes) -> None:
     else:
         src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
         try:
-            dst = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          stat.S_IMODE(st.st_mode), dir_fd=dst_fd)
+            dst = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                stat.S_IMODE(st.st_mode),
+                dir_fd=dst_fd,
+            )
             try:
-                with os.fdopen(src, "rb", closefd=False) as reader, os.fdopen(dst, "wb", closefd=False) as writer:
+                with (
+                    os.fdopen(src, "rb", closefd=False) as reader,
+                    os.fdopen(dst, "wb", closefd=False) as writer,
+                ):
                     shutil.copyfileobj(reader, writer, 1 << 20)
             finally:
                 os.close(dst)
@@ -180,4 +195,4 @@ def _remove_at(parent_fd: int, name: bytes) -> None:
     os.rmdir(name, dir_fd=parent_fd)
 
 
-__all__ = ["Placer", "PlacementError", "free_space_problem", "remove_tree"]
+__all__ = ["PlacementError", "Placer", "free_space_problem", "remove_tree"]

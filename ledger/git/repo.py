@@ -59,7 +59,9 @@ class GitRepo:
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise NotARepositoryError(path) from exc
         repo = cls(repository, common_dir=common)
-        problem = layout_problem(Path(os.path.realpath(probe)), repo.root, repo.git_dir, repo.common_dir)
+        problem = layout_problem(
+            Path(os.path.realpath(probe)), repo.root, repo.git_dir, repo.common_dir
+        )
         if problem:
             raise UnsafeLayoutError(path, problem, root=repo.root, git_dir=repo.git_dir)
         return repo
@@ -93,12 +95,21 @@ def _locate(probe: Path) -> tuple[Path, Path, Path] | None:
     git reads the caller's ``GIT_DIR``/``GIT_WORK_TREE`` here on purpose: they say which work
     tree the user means. Everything after discovery runs git with these paths set explicitly
     (:mod:`ledger.git.runner`)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE", "GIT_PREFIX")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE", "GIT_PREFIX")
+    }
     try:
         result = subprocess.run(
             ["git", "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"],
-            cwd=probe, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+            cwd=probe,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     lines = result.stdout.decode("utf-8", "surrogateescape").splitlines()

@@ -69,6 +69,8 @@ from ledger.errors import (
 )
 from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult, capture_tree
 from ledger.git.index import PrivateIndex, private_dir
+from ledger.git.journal import STAGING_PREFIX, Journal, current_intent, open_journal, open_journals
+from ledger.git.placement import Placer, free_space_problem, remove_tree
 from ledger.git.repo import GitRepo, is_inside
 from ledger.git.restore_safety import (
     EXEC_MODE,
@@ -83,8 +85,6 @@ from ledger.git.restore_safety import (
     tree_without,
     under,
 )
-from ledger.git.journal import STAGING_PREFIX, Journal, current_intent, open_journal, open_journals
-from ledger.git.placement import Placer, free_space_problem, remove_tree
 from ledger.git.runner import GitRunner
 from ledger.git.snapshot import (
     PERSISTED,
@@ -96,8 +96,14 @@ from ledger.git.snapshot import (
 )
 from ledger.settings import SnapshotSettings
 
-STEPS = ("before-delete", "mid-delete", "after-delete", "after-write", "after-submodules",
-         "after-verify")
+STEPS = (
+    "before-delete",
+    "mid-delete",
+    "after-delete",
+    "after-write",
+    "after-submodules",
+    "after-verify",
+)
 """Names the ``fault`` hook is called with, in order (prefixed ``rollback:`` during a rollback).
 ``mid-delete`` comes after the first deletion, when there is one."""
 
@@ -111,8 +117,9 @@ exclusion rules, at the cost of a full capture)."""
 _VERIFY_CONFIG = (*PRIVATE_CONFIG, ("core.safecrlf", "false"))
 _ARG_CHUNK = 400
 
-SUBMODULE_HINT = ("restore to a point with the same submodules, or add/remove the submodule "
-                  "with git first")
+SUBMODULE_HINT = (
+    "restore to a point with the same submodules, or add/remove the submodule with git first"
+)
 
 
 # --- results ------------------------------------------------------------------------------
@@ -145,8 +152,11 @@ class RestorePlan:
         return not (self.added or self.modified or self.deleted)
 
     def to_json(self) -> dict[str, list[str]]:
-        return {"added": list(self.added), "modified": list(self.modified),
-                "deleted": list(self.deleted)}
+        return {
+            "added": list(self.added),
+            "modified": list(self.modified),
+            "deleted": list(self.deleted),
+        }
 
 
 @dataclass(frozen=True)
@@ -189,8 +199,9 @@ def _peel_tree(repo: GitRepo, sha: str) -> str:
     raise MissingCommitError(sha)
 
 
-def diff_trees(repo: GitRepo, from_tree: str, to_tree: str
-               ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def diff_trees(
+    repo: GitRepo, from_tree: str, to_tree: str
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """``(added, modified, deleted)`` leaf paths from ``from_tree`` to ``to_tree`` (trees or
     commits), without rename detection (as ``git diff-tree -r --no-renames``)."""
     changes = tree_changes(repo.pygit2, _peel_tree(repo, from_tree), _peel_tree(repo, to_tree))
@@ -208,10 +219,20 @@ def patch(repo: GitRepo, from_tree: str, to_tree: str) -> str:
     """Unified diff text from ``from_tree`` to ``to_tree`` (trees or commits), no renames."""
     a, b = _peel_tree(repo, from_tree), _peel_tree(repo, to_tree)
     result = GitRunner(repo.root, repo.git_dir).run(
-        ["diff-tree", "-r", "-p", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv",
-         a, b],
-        operation="git diff-tree", config=(("diff.noprefix", "false"),
-                                           ("diff.mnemonicPrefix", "false")))
+        [
+            "diff-tree",
+            "-r",
+            "-p",
+            "--no-renames",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            a,
+            b,
+        ],
+        operation="git diff-tree",
+        config=(("diff.noprefix", "false"), ("diff.mnemonicPrefix", "false")),
+    )
     return result.text
 
 
@@ -267,8 +288,10 @@ def _recorded_on(repo: GitRepo, commit: pygit2.Commit) -> list[str]:
 
     warnings = []
     if branch != now_branch:
-        warnings.append(f"this rewind point was recorded on {where(branch)}; you are on "
-                        f"{where(now_branch)} (only files are restored: HEAD and branches stay)")
+        warnings.append(
+            f"this rewind point was recorded on {where(branch)}; you are on "
+            f"{where(now_branch)} (only files are restored: HEAD and branches stay)"
+        )
     if head is not None and head != now_head:
         now = now_head[:12] if now_head else "unborn"
         warnings.append(f"this rewind point was recorded at HEAD {head[:12]}; HEAD is now {now}")
@@ -285,30 +308,49 @@ def _unsafe(problems: Sequence[Problem]) -> UnsafeRestoreError:
     return UnsafeRestoreError(reason, paths)
 
 
-def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *,
-                only: frozenset[str] | None = None) -> RestorePlan:
+def _build_plan(
+    repo: GitRepo,
+    commit: pygit2.Commit,
+    captured: CaptureResult,
+    *,
+    only: frozenset[str] | None = None,
+) -> RestorePlan:
     """The plan from ``captured`` to ``commit``; ``only`` limits it to those paths (rollback)."""
     r = repo.pygit2
     target_tree = str(commit.tree_id)
-    base = {"target_commit": str(commit.id), "target_tree": target_tree,
-            "current_tree": captured.tree, "warnings": tuple(_recorded_on(repo, commit))}
+    base = {
+        "target_commit": str(commit.id),
+        "target_tree": target_tree,
+        "current_tree": captured.tree,
+        "warnings": tuple(_recorded_on(repo, commit)),
+    }
     if captured.tree == target_tree:
         return RestorePlan(**base)
 
     problems: list[Problem] = []
-    changes = tree_changes(r, captured.tree, target_tree, validate=True,
-                           ignore_case=_ignore_case(repo), problems=problems)
+    changes = tree_changes(
+        r,
+        captured.tree,
+        target_tree,
+        validate=True,
+        ignore_case=_ignore_case(repo),
+        problems=problems,
+    )
     if problems:
         raise _unsafe(problems)
     if only is not None:
         changes = [c for c in changes if c.path in only]
 
-    submodule_changes = [c.path for c in changes
-                         if (c.old is not None and c.old.mode == GITLINK_MODE)
-                         != (c.new is not None and c.new.mode == GITLINK_MODE)]
+    submodule_changes = [
+        c.path
+        for c in changes
+        if (c.old is not None and c.old.mode == GITLINK_MODE)
+        != (c.new is not None and c.new.mode == GITLINK_MODE)
+    ]
     if submodule_changes:
-        raise UnsafeRestoreError("adding or removing submodules is not supported",
-                                 submodule_changes, hint=SUBMODULE_HINT)
+        raise UnsafeRestoreError(
+            "adding or removing submodules is not supported", submodule_changes, hint=SUBMODULE_HINT
+        )
 
     skip_prefixes = [s.path for s in captured.skipped]
     kept: list[Change] = []
@@ -320,10 +362,14 @@ def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *
             kept.append(change)
 
     deletes = [c.path for c in kept if c.new is None]
-    writes = [(c.path, c.new.mode, c.new.oid) for c in kept
-              if c.new is not None and c.new.mode != GITLINK_MODE]
-    submodules = [(c.path, c.new.oid) for c in kept
-                  if c.new is not None and c.new.mode == GITLINK_MODE]
+    writes = [
+        (c.path, c.new.mode, c.new.oid)
+        for c in kept
+        if c.new is not None and c.new.mode != GITLINK_MODE
+    ]
+    submodules = [
+        (c.path, c.new.oid) for c in kept if c.new is not None and c.new.mode == GITLINK_MODE
+    ]
 
     missing = []
     for path, _mode, oid in writes:
@@ -334,9 +380,11 @@ def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *
         if kind != pygit2.enums.ObjectType.BLOB:
             missing.append(path)
     if missing:
-        raise UnsafeRestoreError("the snapshot's file objects are missing or not files", missing,
-                                 hint="the snapshot is incomplete (pruned?); choose another "
-                                      "rewind point")
+        raise UnsafeRestoreError(
+            "the snapshot's file objects are missing or not files",
+            missing,
+            hint="the snapshot is incomplete (pruned?); choose another rewind point",
+        )
 
     guard = WorktreeGuard(repo.root)
     problems = []
@@ -344,7 +392,9 @@ def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *
     problems += _submodule_problems(repo, guard, submodules)
     if problems:
         raise _unsafe(problems)
-    added_paths = [c.path for c in kept if c.old is None and c.new is not None and c.new.mode != GITLINK_MODE]
+    added_paths = [
+        c.path for c in kept if c.old is None and c.new is not None and c.new.mode != GITLINK_MODE
+    ]
     uncaptured = _uncaptured(repo, guard, added_paths)
     if uncaptured:
         writes = [w for w in writes if w[0] not in uncaptured]
@@ -358,25 +408,38 @@ def _build_plan(repo: GitRepo, commit: pygit2.Commit, captured: CaptureResult, *
         uncaptured |= kept_ignored
     forbidden = _forbidden_paths(repo, [*deletes, *(w[0] for w in writes), *replace_dirs])
     if forbidden:
-        raise UnsafeRestoreError("the restore would change files inside a git directory or Pi's agent dir",
-                                 forbidden, hint="nothing was changed; keep the agent dir out of the repository "
-                                                 "or ignore it in .gitignore")
+        raise UnsafeRestoreError(
+            "the restore would change files inside a git directory or Pi's agent dir",
+            forbidden,
+            hint="nothing was changed; keep the agent dir out of the repository "
+            "or ignore it in .gitignore",
+        )
 
     warnings = list(base.pop("warnings"))
     protected_skips = [p for p in skipped if p not in uncaptured]
     if protected_skips:
-        shown = ", ".join(protected_skips[:5]) + (f" (and {len(protected_skips) - 5} more)"
-                                                  if len(protected_skips) > 5 else "")
+        shown = ", ".join(protected_skips[:5]) + (
+            f" (and {len(protected_skips) - 5} more)" if len(protected_skips) > 5 else ""
+        )
         warnings.append(f"left alone (under protected or skipped paths): {shown}")
     if uncaptured:
         names = sorted(uncaptured)
         shown = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
-        warnings.append(f"left alone (ignored or protected now; a restore never writes those): {shown}")
+        warnings.append(
+            f"left alone (ignored or protected now; a restore never writes those): {shown}"
+        )
     added, modified, deleted = _split(kept)
-    return RestorePlan(**base, added=added, modified=modified, deleted=deleted,
-                       skipped=tuple(skipped), warnings=tuple(warnings),
-                       submodules=tuple(submodules), writes=tuple(writes),
-                       replace_dirs=tuple(replace_dirs))
+    return RestorePlan(
+        **base,
+        added=added,
+        modified=modified,
+        deleted=deleted,
+        skipped=tuple(skipped),
+        warnings=tuple(warnings),
+        submodules=tuple(submodules),
+        writes=tuple(writes),
+        replace_dirs=tuple(replace_dirs),
+    )
 
 
 def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> set[str]:
@@ -388,7 +451,10 @@ def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> se
     undo could not see to remove (docs/design.md#ignored-files)."""
     if not added:
         return set()
-    def present(path: str) -> bool:  # a file or link at ``path`` itself, reached through real directories
+
+    def present(
+        path: str,
+    ) -> bool:  # a file or link at ``path`` itself, reached through real directories
         for parent in parents(path):
             st = guard.lstat(parent)
             if st is None or not stat.S_ISDIR(st.st_mode):
@@ -403,12 +469,15 @@ def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> se
                 if repo.pygit2.path_is_ignored(path):
                     found.add(path)
             except (pygit2.GitError, ValueError) as exc:
-                raise UnsafeRestoreError("cannot tell whether a path is ignored now", [path],
-                                         hint=str(exc)) from exc
+                raise UnsafeRestoreError(
+                    "cannot tell whether a path is ignored now", [path], hint=str(exc)
+                ) from exc
     return found
 
 
-def _ignored_after(repo: GitRepo, target_tree: str, deletes: Sequence[str], changes: Sequence[Change]) -> set[str]:
+def _ignored_after(
+    repo: GitRepo, target_tree: str, deletes: Sequence[str], changes: Sequence[Change]
+) -> set[str]:
     """Paths the plan would delete that the target's own ignore rules ignore: files of the user's
     that a restore had made visible by removing a ``.gitignore`` (an ignored ``.env``). The
     target's snapshot could never have held them, so deleting them would not make the work tree
@@ -431,15 +500,22 @@ def _ignored_after(repo: GitRepo, target_tree: str, deletes: Sequence[str], chan
                 entry = root_tree[path] if isinstance(root_tree, pygit2.Tree) else None
             except KeyError:
                 continue
-            blob = r.get(entry.id) if entry is not None and entry.filemode in (0o100644, 0o100755) else None
+            blob = (
+                r.get(entry.id)
+                if entry is not None and entry.filemode in (0o100644, 0o100755)
+                else None
+            )
             if isinstance(blob, pygit2.Blob):
                 target = scratch / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(blob.data)
         result = GitRunner(scratch, repo.git_dir).run(
-            ["check-ignore", "--no-index", "-z", "--stdin"], input=b"".join(os.fsencode(d) + b"\0" for d in deletes),
-            operation="git check-ignore", check=False,
-            extra_env={"GIT_LITERAL_PATHSPECS": "0"})  # check-ignore refuses pathspec magic; paths are not globs
+            ["check-ignore", "--no-index", "-z", "--stdin"],
+            input=b"".join(os.fsencode(d) + b"\0" for d in deletes),
+            operation="git check-ignore",
+            check=False,
+            extra_env={"GIT_LITERAL_PATHSPECS": "0"},
+        )  # check-ignore refuses pathspec magic; paths are not globs
         if result.returncode not in (0, 1):
             return set()  # cannot tell: delete as the plan says (the undo snapshot holds them)
         return {os.fsdecode(p) for p in result.stdout.split(b"\0") if p}
@@ -451,7 +527,11 @@ def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
     """Paths of a plan inside a git directory or Pi's agent dir (defence in depth: discovery
     already refuses layouts with a git dir in the work tree, and tree validation ``.git``)."""
     intent = current_intent()
-    agent = intent.agent_dir or os.environ.get("PI_CODING_AGENT_DIR") or os.path.expanduser("~/.pi/agent")
+    agent = (
+        intent.agent_dir
+        or os.environ.get("PI_CODING_AGENT_DIR")
+        or os.path.expanduser("~/.pi/agent")
+    )
     roots = {str(repo.git_dir), str(repo.common_dir), os.path.realpath(agent)}
     inside = [d for d in roots if is_inside(d, repo.root)]
     if not inside:
@@ -465,14 +545,16 @@ def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
     return bad
 
 
-def _submodule_problems(repo: GitRepo, guard: WorktreeGuard,
-                        submodules: Sequence[tuple[str, str]]) -> list[Problem]:
+def _submodule_problems(
+    repo: GitRepo, guard: WorktreeGuard, submodules: Sequence[tuple[str, str]]
+) -> list[Problem]:
     problems = []
     for path, sha in submodules:
         leading = [guard.lstat(p) for p in parents(path)]
         if any(st is None or not stat.S_ISDIR(st.st_mode) for st in leading):
-            problems.append(Problem("a submodule's leading directory is missing or a "
-                                    "symlink", path))
+            problems.append(
+                Problem("a submodule's leading directory is missing or a symlink", path)
+            )
             continue
         try:
             nested = pygit2.Repository(str(repo.root / path))
@@ -481,13 +563,19 @@ def _submodule_problems(repo: GitRepo, guard: WorktreeGuard,
             problems.append(Problem("a submodule to update is not checked out", path))
             continue
         if not isinstance(found, pygit2.Commit):
-            problems.append(Problem("a submodule commit of the snapshot is not available in "
-                                    "the submodule (fetch it there first)", path))
+            problems.append(
+                Problem(
+                    "a submodule commit of the snapshot is not available in "
+                    "the submodule (fetch it there first)",
+                    path,
+                )
+            )
     return problems
 
 
-def plan_restore(repo: GitRepo, target_commit: str,
-                 settings: SnapshotSettings | None = None) -> RestorePlan:
+def plan_restore(
+    repo: GitRepo, target_commit: str, settings: SnapshotSettings | None = None
+) -> RestorePlan:
     """Capture the work tree and plan a restore to ``target_commit`` without changing anything.
 
     Raises :class:`MissingCommitError` or :class:`UnsafeRestoreError` (and the capture's own
@@ -506,8 +594,9 @@ def _capture_held(repo: GitRepo, settings: SnapshotSettings) -> CaptureResult:
 class _Executor:
     """Applies plans; remembers what it touched so that a rollback can put it back."""
 
-    def __init__(self, repo: GitRepo, settings: SnapshotSettings,
-                 fault: Callable[[str], None] | None) -> None:
+    def __init__(
+        self, repo: GitRepo, settings: SnapshotSettings, fault: Callable[[str], None] | None
+    ) -> None:
         self.repo = repo
         self.settings = settings
         self.git = GitRunner(repo.root, repo.git_dir)
@@ -576,10 +665,17 @@ class _Executor:
         index.parent.mkdir(parents=True, exist_ok=True)
         placer = Placer(self.repo.root, self.git, self.staging)
         try:
-            info = b"".join(b"%o %s\t%s\0" % (mode, oid.encode("ascii"), os.fsencode(path))
-                            for path, mode, oid in writes)
-            self.git.run(["update-index", "-z", "--index-info"], input=info, index=index,
-                         config=PRIVATE_CONFIG, operation="git update-index (restore index)")
+            info = b"".join(
+                b"%o %s\t%s\0" % (mode, oid.encode("ascii"), os.fsencode(path))
+                for path, mode, oid in writes
+            )
+            self.git.run(
+                ["update-index", "-z", "--index-info"],
+                input=info,
+                index=index,
+                config=PRIVATE_CONFIG,
+                operation="git update-index (restore index)",
+            )
             paths = [w[0] for w in writes]
             first = [p for p in paths if p.rsplit("/", 1)[-1] == ".gitattributes"]
             rest = [p for p in paths if p not in set(first)] if first else paths
@@ -601,24 +697,27 @@ class _Executor:
         nested = pygit2.Repository(str(self.repo.root / path))
         ref = None if nested.head_is_detached else nested.head.name
         self.heads.append((path, ref, str(nested.head.target)))
-        self._submodule_git(path).run(["checkout", "-q", "--detach", sha],
-                                      operation=f"git checkout ({path})")
+        self._submodule_git(path).run(
+            ["checkout", "-q", "--detach", sha], operation=f"git checkout ({path})"
+        )
 
     def revert_submodules(self) -> None:
         for path, ref, sha in reversed(self.heads):
             git = self._submodule_git(path)
             git.run(["checkout", "-q", "--detach", sha], operation=f"git checkout ({path})")
             if ref is not None:
-                tip = git.run(["rev-parse", "-q", "--verify", ref + "^{commit}"],
-                              operation=f"git rev-parse ({path})", check=False).text.strip()
+                tip = git.run(
+                    ["rev-parse", "-q", "--verify", ref + "^{commit}"],
+                    operation=f"git rev-parse ({path})",
+                    check=False,
+                ).text.strip()
                 if tip == sha:
                     git.run(["symbolic-ref", "HEAD", ref], operation=f"git symbolic-ref ({path})")
         self.heads.clear()
 
     # --- verification -----------------------------------------------------------------
 
-    def verify(self, plan: RestorePlan, mode: Verify, *,
-               only: frozenset[str] | None = None) -> str:
+    def verify(self, plan: RestorePlan, mode: Verify, *, only: frozenset[str] | None = None) -> str:
         """Check the result (see :data:`Verify`); return the tree the work tree now holds."""
         if mode == "capture":
             return self.verify_capture(plan, only=only).tree
@@ -648,8 +747,11 @@ class _Executor:
             if st is None:
                 wrong.append(path)
             elif mode == LINK_MODE:
-                target = os.readlink(root + b"/" + os.fsencode(path)) \
-                    if stat.S_ISLNK(st.st_mode) else None
+                target = (
+                    os.readlink(root + b"/" + os.fsencode(path))
+                    if stat.S_ISLNK(st.st_mode)
+                    else None
+                )
                 if target is None or str(pygit2.hash(target)) != oid:
                     wrong.append(path)
             elif not stat.S_ISREG(st.st_mode) or bool(st.st_mode & 0o100) != (mode == EXEC_MODE):
@@ -657,13 +759,16 @@ class _Executor:
             else:
                 regular.append((path, oid))
         for i in range(0, len(regular), _ARG_CHUNK):
-            chunk = regular[i:i + _ARG_CHUNK]
-            result = self.git.run(["hash-object", "--", *[p for p, _ in chunk]],
-                                  config=_VERIFY_CONFIG, operation="git hash-object (verify)")
+            chunk = regular[i : i + _ARG_CHUNK]
+            result = self.git.run(
+                ["hash-object", "--", *[p for p, _ in chunk]],
+                config=_VERIFY_CONFIG,
+                operation="git hash-object (verify)",
+            )
             hashes = result.text.split()
             wrong += [p for (p, oid), got in zip(chunk, hashes) if got != oid]
             if len(hashes) != len(chunk):
-                wrong += [p for p, _ in chunk[len(hashes):]]
+                wrong += [p for p, _ in chunk[len(hashes) :]]
         for path, sha in plan.submodules:
             try:
                 head = str(pygit2.Repository(str(self.repo.root / path)).head.target)
@@ -674,18 +779,23 @@ class _Executor:
         if wrong:
             raise _VerifyError(_mismatch(sorted(set(wrong))))
 
-    def verify_capture(self, plan: RestorePlan, *,
-                       only: frozenset[str] | None = None) -> CaptureResult:
+    def verify_capture(
+        self, plan: RestorePlan, *, only: frozenset[str] | None = None
+    ) -> CaptureResult:
         """A capture must equal the target tree, less the paths the capture skips (and those
         the plan left alone); with ``only``, just on those paths."""
         captured = self.capture()
         r = self.repo.pygit2
-        expected = tree_without(r, plan.target_tree,
-                                [s.path for s in captured.skipped] + list(plan.skipped))
+        expected = tree_without(
+            r, plan.target_tree, [s.path for s in captured.skipped] + list(plan.skipped)
+        )
         if captured.tree == expected:
             return captured
-        wrong = [c.path for c in tree_changes(r, captured.tree, expected)
-                 if only is None or c.path in only]
+        wrong = [
+            c.path
+            for c in tree_changes(r, captured.tree, expected)
+            if only is None or c.path in only
+        ]
         if wrong:
             raise _VerifyError(_mismatch(wrong))
         return captured
@@ -720,12 +830,17 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings | None = None,
-                   *, last_exact: LastExact | None | _Persisted = PERSISTED,
-                   clock: Clock | None = None,
-                   fault: Callable[[str], None] | None = None,
-                   verify: Verify = "paths",
-                   recovering: Journal | None = None) -> RestoreOutcome:
+def restore_commit(
+    repo: GitRepo,
+    target_commit: str,
+    settings: SnapshotSettings | None = None,
+    *,
+    last_exact: LastExact | _Persisted | None = PERSISTED,
+    clock: Clock | None = None,
+    fault: Callable[[str], None] | None = None,
+    verify: Verify = "paths",
+    recovering: Journal | None = None,
+) -> RestoreOutcome:
     """Restore the work tree exactly to ``target_commit`` (see the module docstring).
 
     ``last_exact``: the latest exact snapshot the undo snapshot may reuse (``PERSISTED``: the
@@ -746,7 +861,10 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
         # Under the lock no other restore runs: a journal still "writing" is a dead one.
         _refuse_if_interrupted(repo, recovering)
         if recovering is not None:  # what the interrupted restore (and recoveries of it) had staged
-            for dead in [recovering, *(j for j in open_journals(repo)[0] if j.recovering == recovering.id)]:
+            for dead in [
+                recovering,
+                *(j for j in open_journals(repo)[0] if j.recovering == recovering.id),
+            ]:
                 if dead.staging:
                     remove_tree(repo.root, dead.staging)
         executor = _Executor(repo, settings, fault)
@@ -757,15 +875,28 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
                 save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
             if recovering is not None:
                 _close_recovery_of(repo, recovering)
-            return RestoreOutcome(plan, False, None, plan.target_commit,
-                                  (time.perf_counter() - started) * 1000.0, tree=captured.tree)
+            return RestoreOutcome(
+                plan,
+                False,
+                None,
+                plan.target_commit,
+                (time.perf_counter() - started) * 1000.0,
+                tree=captured.tree,
+            )
         _check_space(repo, plan)
         last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
         undo = commit_snapshot(repo, plan.current_tree, last_exact=last, clock=clock)
         now_ms = clock.now_ms() if clock is not None else int(time.time() * 1000)
-        journal = open_journal(repo, undo=undo.commit, undo_tree=undo.tree, target=plan.target_commit,
-                               target_tree=plan.target_tree, staging=executor.staging, now_ms=now_ms,
-                               recovering=recovering.id if recovering is not None else None)
+        journal = open_journal(
+            repo,
+            undo=undo.commit,
+            undo_tree=undo.tree,
+            target=plan.target_commit,
+            target_tree=plan.target_tree,
+            staging=executor.staging,
+            now_ms=now_ms,
+            recovering=recovering.id if recovering is not None else None,
+        )
         try:
             executor.apply(plan)
             executor.step = "verify"
@@ -776,8 +907,10 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
             undo_commit = repo.pygit2.get(undo.commit)
             try:
                 executor.rollback(undo_commit, verify)
-            except BaseException as rollback_exc:  # noqa: BLE001 - reported to the user
-                journal.mark_failed(f"{_describe(exc)} (at {failed_at}); rollback: {_describe(rollback_exc)}")
+            except BaseException as rollback_exc:
+                journal.mark_failed(
+                    f"{_describe(exc)} (at {failed_at}); rollback: {_describe(rollback_exc)}"
+                )
                 if not isinstance(exc, Exception):
                     raise
                 session = journal.session or "SESSION"
@@ -786,13 +919,15 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
                     f"{_describe(rollback_exc)}",
                     rolled_back_to=None,
                     hint=f"your files before the restore are kept (snapshot {undo.commit[:12]}); once the "
-                         f"cause is fixed, 'rewind undo {session}' brings every one of them back") from exc
+                    f"cause is fixed, 'rewind undo {session}' brings every one of them back",
+                ) from exc
             journal.close()
             save_last_exact(repo, LastExact(undo.commit, undo.tree))
             if not isinstance(exc, Exception):
                 raise
-            raise RestoreFailedError(f"{_describe(exc)} (at {failed_at})",
-                                     rolled_back_to=undo.commit) from exc
+            raise RestoreFailedError(
+                f"{_describe(exc)} (at {failed_at})", rolled_back_to=undo.commit
+            ) from exc
         if recovering is not None:
             _close_recovery_of(repo, recovering)
         if journal.session is not None:
@@ -801,9 +936,15 @@ def restore_commit(repo: GitRepo, target_commit: str, settings: SnapshotSettings
             journal.close()
         if after == plan.target_tree:
             save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
-        return RestoreOutcome(plan, True, undo.commit, plan.target_commit,
-                              (time.perf_counter() - started) * 1000.0, tree=after,
-                              undo_reused=undo.reused)
+        return RestoreOutcome(
+            plan,
+            True,
+            undo.commit,
+            plan.target_commit,
+            (time.perf_counter() - started) * 1000.0,
+            tree=after,
+            undo_reused=undo.reused,
+        )
 
 
 def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
@@ -815,12 +956,17 @@ def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
 
 
 def _refuse_if_interrupted(repo: GitRepo, recovering: Journal | None) -> None:
-    dead = [j for j in open_journals(repo)[0]
-            if j.state == "writing" and (recovering is None or recovering.id not in (j.id, j.recovering))]
+    dead = [
+        j
+        for j in open_journals(repo)[0]
+        if j.state == "writing"
+        and (recovering is None or recovering.id not in (j.id, j.recovering))
+    ]
     if dead:
         j = dead[-1]
-        raise InterruptedRestoreError(j.undo, j.target, session=j.session, entry=j.entry, started=j.started,
-                                      state=j.state)
+        raise InterruptedRestoreError(
+            j.undo, j.target, session=j.session, entry=j.entry, started=j.started, state=j.state
+        )
 
 
 def _check_space(repo: GitRepo, plan: RestorePlan) -> None:
@@ -836,9 +982,9 @@ def _check_space(repo: GitRepo, plan: RestorePlan) -> None:
 
 __all__ = [
     "STEPS",
-    "Verify",
     "RestoreOutcome",
     "RestorePlan",
+    "Verify",
     "diff_trees",
     "patch",
     "plan_restore",

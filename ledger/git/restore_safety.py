@@ -42,7 +42,8 @@ VALID_MODES = LEAF_MODES | {TREE_MODE, GITLINK_MODE}
 
 # Code points HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there.
 _HFS_IGNORABLE = frozenset(
-    [0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x206A, 0x2070)])
+    [0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x206A, 0x2070)]
+)
 # Files git refuses to check out as symlinks (verify_path, git ≥ 2.32).
 _NO_SYMLINK_NAMES = (".gitmodules", ".gitattributes", ".gitignore", ".mailmap")
 
@@ -116,8 +117,9 @@ class TreeReader:
         self.repo = repo
         self.ignore_case = ignore_case
 
-    def entries(self, oid: str, prefix: bytes,
-                problems: list[Problem] | None) -> dict[bytes, Entry]:
+    def entries(
+        self, oid: str, prefix: bytes, problems: list[Problem] | None
+    ) -> dict[bytes, Entry]:
         """The entries of tree ``oid`` at ``prefix``. With ``problems`` (validation), unsafe
         entries are reported there; without, modes are canonicalized as git does and a
         missing or corrupt tree raises ``KeyError``."""
@@ -129,8 +131,11 @@ class TreeReader:
         if kind != pygit2.enums.ObjectType.TREE:
             if problems is None:
                 raise KeyError(f"tree {oid} of {where} is missing")
-            problems.append(Problem("the snapshot is incomplete (a tree object is missing or "
-                                    "not a tree)", where))
+            problems.append(
+                Problem(
+                    "the snapshot is incomplete (a tree object is missing or not a tree)", where
+                )
+            )
             return {}
         out: dict[bytes, Entry] = {}
         folded: dict[bytes, bytes] = {}
@@ -145,11 +150,12 @@ class TreeReader:
             except ValueError:
                 if problems is None:
                     raise KeyError(f"tree {oid} of {where} is corrupt") from None
-                problems.append(Problem("the snapshot is incomplete (a tree object is "
-                                        "corrupt)", where))
+                problems.append(
+                    Problem("the snapshot is incomplete (a tree object is corrupt)", where)
+                )
                 return out
-            raw = data[space + 1:nul]
-            entry = Entry(mode, data[nul + 1:nul + 21].hex())
+            raw = data[space + 1 : nul]
+            entry = Entry(mode, data[nul + 1 : nul + 21].hex())
             pos = nul + 21
             if problems is not None:
                 path = os.fsdecode(prefix + raw)
@@ -157,16 +163,24 @@ class TreeReader:
                 if reason:
                     problems.append(Problem(f"unsafe path in the snapshot ({reason})", path))
                 if mode not in VALID_MODES:
-                    problems.append(Problem(
-                        f"unsafe entry in the snapshot (unsupported mode {mode:o})", path))
+                    problems.append(
+                        Problem(f"unsafe entry in the snapshot (unsupported mode {mode:o})", path)
+                    )
                 if raw in out:
-                    problems.append(Problem(
-                        "unsafe entry in the snapshot (a name used twice in one tree)", path))
+                    problems.append(
+                        Problem(
+                            "unsafe entry in the snapshot (a name used twice in one tree)", path
+                        )
+                    )
                 if self.ignore_case:
                     key = raw.lower()
                     if key in folded and folded[key] != raw:
-                        problems.append(Problem("unsafe entry in the snapshot (names that "
-                                                "differ only in case)", path))
+                        problems.append(
+                            Problem(
+                                "unsafe entry in the snapshot (names that differ only in case)",
+                                path,
+                            )
+                        )
                     folded[key] = raw
             elif mode not in VALID_MODES:
                 entry = Entry(canonical_mode(mode), entry.oid)
@@ -185,9 +199,15 @@ def canonical_mode(mode: int) -> int:
     return GITLINK_MODE
 
 
-def tree_changes(repo: pygit2.Repository, old_tree: str | None, new_tree: str | None, *,
-                 validate: bool = False, ignore_case: bool = False,
-                 problems: list[Problem] | None = None) -> list[Change]:
+def tree_changes(
+    repo: pygit2.Repository,
+    old_tree: str | None,
+    new_tree: str | None,
+    *,
+    validate: bool = False,
+    ignore_case: bool = False,
+    problems: list[Problem] | None = None,
+) -> list[Change]:
     """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection), sorted by path.
 
     With ``validate``, entries of the new side are checked and problems appended to
@@ -212,8 +232,7 @@ def tree_changes(repo: pygit2.Repository, old_tree: str | None, new_tree: str | 
             a_tree = a is not None and a.mode == TREE_MODE
             b_tree = b is not None and b.mode == TREE_MODE
             if a_tree or b_tree:
-                stack.append((path + b"/", a.oid if a_tree else None,
-                              b.oid if b_tree else None))
+                stack.append((path + b"/", a.oid if a_tree else None, b.oid if b_tree else None))
             a_leaf = a if a is not None and not a_tree else None
             b_leaf = b if b is not None and not b_tree else None
             if a_leaf is not None or b_leaf is not None:
@@ -309,8 +328,9 @@ class WorktreeGuard:
             self._repos[rel] = os.path.lexists(self.root + b"/" + os.fsencode(rel) + b"/.git")
         return self._repos[rel]
 
-    def check(self, deletes: Sequence[str], writes: Sequence[str],
-              problems: list[Problem]) -> list[str]:
+    def check(
+        self, deletes: Sequence[str], writes: Sequence[str], problems: list[Problem]
+    ) -> list[str]:
         """Append problems; return the directories standing where a file will be written
         (each holds only files being deleted, and directories)."""
         deleted = set(deletes)
@@ -328,8 +348,9 @@ class WorktreeGuard:
             else:
                 st = self.lstat(path)
                 if st is not None and stat.S_ISDIR(st.st_mode):
-                    problems.append(Problem("a file to delete is a directory now (the work tree "
-                                            "changed)", path))
+                    problems.append(
+                        Problem("a file to delete is a directory now (the work tree changed)", path)
+                    )
         replace_dirs: list[str] = []
         for path in writes:
             blocked = False
@@ -348,9 +369,13 @@ class WorktreeGuard:
                 if stat.S_ISLNK(st.st_mode):
                     problems.append(Problem("a path would be written through a symlink", path))
                 else:
-                    problems.append(Problem(
-                        "a path would replace a file the current capture does not hold "
-                        "(ignored or protected)", path))
+                    problems.append(
+                        Problem(
+                            "a path would replace a file the current capture does not hold "
+                            "(ignored or protected)",
+                            path,
+                        )
+                    )
                 blocked = True
                 break
             if blocked:
@@ -359,9 +384,13 @@ class WorktreeGuard:
             if st is not None and stat.S_ISDIR(st.st_mode):
                 strays = self._strays(path, deleted)
                 if strays:
-                    problems.append(Problem(
-                        "a path would replace a directory holding files the current capture "
-                        "does not hold (ignored, protected or a repository)", strays[0]))
+                    problems.append(
+                        Problem(
+                            "a path would replace a directory holding files the current capture "
+                            "does not hold (ignored, protected or a repository)",
+                            strays[0],
+                        )
+                    )
                 else:
                     replace_dirs.append(path)
         return replace_dirs
@@ -371,7 +400,7 @@ class WorktreeGuard:
         base = self.root + b"/" + os.fsencode(rel)
         strays: list[str] = []
         for dirpath, dirnames, filenames in os.walk(base):  # does not follow symlinks
-            rel_dir = os.fsdecode(dirpath[len(self.root) + 1:])
+            rel_dir = os.fsdecode(dirpath[len(self.root) + 1 :])
             if ".git" in [os.fsdecode(n) for n in dirnames + filenames]:
                 strays.append(rel_dir + "/.git")
                 dirnames[:] = []
@@ -415,8 +444,9 @@ class SafeFs:
                     return None, parts[-1]
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise UnsafePathError(exc.errno, f"{rel}: {os.fsdecode(part)} is not a "
-                                              "directory (symlink?)") from None
+                        raise UnsafePathError(
+                            exc.errno, f"{rel}: {os.fsdecode(part)} is not a directory (symlink?)"
+                        ) from None
                     raise
                 os.close(fd)
                 fd = nfd
@@ -490,7 +520,23 @@ class SafeFs:
 
 
 __all__ = [
-    "BLOB_MODE", "EXEC_MODE", "GITLINK_MODE", "LEAF_MODES", "LINK_MODE", "TREE_MODE",
-    "Change", "Entry", "Problem", "SafeFs", "TreeReader", "UnsafePathError", "WorktreeGuard",
-    "canonical_mode", "name_problem", "parents", "tree_changes", "tree_without", "under",
+    "BLOB_MODE",
+    "EXEC_MODE",
+    "GITLINK_MODE",
+    "LEAF_MODES",
+    "LINK_MODE",
+    "TREE_MODE",
+    "Change",
+    "Entry",
+    "Problem",
+    "SafeFs",
+    "TreeReader",
+    "UnsafePathError",
+    "WorktreeGuard",
+    "canonical_mode",
+    "name_problem",
+    "parents",
+    "tree_changes",
+    "tree_without",
+    "under",
 ]

@@ -39,19 +39,28 @@ class ChainShape:
     """Commit time of the first keepalive; None when there is no chain of keepalives."""
 
 
-def rewrite_store(repo: GitRepo, live: list[str], *, since: str | None, now_ms: int) -> RewriteResult:
+def rewrite_store(
+    repo: GitRepo, live: list[str], *, since: str | None, now_ms: int
+) -> RewriteResult:
     """Rewrite ``refs/pi-rewind/store`` to keep exactly ``live`` plus every snapshot appended on
     top of ``since`` meanwhile (compare-and-swap, retried). An empty ``live`` changes nothing.
     Raises :class:`~ledger.errors.StoreUpdateError` when the swap keeps failing."""
     from ledger.git.snapshot import _offset_minutes, git_identity
 
     when_s = now_ms // 1000
-    return Store(repo).rewrite(live, since=since, identity=git_identity(repo), when_s=when_s,
-                               offset_min=_offset_minutes(when_s))
+    return Store(repo).rewrite(
+        live,
+        since=since,
+        identity=git_identity(repo),
+        when_s=when_s,
+        offset_min=_offset_minutes(when_s),
+    )
 
 
 def _is_keepalive(commit: pygit2.Commit) -> bool:
-    return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(KEEPALIVE_MESSAGE)
+    return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(
+        KEEPALIVE_MESSAGE
+    )
 
 
 def chain_shape(repo: GitRepo, head: str | None = None) -> ChainShape:
@@ -88,10 +97,12 @@ def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]
     if repo.pygit2.get(EMPTY_TREE) is not None:
         lines.append(f"^{EMPTY_TREE}")  # every chain uses it
     runner = GitRunner(repo.root, repo.git_dir)
-    result = runner.run(["rev-list", "--objects", "--count", "--stdin", "--not",
-                         f"--exclude={STORE_REF}", "--all"],
-                        operation="git rev-list --objects --count", check=False,
-                        input=("\n".join(lines) + "\n").encode())
+    result = runner.run(
+        ["rev-list", "--objects", "--count", "--stdin", "--not", f"--exclude={STORE_REF}", "--all"],
+        operation="git rev-list --objects --count",
+        check=False,
+        input=("\n".join(lines) + "\n").encode(),
+    )
     text = result.stdout.decode().strip() if result.returncode == 0 else ""
     return int(text) if text.isdigit() else 0
 

@@ -31,16 +31,45 @@ from ledger.errors import GitError
 # Variables that can point git at another repository, index, object store or ref namespace, or
 # change how it parses pathspecs and prints: never inherited.
 _DROPPED_ENV = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX",
-    "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_QUARANTINE_PATH",
-    "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS", "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE",
-    "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS",
-    "GIT_OPTIONAL_LOCKS", "GIT_EXTERNAL_DIFF", "GIT_DIFF_OPTS", "GIT_PAGER", "GIT_EDITOR",
-    "GIT_TRACE", "GIT_TRACE2", "GIT_TRACE2_EVENT", "GIT_TRACE2_PERF", "GIT_TRACE_PERFORMANCE",
-    "GIT_TRACE_SETUP", "GIT_TRACE_PACKET", "GIT_TRACE_PACKFILE", "GIT_TRACE_CURL",
-    "GIT_TRACE_UNTRACKED_STATS", "GIT_TRACE_FSMONITOR", "GIT_FLUSH", "GIT_REDIRECT_STDOUT",
-    "GIT_REDIRECT_STDERR", "GIT_REFLOG_ACTION",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_QUARANTINE_PATH",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_GRAFT_FILE",
+    "GIT_SHALLOW_FILE",
+    "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS",
+    "GIT_ICASE_PATHSPECS",
+    "GIT_LITERAL_PATHSPECS",
+    "GIT_OPTIONAL_LOCKS",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_DIFF_OPTS",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+    "GIT_TRACE",
+    "GIT_TRACE2",
+    "GIT_TRACE2_EVENT",
+    "GIT_TRACE2_PERF",
+    "GIT_TRACE_PERFORMANCE",
+    "GIT_TRACE_SETUP",
+    "GIT_TRACE_PACKET",
+    "GIT_TRACE_PACKFILE",
+    "GIT_TRACE_CURL",
+    "GIT_TRACE_UNTRACKED_STATS",
+    "GIT_TRACE_FSMONITOR",
+    "GIT_FLUSH",
+    "GIT_REDIRECT_STDOUT",
+    "GIT_REDIRECT_STDERR",
+    "GIT_REFLOG_ACTION",
 )
 
 # Applied to every command: no hooks (update-ref would run reference-transaction hooks), no
@@ -95,8 +124,13 @@ class GitRunner:
         env.pop("LANGUAGE", None)
         return env
 
-    def env(self, *, index: Path | None = None, optional_locks: bool = False,
-            extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    def env(
+        self,
+        *,
+        index: Path | None = None,
+        optional_locks: bool = False,
+        extra: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
         env = dict(self._base_env)
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
@@ -142,12 +176,17 @@ class GitRunner:
                 check=False,
             )
         except OSError as exc:
-            raise GitError(operation or f"git {args[0] if args else ''}".strip(), str(exc),
-                           hint="is git installed and on PATH?") from exc
+            raise GitError(
+                operation or f"git {args[0] if args else ''}".strip(),
+                str(exc),
+                hint="is git installed and on PATH?",
+            ) from exc
         result = GitResult(proc.returncode, proc.stdout, proc.stderr)
         if check and proc.returncode != 0:
-            raise GitError(operation or f"git {args[0]}",
-                           _first_lines(proc.stderr) or f"exit status {proc.returncode}")
+            raise GitError(
+                operation or f"git {args[0]}",
+                _first_lines(proc.stderr) or f"exit status {proc.returncode}",
+            )
         return result
 
     def config_list(self) -> list[tuple[str, str]]:

@@ -126,7 +126,7 @@ def git_identity(repo: GitRepo) -> Identity:
     if result.returncode != 0 or "<" not in text or ">" not in text:
         return FALLBACK_IDENTITY
     name = text[: text.index("<")].strip()
-    email = text[text.index("<") + 1: text.rindex(">")].strip()
+    email = text[text.index("<") + 1 : text.rindex(">")].strip()
     if not name or not email:
         return FALLBACK_IDENTITY
     return Identity(name, email)
@@ -161,9 +161,15 @@ class SnapshotCommit:
     store_head: str | None
 
 
-def commit_snapshot(repo: GitRepo, tree: str, *, last_exact: LastExact | None,
-                    clock: Clock | None = None, store: Store | None = None,
-                    identity: Identity | None = None) -> SnapshotCommit:
+def commit_snapshot(
+    repo: GitRepo,
+    tree: str,
+    *,
+    last_exact: LastExact | None,
+    clock: Clock | None = None,
+    store: Store | None = None,
+    identity: Identity | None = None,
+) -> SnapshotCommit:
     """Reuse ``last_exact`` for ``tree`` when allowed (D8), else commit ``tree`` as a new
     snapshot and append it to the store."""
     store = store or Store(repo)
@@ -209,9 +215,13 @@ def _reusable(repo: GitRepo, store: Store, last: LastExact) -> bool:
     return store.reaches(last.commit)
 
 
-def take_snapshot(repo: GitRepo, settings: SnapshotSettings | None = None, *,
-                  last_exact: LastExact | None | _Persisted = PERSISTED,
-                  clock: Clock | None = None) -> SnapshotReport:
+def take_snapshot(
+    repo: GitRepo,
+    settings: SnapshotSettings | None = None,
+    *,
+    last_exact: LastExact | _Persisted | None = PERSISTED,
+    clock: Clock | None = None,
+) -> SnapshotReport:
     """Capture the work tree and make (or reuse) its snapshot commit, kept by the store.
 
     ``last_exact``: ``PERSISTED`` (default) uses the record in the private dir; a
@@ -222,12 +232,15 @@ def take_snapshot(repo: GitRepo, settings: SnapshotSettings | None = None, *,
     captured: CaptureResult = capture_tree(repo, settings)
     last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
     try:
-        made = commit_snapshot(repo, captured.tree, last_exact=last, clock=clock,
-                               identity=_feed_identity(repo))
+        made = commit_snapshot(
+            repo, captured.tree, last_exact=last, clock=clock, identity=_feed_identity(repo)
+        )
     except (OSError, pygit2.GitError) as exc:  # e.g. a full disk while writing the commit
-        raise CaptureIndexError(repo.git_dir / "objects", str(exc),
-                                no_space="No space left" in str(exc)
-                                or getattr(exc, "errno", None) == errno.ENOSPC) from None
+        raise CaptureIndexError(
+            repo.git_dir / "objects",
+            str(exc),
+            no_space="No space left" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC,
+        ) from None
     try:
         save_last_exact(repo, LastExact(made.commit, made.tree))
     except OSError:

@@ -55,9 +55,14 @@ class Identity:
 class Store:
     """Reads and appends to ``refs/pi-rewind/store`` of one repository."""
 
-    def __init__(self, repo: GitRepo, *, attempts: int = DEFAULT_ATTEMPTS,
-                 sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        repo: GitRepo,
+        *,
+        attempts: int = DEFAULT_ATTEMPTS,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
         self.repo = repo
         self.git = GitRunner(repo.root, repo.git_dir)
         self.attempts = attempts
@@ -87,8 +92,9 @@ class Store:
         return obj if isinstance(obj, pygit2.Commit) else None
 
     def _is_keepalive(self, commit: pygit2.Commit) -> bool:
-        return (str(commit.tree_id) == EMPTY_TREE
-                and commit.message.strip().startswith(KEEPALIVE_MESSAGE))
+        return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(
+            KEEPALIVE_MESSAGE
+        )
 
     def iter_snapshots(self, head: str | None = None, *, until: str | None = None) -> Iterator[str]:
         """Snapshots the chain keeps, newest first (a keepalive's last parent; a head that is
@@ -175,8 +181,11 @@ class Store:
             return 0, 0
         sizes = []
         for extra in ([], ["--not", f"--exclude={STORE_REF}", "--all"]):
-            result = self.git.run(["rev-list", "--disk-usage", "--objects", STORE_REF, *extra],
-                                  operation="git rev-list --disk-usage", check=False)
+            result = self.git.run(
+                ["rev-list", "--disk-usage", "--objects", STORE_REF, *extra],
+                operation="git rev-list --disk-usage",
+                check=False,
+            )
             text = result.stdout.decode().strip() if result.returncode == 0 else ""
             sizes.append(int(text) if text.isdigit() else 0)
         return sizes[0], sizes[1]
@@ -202,8 +211,14 @@ class Store:
         if age is not None and age >= STALE_LOCK_S:
             raise LockTimeoutError(self.lock_path, age, remedy=stale_lock_remedy(self.lock_path))
 
-    def keepalive_chain(self, base: str | None, snapshots: list[str], identity: Identity, when_s: int,
-                    offset_min: int) -> str | None:
+    def keepalive_chain(
+        self,
+        base: str | None,
+        snapshots: list[str],
+        identity: Identity,
+        when_s: int,
+        offset_min: int,
+    ) -> str | None:
         """Objects only: keepalive commits for ``snapshots`` chained on ``base``; the new head."""
         repo = self.repo.pygit2
         empty_tree = repo.TreeBuilder().write()
@@ -211,12 +226,21 @@ class Store:
         head = base
         for sha in snapshots:
             parents = [head, sha] if head else [sha]
-            head = str(repo.create_commit(None, sig, sig, KEEPALIVE_MESSAGE + "\n", empty_tree,
-                                          [pygit2.Oid(hex=p) for p in parents]))
+            head = str(
+                repo.create_commit(
+                    None,
+                    sig,
+                    sig,
+                    KEEPALIVE_MESSAGE + "\n",
+                    empty_tree,
+                    [pygit2.Oid(hex=p) for p in parents],
+                )
+            )
         return head
 
-    def _compare_and_swap(self, operation: str, what: str,
-                          build: Callable[[str | None, int], tuple[str, _T] | None]) -> _T | None:
+    def _compare_and_swap(
+        self, operation: str, what: str, build: Callable[[str | None, int], tuple[str, _T] | None]
+    ) -> _T | None:
         """The one retry loop every store update goes through: read the head, ``build(head,
         attempt)`` the new chain (None: nothing to do), swap only if the head is still the one
         read; otherwise back off with jitter and rebuild. A stale ref lock ends it at once."""
@@ -229,13 +253,18 @@ class Store:
             new, value = built
             result = self.git.run(
                 ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
-                operation=operation, check=False, config=[("core.logAllRefUpdates", "false")])
+                operation=operation,
+                check=False,
+                config=[("core.logAllRefUpdates", "false")],
+            )
             if result.returncode == 0:
                 return value
             last_detail = result.stderr.decode("utf-8", "replace").strip()
             self._raise_if_stale_lock()
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
-        raise StoreUpdateError(operation, f"failed to {what} after {self.attempts} attempts: {last_detail}")
+        raise StoreUpdateError(
+            operation, f"failed to {what} after {self.attempts} attempts: {last_detail}"
+        )
 
     def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
         """Append a keepalive for ``snapshot``; returns the new head. Raises
@@ -248,11 +277,15 @@ class Store:
             assert head is not None
             return head, head
 
-        head = self._compare_and_swap("update refs/pi-rewind/store", "update rewind store ref", build)
+        head = self._compare_and_swap(
+            "update refs/pi-rewind/store", "update rewind store ref", build
+        )
         assert head is not None
         return head
 
-    def append_many(self, snapshots: list[str], identity: Identity, when_s: int, offset_min: int) -> list[str]:
+    def append_many(
+        self, snapshots: list[str], identity: Identity, when_s: int, offset_min: int
+    ) -> list[str]:
         """Append keepalives for the ``snapshots`` the store does not keep yet, in order, with
         **one** compare-and-swap for the batch (an import of 500 snapshots would otherwise pay
         500 swaps); rebuilt on the new head and retried when another process moved it. Returns
@@ -264,11 +297,22 @@ class Store:
             head = self.keepalive_chain(old, new, identity, when_s, offset_min)
             return (head, new) if new and head is not None else None
 
-        return self._compare_and_swap("update refs/pi-rewind/store", f"append {len(snapshots)} snapshots",
-                                      build) or []
+        return (
+            self._compare_and_swap(
+                "update refs/pi-rewind/store", f"append {len(snapshots)} snapshots", build
+            )
+            or []
+        )
 
-    def rewrite(self, live: list[str], *, since: str | None, identity: Identity, when_s: int,
-                offset_min: int) -> RewriteResult:
+    def rewrite(
+        self,
+        live: list[str],
+        *,
+        since: str | None,
+        identity: Identity,
+        when_s: int,
+        offset_min: int,
+    ) -> RewriteResult:
         """Replace the chain by one that keeps exactly ``live`` (retention's rewrite,
         docs/design.md#the-compare-and-swap-rewrite).
 
@@ -282,15 +326,26 @@ class Store:
             return RewriteResult(self.head(), self.head(), [], preserved=True, attempts=0)
 
         def build(old: str | None, attempt: int) -> tuple[str, RewriteResult]:
-            arrived = [] if old == since else [sha for sha in self.iter_snapshots(old, until=since)
-                                               if sha not in wanted]
+            arrived = (
+                []
+                if old == since
+                else [sha for sha in self.iter_snapshots(old, until=since) if sha not in wanted]
+            )
             keep = wanted + list(dict.fromkeys(reversed(arrived)))
             new = self.keepalive_chain(None, keep, identity, when_s, offset_min)
             assert new is not None
-            return new, RewriteResult(old, new, keep, preserved=False, attempts=attempt + 1,
-                                      arrived=[sha for sha in keep if sha not in wanted])
+            return new, RewriteResult(
+                old,
+                new,
+                keep,
+                preserved=False,
+                attempts=attempt + 1,
+                arrived=[sha for sha in keep if sha not in wanted],
+            )
 
-        result = self._compare_and_swap("rewrite refs/pi-rewind/store", "rewrite rewind store ref", build)
+        result = self._compare_and_swap(
+            "rewrite refs/pi-rewind/store", "rewrite rewind store ref", build
+        )
         assert result is not None
         return result
 
@@ -315,4 +370,11 @@ class RewriteResult:
     """Snapshots appended by others during the sweep, kept although the plan did not list them."""
 
 
-__all__ = ["Identity", "RewriteResult", "KEEPALIVE_MESSAGE", "SNAPSHOT_SUBJECT", "STORE_REF", "Store"]
+__all__ = [
+    "KEEPALIVE_MESSAGE",
+    "SNAPSHOT_SUBJECT",
+    "STORE_REF",
+    "Identity",
+    "RewriteResult",
+    "Store",
+]

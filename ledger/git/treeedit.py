@@ -47,9 +47,15 @@ class _Node:
     children: dict[str, _Node] = field(default_factory=dict)
 
 
-def current_entries(git: GitRunner, repo: pygit2.Repository, root: str, paths: Sequence[str],
-                    *, filemode: bool, config: Iterable[tuple[str, str]]
-                    ) -> dict[str, tuple[int, pygit2.Oid] | None]:
+def current_entries(
+    git: GitRunner,
+    repo: pygit2.Repository,
+    root: str,
+    paths: Sequence[str],
+    *,
+    filemode: bool,
+    config: Iterable[tuple[str, str]],
+) -> dict[str, tuple[int, pygit2.Oid] | None]:
     """What ``git add`` into a fresh index would record for each path (``None`` = absent)."""
     out: dict[str, tuple[int, pygit2.Oid] | None] = {}
     regular: list[tuple[str, int]] = []
@@ -74,8 +80,13 @@ def current_entries(git: GitRunner, repo: pygit2.Repository, root: str, paths: S
             raise LazyUnsupported(path)  # a directory (maybe a repository) or a special file
     if regular:
         data = b"".join(os.fsencode(p) + b"\n" for p, _ in regular)
-        result = git.run(["hash-object", "-w", "--stdin-paths"], input=data, config=config,
-                         operation="git hash-object", check=False)
+        result = git.run(
+            ["hash-object", "-w", "--stdin-paths"],
+            input=data,
+            config=config,
+            operation="git hash-object",
+            check=False,
+        )
         oids = result.text.split()
         if result.returncode != 0 or len(oids) != len(regular):
             raise LazyUnsupported("hash-object failed")
@@ -84,8 +95,9 @@ def current_entries(git: GitRunner, repo: pygit2.Repository, root: str, paths: S
     return out
 
 
-def edit_tree(repo: pygit2.Repository, base: str,
-              changes: dict[str, tuple[int, pygit2.Oid] | None]) -> str:
+def edit_tree(
+    repo: pygit2.Repository, base: str, changes: dict[str, tuple[int, pygit2.Oid] | None]
+) -> str:
     """``base`` with each changed path replaced (or removed when ``None``), as ``git
     write-tree`` would write it: no empty subtrees, a file replacing a directory and back."""
     root = _Node()

@@ -57,15 +57,43 @@ IN_ISDIR = 0x40000000
 IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
-WATCH_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE
-              | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
-              | IN_EXCL_UNLINK)
+WATCH_MASK = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+    | IN_DONT_FOLLOW
+    | IN_EXCL_UNLINK
+)
 MAX_MOVED_IN = 20_000
 """A moved-in directory tree with more entries than this makes the feed untrusted (full scan)."""
 MAX_DIRTY = 50_000
 """Beyond this many dirty paths the set is dropped and the epoch bumped (a full scan is cheaper)."""
-UNSUPPORTED_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs",
-                            "afs", "lustre", "gpfs", "davfs", "virtiofs", "vboxsf", "vmhgfs"})
+UNSUPPORTED_FS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "afs",
+        "lustre",
+        "gpfs",
+        "davfs",
+        "virtiofs",
+        "vboxsf",
+        "vmhgfs",
+    }
+)
 _HEADER = struct.Struct("iIII")
 
 
@@ -82,7 +110,9 @@ def filesystem_type(path: str) -> tuple[str, list[str]]:
                 if len(fields) < 5 or not tail:
                     continue
                 point = fields[4].replace("\\040", " ")
-                if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                if (path == point or path.startswith(point.rstrip("/") + "/")) and len(
+                    point
+                ) >= len(best):
                     best, best_type = point, tail[0]
                 elif point.startswith(prefix):
                     below.append(tail[0])
@@ -98,8 +128,13 @@ def unsupported(fs_type: str) -> bool:
 class InotifyWatcher:
     """Watch ``root`` recursively; collect changed root-relative paths (see the module doc)."""
 
-    def __init__(self, root: str, *, on_ready: Callable[[], None] | None = None,
-                 max_watches: int | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        on_ready: Callable[[], None] | None = None,
+        max_watches: int | None = None,
+    ) -> None:
         self.root = root.rstrip("/") or "/"
         self.on_ready = on_ready
         self.max_watches = max_watches
@@ -181,7 +216,7 @@ class InotifyWatcher:
                     if self._fd < 0:
                         return
                     self._drain()
-        except Exception as exc:  # noqa: BLE001 - a dead watcher must be known, never silent
+        except Exception as exc:
             self.fail(f"watcher thread died: {type(exc).__name__}: {exc}")
 
     def _setup(self) -> None:
@@ -301,7 +336,7 @@ class InotifyWatcher:
         while offset + _HEADER.size <= size:
             wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
             name_at = offset + _HEADER.size
-            raw = data[name_at:name_at + length].split(b"\0", 1)[0]
+            raw = data[name_at : name_at + length].split(b"\0", 1)[0]
             offset = name_at + length
             self.events += 1
             self._event(wd, mask, os.fsdecode(raw))

@@ -5,13 +5,21 @@ Library only: nothing here prints; operations return reports and raise ``LedgerE
 
 from ledger.portable.archive import Limits, Manifest
 from ledger.portable.transfer import (
-                                      ExportReport,
-                                      ImportReport,
-                                      export_archive,
-                                      export_remote,
-                                      import_archive,
-                                      import_remote,
+    ExportReport,
+    ImportReport,
+    export_archive,
+    export_remote,
+    import_archive,
+    import_remote,
 )
 
-__all__ = ["ExportReport", "ImportReport", "Limits", "Manifest", "export_archive", "export_remote",
-           "import_archive", "import_remote"]
+__all__ = [
+    "ExportReport",
+    "ImportReport",
+    "Limits",
+    "Manifest",
+    "export_archive",
+    "export_remote",
+    "import_archive",
+    "import_remote",
+]

@@ -68,18 +68,31 @@ class SessionMember:
     size: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "id": self.id, "name": self.name, "cwd": self.cwd,
-                "parentSession": self.parent_session, "originalPath": self.original_path,
-                "sha256": self.sha256, "size": self.size}
+        return {
+            "file": self.file,
+            "id": self.id,
+            "name": self.name,
+            "cwd": self.cwd,
+            "parentSession": self.parent_session,
+            "originalPath": self.original_path,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> SessionMember:
         if not isinstance(data, dict):
             raise CorruptArchiveError("manifest: a session entry is not an object")
-        return cls(file=_text(data, "file"), id=_text(data, "id"), name=_text(data, "name"),
-                   cwd=_opt_text(data, "cwd"), parent_session=_opt_text(data, "parentSession"),
-                   original_path=_text(data, "originalPath"), sha256=_text(data, "sha256"),
-                   size=_int(data, "size"))
+        return cls(
+            file=_text(data, "file"),
+            id=_text(data, "id"),
+            name=_text(data, "name"),
+            cwd=_opt_text(data, "cwd"),
+            parent_session=_opt_text(data, "parentSession"),
+            original_path=_text(data, "originalPath"),
+            sha256=_text(data, "sha256"),
+            size=_int(data, "size"),
+        )
 
 
 @dataclass(frozen=True)
@@ -102,14 +115,23 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": self.format, "version": self.version, "ledgerVersion": self.ledger_version,
-            "session": self.session_id, "originalCwd": self.original_cwd, "originalRepo": self.original_repo,
-            "repositoryHead": self.repository_head, "exportedAt": self.exported_at,
+            "format": self.format,
+            "version": self.version,
+            "ledgerVersion": self.ledger_version,
+            "session": self.session_id,
+            "originalCwd": self.original_cwd,
+            "originalRepo": self.original_repo,
+            "repositoryHead": self.repository_head,
+            "exportedAt": self.exported_at,
             "sessions": [s.to_json() for s in self.sessions],
-            "snapshots": self.snapshots, "missingSnapshots": self.missing_snapshots,
+            "snapshots": self.snapshots,
+            "missingSnapshots": self.missing_snapshots,
             "bundle": {"file": BUNDLE, "sha256": self.bundle_sha256, "size": self.bundle_size},
-            "counts": {"sessions": len(self.sessions), "snapshots": len(self.snapshots),
-                       "missingSnapshots": len(self.missing_snapshots)},
+            "counts": {
+                "sessions": len(self.sessions),
+                "snapshots": len(self.snapshots),
+                "missingSnapshots": len(self.missing_snapshots),
+            },
         }
 
     def encode(self) -> bytes:
@@ -124,7 +146,9 @@ class Manifest:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise CorruptArchiveError("manifest.json is not a rewind session archive manifest")
         if obj.get("version") != VERSION:
-            raise CorruptArchiveError(f"archive version {obj.get('version')!r} is not supported (this is {VERSION})")
+            raise CorruptArchiveError(
+                f"archive version {obj.get('version')!r} is not supported (this is {VERSION})"
+            )
         bundle = obj.get("bundle")
         if not isinstance(bundle, dict):
             raise CorruptArchiveError("manifest: no bundle entry")
@@ -133,12 +157,19 @@ class Manifest:
             raise CorruptArchiveError("manifest: no sessions")
         snapshots = _sha_list(obj.get("snapshots"), "snapshots")
         missing = _sha_list(obj.get("missingSnapshots", []), "missingSnapshots")
-        return cls(session_id=_text(obj, "session"), original_cwd=_opt_text(obj, "originalCwd"),
-                   original_repo=_text(obj, "originalRepo"), repository_head=_opt_text(obj, "repositoryHead"),
-                   exported_at=_text(obj, "exportedAt"), ledger_version=_text(obj, "ledgerVersion"),
-                   sessions=[SessionMember.from_json(s) for s in sessions], snapshots=snapshots,
-                   missing_snapshots=missing, bundle_sha256=_text(bundle, "sha256"),
-                   bundle_size=_int(bundle, "size"))
+        return cls(
+            session_id=_text(obj, "session"),
+            original_cwd=_opt_text(obj, "originalCwd"),
+            original_repo=_text(obj, "originalRepo"),
+            repository_head=_opt_text(obj, "repositoryHead"),
+            exported_at=_text(obj, "exportedAt"),
+            ledger_version=_text(obj, "ledgerVersion"),
+            sessions=[SessionMember.from_json(s) for s in sessions],
+            snapshots=snapshots,
+            missing_snapshots=missing,
+            bundle_sha256=_text(bundle, "sha256"),
+            bundle_size=_int(bundle, "size"),
+        )
 
 
 def _text(obj: dict[str, Any], key: str) -> str:
@@ -165,7 +196,9 @@ def _int(obj: dict[str, Any], key: str) -> int:
 
 
 def _sha_list(value: Any, key: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and _HEX40.match(v) for v in value):
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and _HEX40.match(v) for v in value
+    ):
         raise CorruptArchiveError(f"manifest: {key!r} is not a list of commit ids")
     return list(value)
 
@@ -190,8 +223,12 @@ def write_archive(target: Path, manifest: Manifest, sessions: list[bytes], bundl
     members += [(member.file, data) for member, data in zip(manifest.sessions, sessions)]
     members.append((BUNDLE, bundle))
     try:
-        with open(temp, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz", compresslevel=1,
-                                                   format=tarfile.PAX_FORMAT) as tar:
+        with (
+            open(temp, "wb") as raw,
+            tarfile.open(
+                fileobj=raw, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT
+            ) as tar,
+        ):
             for name, data in members:
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
@@ -228,18 +265,29 @@ def read_archive(path: Path, limits: Limits | None = None) -> ArchiveContents:
                     raise HostileArchiveError(f"more than {limits.members} members in the archive")
                 check_member_name(info.name)
                 if info.issym() or info.islnk():
-                    raise HostileArchiveError(f"link in the archive: {info.name!r} -> {info.linkname!r}")
+                    raise HostileArchiveError(
+                        f"link in the archive: {info.name!r} -> {info.linkname!r}"
+                    )
                 if not info.isfile():
                     raise HostileArchiveError(f"not a regular file in the archive: {info.name!r}")
                 if info.name in members:
                     raise HostileArchiveError(f"member appears twice in the archive: {info.name!r}")
-                bound = (limits.manifest_bytes if info.name == MANIFEST else
-                         limits.member_bytes if info.name == BUNDLE else limits.session_bytes)
+                bound = (
+                    limits.manifest_bytes
+                    if info.name == MANIFEST
+                    else limits.member_bytes
+                    if info.name == BUNDLE
+                    else limits.session_bytes
+                )
                 if info.size > bound:
-                    raise HostileArchiveError(f"member too large: {info.name!r} ({info.size} bytes, limit {bound})")
+                    raise HostileArchiveError(
+                        f"member too large: {info.name!r} ({info.size} bytes, limit {bound})"
+                    )
                 total += info.size
                 if total > limits.total_bytes:
-                    raise HostileArchiveError(f"archive too large (more than {limits.total_bytes} bytes)")
+                    raise HostileArchiveError(
+                        f"archive too large (more than {limits.total_bytes} bytes)"
+                    )
                 handle = tar.extractfile(info)
                 if handle is None:
                     raise CorruptArchiveError(f"cannot read member {info.name!r}")
@@ -250,14 +298,18 @@ def read_archive(path: Path, limits: Limits | None = None) -> ArchiveContents:
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise CorruptArchiveError(f"{path}: no such file", hint="check the path") from exc
-        raise CorruptArchiveError(f"{path}: not a readable archive ({type(exc).__name__}: {exc})") from exc
+        raise CorruptArchiveError(
+            f"{path}: not a readable archive ({type(exc).__name__}: {exc})"
+        ) from exc
     if MANIFEST not in members:
         raise CorruptArchiveError("the archive has no manifest.json")
     manifest = Manifest.decode(members.pop(MANIFEST))
     sessions = []
     for member in manifest.sessions:
         if not _SESSION_NAME.match(member.file):
-            raise HostileArchiveError(f"manifest names an unexpected session member: {member.file!r}")
+            raise HostileArchiveError(
+                f"manifest names an unexpected session member: {member.file!r}"
+            )
         found = members.pop(member.file) if member.file in members else None
         if found is None:
             raise CorruptArchiveError(f"member {member.file!r} is missing")
@@ -270,9 +322,19 @@ def read_archive(path: Path, limits: Limits | None = None) -> ArchiveContents:
     if sha256(bundle) != manifest.bundle_sha256 or len(bundle) != manifest.bundle_size:
         raise CorruptArchiveError(f"member {BUNDLE!r} does not match its checksum")
     if members:
-        raise HostileArchiveError(f"members the manifest does not list: {', '.join(sorted(members))}")
+        raise HostileArchiveError(
+            f"members the manifest does not list: {', '.join(sorted(members))}"
+        )
     return ArchiveContents(manifest, sessions, bundle)
 
 
-__all__ = ["ArchiveContents", "Limits", "Manifest", "SessionMember", "check_member_name", "read_archive",
-           "sha256", "write_archive"]
+__all__ = [
+    "ArchiveContents",
+    "Limits",
+    "Manifest",
+    "SessionMember",
+    "check_member_name",
+    "read_archive",
+    "sha256",
+    "write_archive",
+]

@@ -50,15 +50,22 @@ _REF_LINE = re.compile(rb"^([0-9a-f]{40}) (refs/[!-~]+)$")
 
 def write_bundle(repo: GitRepo, snapshots: list[str]) -> bytes:
     """A v2 bundle holding ``snapshots`` (and their trees and blobs), one ref per snapshot."""
-    header = BUNDLE_SIGNATURE + b"".join(f"{sha} {SNAPSHOT_REF_PREFIX}{sha}\n".encode() for sha in snapshots) + b"\n"
+    header = (
+        BUNDLE_SIGNATURE
+        + b"".join(f"{sha} {SNAPSHOT_REF_PREFIX}{sha}\n".encode() for sha in snapshots)
+        + b"\n"
+    )
     pack = pack_objects(repo, snapshots)
     return header + pack
 
 
 def pack_objects(repo: GitRepo, tips: Iterable[str]) -> bytes:
     runner = GitRunner(repo.root, repo.git_dir)
-    result = runner.run(["pack-objects", "--stdout", "--revs", "--delta-base-offset", "-q"],
-                        input="".join(f"{sha}\n" for sha in tips).encode(), operation="git pack-objects")
+    result = runner.run(
+        ["pack-objects", "--stdout", "--revs", "--delta-base-offset", "-q"],
+        input="".join(f"{sha}\n" for sha in tips).encode(),
+        operation="git pack-objects",
+    )
     return result.stdout
 
 
@@ -76,19 +83,23 @@ def parse_bundle(data: bytes) -> Bundle:
     if end < 0:
         raise CorruptArchiveError("the snapshots bundle has no end of header")
     refs = []
-    for line in data[len(BUNDLE_SIGNATURE):end].split(b"\n"):
+    for line in data[len(BUNDLE_SIGNATURE) : end].split(b"\n"):
         if not line:
             continue
         if line.startswith(b"-"):
-            raise HostileArchiveError("the bundle needs commits this repository may not have (prerequisites)")
+            raise HostileArchiveError(
+                "the bundle needs commits this repository may not have (prerequisites)"
+            )
         match = _REF_LINE.match(line)
         if match is None:
             raise CorruptArchiveError(f"bad bundle header line {line[:80]!r}")
         sha, ref = match.group(1).decode(), match.group(2).decode()
         if ref != SNAPSHOT_REF_PREFIX + sha:
-            raise HostileArchiveError(f"the bundle names a ref outside the snapshot namespace: {ref}")
+            raise HostileArchiveError(
+                f"the bundle names a ref outside the snapshot namespace: {ref}"
+            )
         refs.append((sha, ref))
-    pack = data[end + 2:]
+    pack = data[end + 2 :]
     if refs and not pack.startswith(b"PACK"):
         raise CorruptArchiveError("the snapshots bundle holds no pack")
     return Bundle(refs, pack)
@@ -103,12 +114,18 @@ class Quarantine:
         self.path = Path(tempfile.mkdtemp(prefix="incoming-rewind-", dir=self.objects))
         (self.path / "pack").mkdir()
         self.runner = GitRunner(repo.root, repo.git_dir)
-        self.env = {"GIT_OBJECT_DIRECTORY": str(self.path), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects),
-                    "GIT_QUARANTINE_PATH": str(self.path)}
+        self.env = {
+            "GIT_OBJECT_DIRECTORY": str(self.path),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.objects),
+            "GIT_QUARANTINE_PATH": str(self.path),
+        }
 
-    def run(self, args: list[str], operation: str, *, input: bytes | None = None,
-            check: bool = True) -> bytes:
-        result = self.runner.run(args, operation=operation, input=input, extra_env=self.env, check=check)
+    def run(
+        self, args: list[str], operation: str, *, input: bytes | None = None, check: bool = True
+    ) -> bytes:
+        result = self.runner.run(
+            args, operation=operation, input=input, extra_env=self.env, check=check
+        )
         return result.stdout
 
     def index_pack(self, pack: bytes) -> None:
@@ -119,8 +136,11 @@ class Quarantine:
 
     def commits(self) -> list[str]:
         """Every commit object in the quarantine (not the repository's)."""
-        out = self.runner.run(["cat-file", "--batch-check=%(objectname) %(objecttype)", "--batch-all-objects"],
-                              operation="git cat-file", extra_env={"GIT_OBJECT_DIRECTORY": str(self.path)}).stdout
+        out = self.runner.run(
+            ["cat-file", "--batch-check=%(objectname) %(objecttype)", "--batch-all-objects"],
+            operation="git cat-file",
+            extra_env={"GIT_OBJECT_DIRECTORY": str(self.path)},
+        ).stdout
         return [line.split()[0] for line in out.decode().splitlines() if line.endswith(" commit")]
 
     def odb_repo(self) -> pygit2.Repository:
@@ -132,10 +152,17 @@ class Quarantine:
     def check_connected(self, tips: list[str]) -> None:
         if not tips:
             return
-        result = self.runner.run(["rev-list", "--objects", "--stdin", "--quiet"], operation="git rev-list",
-                                 input="".join(f"{t}\n" for t in tips).encode(), extra_env=self.env, check=False)
+        result = self.runner.run(
+            ["rev-list", "--objects", "--stdin", "--quiet"],
+            operation="git rev-list",
+            input="".join(f"{t}\n" for t in tips).encode(),
+            extra_env=self.env,
+            check=False,
+        )
         if result.returncode != 0:
-            raise CorruptArchiveError("the snapshots are incomplete (objects are missing from the pack)")
+            raise CorruptArchiveError(
+                "the snapshots are incomplete (objects are missing from the pack)"
+            )
 
     def migrate(self) -> int:
         """Move the quarantined packs and loose objects into the repository; returns files moved."""
@@ -159,7 +186,10 @@ class Quarantine:
 def _migrate_order(path: Path) -> tuple[int, str]:
     """Packs before their indexes (a reader must never see an index without its pack)."""
     suffix = path.suffix
-    return ({".pack": 0, ".rev": 1, ".idx": 2}.get(suffix, 0 if path.parent.name != "pack" else 3), str(path))
+    return (
+        {".pack": 0, ".rev": 1, ".idx": 2}.get(suffix, 0 if path.parent.name != "pack" else 3),
+        str(path),
+    )
 
 
 @contextlib.contextmanager
@@ -187,13 +217,17 @@ def classify(view: pygit2.Repository, sha: str) -> str:
     return "other"
 
 
-def check_commits(view: pygit2.Repository, commits: list[str], *, allowed: frozenset[str]) -> dict[str, str]:
+def check_commits(
+    view: pygit2.Repository, commits: list[str], *, allowed: frozenset[str]
+) -> dict[str, str]:
     kinds = {}
     for sha in commits:
         kind = classify(view, sha)
         if kind not in allowed:
-            raise HostileArchiveError(f"the bundle holds commit {sha[:12]}, which is not a rewind snapshot",
-                                      hint="nothing was written; a session archive holds snapshot commits only")
+            raise HostileArchiveError(
+                f"the bundle holds commit {sha[:12]}, which is not a rewind snapshot",
+                hint="nothing was written; a session archive holds snapshot commits only",
+            )
         kinds[sha] = kind
     return kinds
 
@@ -208,7 +242,9 @@ def append_to_store(repo: GitRepo, snapshots: list[str]) -> list[str]:
 def keepalive_chain(repo: GitRepo, snapshots: list[str]) -> str:
     """Objects only (no ref): a keepalive chain over ``snapshots``, as the store builds it; its head."""
     when_s = int(time.time())
-    head = Store(repo).keepalive_chain(None, snapshots, git_identity(repo), when_s, _offset_minutes(when_s))
+    head = Store(repo).keepalive_chain(
+        None, snapshots, git_identity(repo), when_s, _offset_minutes(when_s)
+    )
     assert head is not None
     return head
 

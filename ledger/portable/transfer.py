@@ -71,7 +71,7 @@ def _ledger_version() -> str:
         from importlib.metadata import version
 
         return version("rewind-ledger")
-    except Exception:  # noqa: BLE001 - metadata is informative only
+    except Exception:
         return "unknown"
 
 
@@ -91,9 +91,16 @@ class ExportReport:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"session": self.session_id, "output": self.output, "sessions": self.sessions,
-                "snapshots": self.snapshots, "missingSnapshots": self.missing, "bytes": self.bytes,
-                "ref": self.ref, "remote": self.remote}
+        return {
+            "session": self.session_id,
+            "output": self.output,
+            "sessions": self.sessions,
+            "snapshots": self.snapshots,
+            "missingSnapshots": self.missing,
+            "bytes": self.bytes,
+            "ref": self.ref,
+            "remote": self.remote,
+        }
 
 
 @dataclass
@@ -115,35 +122,65 @@ def _gather(repo: GitRepo, path: Path) -> _Gathered:
         full = reader.load(link.path, full=True)
         for ref in full.view.references:
             wanted.setdefault(ref.snapshot, None)
-        members.append(SessionMember(file=f"sessions/{n}.jsonl", id=link.session_id, name=link.path.name,
-                                     cwd=link.cwd, parent_session=link.parent_session,
-                                     original_path=str(link.path), sha256=sha256(data), size=len(data)))
+        members.append(
+            SessionMember(
+                file=f"sessions/{n}.jsonl",
+                id=link.session_id,
+                name=link.path.name,
+                cwd=link.cwd,
+                parent_session=link.parent_session,
+                original_path=str(link.path),
+                sha256=sha256(data),
+                size=len(data),
+            )
+        )
     present = [sha for sha in wanted if repo.commit_exists(sha)]
     missing = [sha for sha in wanted if sha not in set(present)]
     head = None
     r = repo.pygit2
     if not r.head_is_unborn:
         head = str(r.head.target)
-    manifest = Manifest(session_id=chain.current.session_id, original_cwd=chain.current.cwd,
-                        original_repo=str(repo.root), repository_head=head,
-                        exported_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        ledger_version=_ledger_version(), sessions=members, snapshots=present,
-                        missing_snapshots=missing)
+    manifest = Manifest(
+        session_id=chain.current.session_id,
+        original_cwd=chain.current.cwd,
+        original_repo=str(repo.root),
+        repository_head=head,
+        exported_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        ledger_version=_ledger_version(),
+        sessions=members,
+        snapshots=present,
+        missing_snapshots=missing,
+    )
     warnings = list(chain.warnings)
     if missing:
-        warnings.append(f"{len(missing)} referenced snapshot(s) are missing here (pruned) and are not exported")
+        warnings.append(
+            f"{len(missing)} referenced snapshot(s) are missing here (pruned) and are not exported"
+        )
     return _Gathered(manifest, files, warnings)
 
 
 def export_archive(repo: GitRepo, path: Path, output: Path) -> ExportReport:
     """Write the session at ``path``, its ancestors and their snapshots to ``output``."""
     gathered = _gather(repo, path)
-    bundle = write_bundle(repo, gathered.manifest.snapshots) if gathered.manifest.snapshots else b"# v2 git bundle\n\n"
+    bundle = (
+        write_bundle(repo, gathered.manifest.snapshots)
+        if gathered.manifest.snapshots
+        else b"# v2 git bundle\n\n"
+    )
     manifest = gathered.manifest
-    manifest = Manifest(**{**manifest.__dict__, "bundle_sha256": sha256(bundle), "bundle_size": len(bundle)})
+    manifest = Manifest(
+        **{**manifest.__dict__, "bundle_sha256": sha256(bundle), "bundle_size": len(bundle)}
+    )
     size = write_archive(output, manifest, gathered.files, bundle)
-    return ExportReport(manifest.session_id, str(output), len(manifest.sessions), len(manifest.snapshots),
-                        manifest.missing_snapshots, size, warnings=gathered.warnings)
+    return ExportReport(
+        manifest.session_id,
+        str(output),
+        len(manifest.sessions),
+        len(manifest.snapshots),
+        manifest.missing_snapshots,
+        size,
+        warnings=gathered.warnings,
+    )
 
 
 # --- import -------------------------------------------------------------------------------------
@@ -166,9 +203,17 @@ class ImportReport:
         return not self.written and not self.appended and not self.objects_moved
 
     def to_json(self) -> dict[str, Any]:
-        return {"session": self.session_id, "file": self.session_file, "written": self.written,
-                "unchanged": self.unchanged, "snapshots": self.snapshots, "appended": self.appended,
-                "objectsMoved": self.objects_moved, "missingSnapshots": self.missing, "noop": self.noop}
+        return {
+            "session": self.session_id,
+            "file": self.session_file,
+            "written": self.written,
+            "unchanged": self.unchanged,
+            "snapshots": self.snapshots,
+            "appended": self.appended,
+            "objectsMoved": self.objects_moved,
+            "missingSnapshots": self.missing,
+            "noop": self.noop,
+        }
 
 
 @dataclass(frozen=True)
@@ -194,7 +239,11 @@ def _rewrite_header(data: bytes, *, cwd: str, parent: str | None, member: Sessio
         header = orjson.loads(first)
     except orjson.JSONDecodeError as exc:
         raise CorruptArchiveError(f"{member.file}: the first line is not a session header") from exc
-    if not isinstance(header, dict) or header.get("type") != "session" or header.get("id") != member.id:
+    if (
+        not isinstance(header, dict)
+        or header.get("type") != "session"
+        or header.get("id") != member.id
+    ):
         raise CorruptArchiveError(f"{member.file}: the header does not match the manifest")
     header["cwd"] = cwd
     if parent is not None:
@@ -216,7 +265,11 @@ def plan_sessions(contents: ArchiveContents, repo: GitRepo, agent_dir: Path) -> 
             raise CorruptArchiveError(f"{member.file}: session id does not match the manifest")
         name = member.name
         if not _SAFE_NAME.match(name) or member.id not in name:
-            stamp = header.get("timestamp") if isinstance(header.get("timestamp"), str) else "1970-01-01T00:00:00.000Z"
+            stamp = (
+                header.get("timestamp")
+                if isinstance(header.get("timestamp"), str)
+                else "1970-01-01T00:00:00.000Z"
+            )
             name = session_file_name(str(stamp), member.id)
             if not _SAFE_NAME.match(name):
                 raise HostileArchiveError(f"unusable session id in the archive: {member.id!r}")
@@ -232,7 +285,11 @@ def plan_sessions(contents: ArchiveContents, repo: GitRepo, agent_dir: Path) -> 
         if os.path.lexists(target):
             # Session files only grow: an imported file that was continued since still starts
             # with the archive's bytes, and importing again changes nothing.
-            if target.is_symlink() or not target.is_file() or not target.read_bytes().startswith(new):
+            if (
+                target.is_symlink()
+                or not target.is_file()
+                or not target.read_bytes().startswith(new)
+            ):
                 raise ImportConflictError(target)
             exists = True
         planned.append(_PlannedFile(target, new, exists))
@@ -248,7 +305,7 @@ def _write_new(target: Path, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -261,8 +318,13 @@ def _write_new(target: Path, data: bytes) -> None:
         temp.unlink(missing_ok=True)
 
 
-def _finish(repo: GitRepo, planned: list[_PlannedFile], snapshots: list[str], manifest: Manifest,
-            report: ImportReport) -> ImportReport:
+def _finish(
+    repo: GitRepo,
+    planned: list[_PlannedFile],
+    snapshots: list[str],
+    manifest: Manifest,
+    report: ImportReport,
+) -> ImportReport:
     report.appended = len(append_to_store(repo, snapshots))
     for item in reversed(planned):  # ancestors first: a child never points at a missing parent
         if item.exists:
@@ -274,12 +336,16 @@ def _finish(repo: GitRepo, planned: list[_PlannedFile], snapshots: list[str], ma
     report.unchanged.reverse()
     report.missing = list(manifest.missing_snapshots)
     if report.missing:
-        report.warnings.append(f"{len(report.missing)} snapshot(s) were already missing at export; "
-                               "those rewind points are skipped")
+        report.warnings.append(
+            f"{len(report.missing)} snapshot(s) were already missing at export; "
+            "those rewind points are skipped"
+        )
     return report
 
 
-def import_archive(repo: GitRepo, agent_dir: Path, archive: Path, limits: Limits | None = None) -> ImportReport:
+def import_archive(
+    repo: GitRepo, agent_dir: Path, archive: Path, limits: Limits | None = None
+) -> ImportReport:
     """Import an archive made by :func:`export_archive` (see the module docstring)."""
     contents = read_archive(archive, limits)
     manifest = contents.manifest
@@ -313,14 +379,18 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
     gathered = _gather(repo, path)
     manifest = gathered.manifest
     if not manifest.snapshots:
-        raise LedgerError(f"session {manifest.session_id} references no existing snapshot",
-                          hint="nothing to share; record some prompts first")
+        raise LedgerError(
+            f"session {manifest.session_id} references no existing snapshot",
+            hint="nothing to share; record some prompts first",
+        )
     r = repo.pygit2
     chain = keepalive_chain(repo, manifest.snapshots)
     builder = r.TreeBuilder()
     sessions = r.TreeBuilder()
     for member, data in zip(manifest.sessions, gathered.files):
-        sessions.insert(member.file.split("/", 1)[1], r.create_blob(data), pygit2.enums.FileMode.BLOB)
+        sessions.insert(
+            member.file.split("/", 1)[1], r.create_blob(data), pygit2.enums.FileMode.BLOB
+        )
     builder.insert("manifest.json", r.create_blob(manifest.encode()), pygit2.enums.FileMode.BLOB)
     builder.insert("sessions", sessions.write(), pygit2.enums.FileMode.TREE)
     tree = builder.write()
@@ -328,28 +398,57 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
 
     when_s = int(time.time())
     sig = git_identity(repo).signature(when_s, _offset_minutes(when_s))
-    commit = str(r.create_commit(None, sig, sig, f"{EXPORT_SUBJECT}\n\nSession: {manifest.session_id}\n", tree,
-                                 [pygit2.Oid(hex=chain)]))
+    commit = str(
+        r.create_commit(
+            None,
+            sig,
+            sig,
+            f"{EXPORT_SUBJECT}\n\nSession: {manifest.session_id}\n",
+            tree,
+            [pygit2.Oid(hex=chain)],
+        )
+    )
     ref = SESSION_REF_PREFIX + manifest.session_id
     runner = GitRunner(repo.root, repo.git_dir)
     old = r.references.get(ref)
-    runner.run(["update-ref", "--no-deref", ref, commit, str(old.target) if old is not None else ZERO_SHA],
-               operation=f"update {ref}", config=[("core.logAllRefUpdates", "false")])
-    runner.run(["push", "--quiet", "--no-verify", remote, f"+{ref}:{ref}"], operation=f"git push {remote}")
-    return ExportReport(manifest.session_id, f"{remote}:{ref}", len(manifest.sessions), len(manifest.snapshots),
-                        manifest.missing_snapshots, ref=ref, remote=remote, warnings=gathered.warnings)
+    runner.run(
+        ["update-ref", "--no-deref", ref, commit, str(old.target) if old is not None else ZERO_SHA],
+        operation=f"update {ref}",
+        config=[("core.logAllRefUpdates", "false")],
+    )
+    runner.run(
+        ["push", "--quiet", "--no-verify", remote, f"+{ref}:{ref}"], operation=f"git push {remote}"
+    )
+    return ExportReport(
+        manifest.session_id,
+        f"{remote}:{ref}",
+        len(manifest.sessions),
+        len(manifest.snapshots),
+        manifest.missing_snapshots,
+        ref=ref,
+        remote=remote,
+        warnings=gathered.warnings,
+    )
 
 
 def _remote_ref(runner: GitRunner, remote: str, session: str) -> tuple[str, str]:
-    out = runner.run(["ls-remote", remote, SESSION_REF_PREFIX + "*"], operation=f"git ls-remote {remote}").text
+    out = runner.run(
+        ["ls-remote", remote, SESSION_REF_PREFIX + "*"], operation=f"git ls-remote {remote}"
+    ).text
     refs = [(line.split("\t")[1], line.split("\t")[0]) for line in out.splitlines() if "\t" in line]
-    matches = [(ref, sha) for ref, sha in refs if ref[len(SESSION_REF_PREFIX):].startswith(session)]
+    matches = [
+        (ref, sha) for ref, sha in refs if ref[len(SESSION_REF_PREFIX) :].startswith(session)
+    ]
     if len(matches) != 1:
         from ledger.errors import NameResolutionError
 
-        raise NameResolutionError("remote session", session, [ref[len(SESSION_REF_PREFIX):] for ref, _ in
-                                                               (matches or refs)],
-                                  ambiguous=len(matches) > 1, scope=f"remote {remote}")
+        raise NameResolutionError(
+            "remote session",
+            session,
+            [ref[len(SESSION_REF_PREFIX) :] for ref, _ in (matches or refs)],
+            ambiguous=len(matches) > 1,
+            scope=f"remote {remote}",
+        )
     return matches[0]
 
 
@@ -360,17 +459,32 @@ def import_remote(repo: GitRepo, agent_dir: Path, remote: str, session: str) -> 
     ref, tip = _remote_ref(runner, remote, session)
     with quarantine(repo) as q:
         if not repo.commit_exists(tip):
-            q.run(["fetch", "--quiet", "--no-write-fetch-head", "--no-tags", "--no-recurse-submodules",
-                   "--refmap=", remote, ref], f"git fetch {remote}")
+            q.run(
+                [
+                    "fetch",
+                    "--quiet",
+                    "--no-write-fetch-head",
+                    "--no-tags",
+                    "--no-recurse-submodules",
+                    "--refmap=",
+                    remote,
+                    ref,
+                ],
+                f"git fetch {remote}",
+            )
         view = q.odb_repo()
-        kinds = check_commits(view, q.commits(), allowed=frozenset({"snapshot", "keepalive", "export"}))
+        kinds = check_commits(
+            view, q.commits(), allowed=frozenset({"snapshot", "keepalive", "export"})
+        )
         if (kinds.get(tip) or _kind(view, tip)) != "export":
             raise HostileArchiveError(f"{ref} on {remote} is not a rewind session export")
         contents, shas = _contents_from_commit(view, tip)
         check_commits(view, shas, allowed=frozenset({"snapshot"}))
         q.check_connected([tip])
         planned = plan_sessions(contents, repo, agent_dir)
-        report = ImportReport(contents.manifest.session_id, str(planned[0].target), snapshots=len(shas))
+        report = ImportReport(
+            contents.manifest.session_id, str(planned[0].target), snapshots=len(shas)
+        )
         report.objects_moved = q.migrate()
     return _finish(repo, planned, shas, contents.manifest, report)
 
@@ -418,7 +532,9 @@ def _chain_snapshots(view: pygit2.Repository, head: str) -> list[str]:
             found.append(sha)
             break
         if kind != "keepalive":
-            raise HostileArchiveError(f"commit {sha[:12]} in the remote export is not a keepalive or a snapshot")
+            raise HostileArchiveError(
+                f"commit {sha[:12]} in the remote export is not a keepalive or a snapshot"
+            )
         commit = view.get(sha)
         assert isinstance(commit, pygit2.Commit)
         parents = [str(p) for p in commit.parent_ids]
@@ -427,5 +543,12 @@ def _chain_snapshots(view: pygit2.Repository, head: str) -> list[str]:
     return list(dict.fromkeys(reversed(found)))
 
 
-__all__ = ["ExportReport", "ImportReport", "export_archive", "export_remote", "import_archive", "import_remote",
-           "plan_sessions"]
+__all__ = [
+    "ExportReport",
+    "ImportReport",
+    "export_archive",
+    "export_remote",
+    "import_archive",
+    "import_remote",
+    "plan_sessions",
+]

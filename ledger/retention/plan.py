@@ -39,8 +39,17 @@ DAY_MS = 86_400_000
 GRACE_MS = DAY_MS
 """How long a stored snapshot that no ledger names yet is kept (see rule 5)."""
 
-Reason = Literal["pinned: label", "pinned: current", "pinned: undo", "recent", "unrecorded",
-                 "dropped: too old", "dropped: over maxSnapshots", "dropped: missing", "dropped: unreferenced"]
+Reason = Literal[
+    "pinned: label",
+    "pinned: current",
+    "pinned: undo",
+    "recent",
+    "unrecorded",
+    "dropped: too old",
+    "dropped: over maxSnapshots",
+    "dropped: missing",
+    "dropped: unreferenced",
+]
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,11 @@ class RetentionPlan:
         return not self.live
 
     def count(self, *reasons: str) -> int:
-        return sum(1 for d in self.decisions.values() if d.reason in reasons or
-                   any(d.reason.startswith(r) for r in reasons))
+        return sum(
+            1
+            for d in self.decisions.values()
+            if d.reason in reasons or any(d.reason.startswith(r) for r in reasons)
+        )
 
     def summary(self) -> dict[str, int]:
         return {
@@ -98,10 +110,17 @@ def _tick() -> None:
     return None
 
 
-def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
-                   exists: Callable[[str], bool], *, stored: Mapping[str, int] | None = None,
-                   grace_ms: int = GRACE_MS, tick: Callable[[], None] = _tick,
-                   pins: Mapping[str, Reason] | None = None) -> RetentionPlan:
+def plan_retention(
+    ledgers: Sequence[LedgerInput],
+    now_ms: int,
+    policy: Policy,
+    exists: Callable[[str], bool],
+    *,
+    stored: Mapping[str, int] | None = None,
+    grace_ms: int = GRACE_MS,
+    tick: Callable[[], None] = _tick,
+    pins: Mapping[str, Reason] | None = None,
+) -> RetentionPlan:
     """``stored``: the snapshots the store keeps now, with their commit times (ms); ``pins``:
     snapshots kept whatever the limits say, with their reason (open restore journals)."""
     latest: dict[str, int] = {}
@@ -140,9 +159,9 @@ def plan_retention(ledgers: Sequence[LedgerInput], now_ms: int, policy: Policy,
             decisions[sha] = Decision(sha, "dropped: too old", latest[sha])
         candidates = [sha for sha in candidates if latest[sha] >= cutoff]
     if policy.max_snapshots is not None and len(candidates) > policy.max_snapshots:
-        for sha in candidates[policy.max_snapshots:]:
+        for sha in candidates[policy.max_snapshots :]:
             decisions[sha] = Decision(sha, "dropped: over maxSnapshots", latest[sha])
-        candidates = candidates[:policy.max_snapshots]
+        candidates = candidates[: policy.max_snapshots]
 
     live: list[str] = []
     ordered: list[tuple[str, Reason]] = [*pinned.items(), *((sha, "recent") for sha in candidates)]

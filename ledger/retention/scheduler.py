@@ -40,8 +40,16 @@ Source = Callable[[], Any]
 
 
 class SweepScheduler:
-    def __init__(self, repo: GitRepo, agent_dir: Path, settings: Any, source: Source, *,
-                 background: bool = True, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        repo: GitRepo,
+        agent_dir: Path,
+        settings: Any,
+        source: Source,
+        *,
+        background: bool = True,
+        clock: Clock | None = None,
+    ) -> None:
         """``repo``: the repository (the worker opens its own handle on ``repo.root``);
         ``agent_dir``: where ``sessions/`` lives (``repo-sessions`` scans); ``settings``: a
         :class:`~ledger.settings.Settings` (retention off when ``settings.retention`` is None);
@@ -106,7 +114,7 @@ class SweepScheduler:
     def _session(self) -> Any:
         try:
             return self.source()
-        except Exception as exc:  # noqa: BLE001 - a sweep must never break the agent
+        except Exception as exc:
             self._note("warning", f"Rewind retention could not read the session: {exc}")
             return None
 
@@ -117,8 +125,9 @@ class SweepScheduler:
         if not self.background:
             self._sweep(reason, session)
             return
-        thread = threading.Thread(target=self._sweep, args=(reason, session),
-                                  name=f"rewind-sweep-{reason}", daemon=True)
+        thread = threading.Thread(
+            target=self._sweep, args=(reason, session), name=f"rewind-sweep-{reason}", daemon=True
+        )
         try:
             thread.start()
         except RuntimeError as exc:  # no thread to be had: skip this sweep, never break the agent
@@ -130,14 +139,19 @@ class SweepScheduler:
         retention = self.settings.retention
         try:
             repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
-            report = run_sweep(repo, session, self.agent_dir, scan_mode=retention.scan_mode,
-                               policy=policy_from(self.settings),
-                               budget_ms=retention.startup_budget_ms if reason == "startup" else None,
-                               clock=self.clock)
+            report = run_sweep(
+                repo,
+                session,
+                self.agent_dir,
+                scan_mode=retention.scan_mode,
+                policy=policy_from(self.settings),
+                budget_ms=retention.startup_budget_ms if reason == "startup" else None,
+                clock=self.clock,
+            )
         except BudgetExceeded as exc:
             self._note("warning", str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - reported, never raised into the agent
+        except Exception as exc:
             label = "startup sweep" if reason == "startup" else "sweep"
             self._note("warning", f"Rewind retention {label} failed: {exc}")
             return

@@ -67,15 +67,29 @@ class SweepReport:
     def to_json(self) -> dict[str, Any]:
         summary = self.plan.summary()
         return {
-            "dryRun": self.dry_run, "scanMode": self.scan_mode, "sessionsRead": self.sessions_read,
-            "ledgers": self.ledgers, "kept": summary["live"] + len(self.arrived), "pinned": summary["pinned"],
-            "recent": summary["recent"], "unrecorded": summary["unrecorded"], "arrived": len(self.arrived), "dropped": summary["dropped"],
-            "missing": summary["missing"], "storeBefore": self.store_before,
-            "unreachableObjects": self.unreachable_objects, "preserved": self.preserved,
-            "rewritten": self.rewritten, "oldHead": self.old_head, "newHead": self.new_head,
-            "skipped": [{"file": f, "reason": r} for f, r in self.skipped], "warnings": self.warnings,
-            "decisions": [{"snapshot": d.snapshot, "reason": d.reason, "latest": d.latest_ms}
-                          for d in self.plan.decisions.values()],
+            "dryRun": self.dry_run,
+            "scanMode": self.scan_mode,
+            "sessionsRead": self.sessions_read,
+            "ledgers": self.ledgers,
+            "kept": summary["live"] + len(self.arrived),
+            "pinned": summary["pinned"],
+            "recent": summary["recent"],
+            "unrecorded": summary["unrecorded"],
+            "arrived": len(self.arrived),
+            "dropped": summary["dropped"],
+            "missing": summary["missing"],
+            "storeBefore": self.store_before,
+            "unreachableObjects": self.unreachable_objects,
+            "preserved": self.preserved,
+            "rewritten": self.rewritten,
+            "oldHead": self.old_head,
+            "newHead": self.new_head,
+            "skipped": [{"file": f, "reason": r} for f, r in self.skipped],
+            "warnings": self.warnings,
+            "decisions": [
+                {"snapshot": d.snapshot, "reason": d.reason, "latest": d.latest_ms}
+                for d in self.plan.decisions.values()
+            ],
             "ms": round(self.ms, 1),
         }
 
@@ -97,9 +111,16 @@ def _jsonl_files(directory: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def collect_ledgers(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path, scan_mode: ScanMode, *,
-                    reader: LineageReader | None = None, tick: Callable[[], None] = lambda: None,
-                    progress: Progress | None = None) -> tuple[list[LedgerInput], SweepReportParts]:
+def collect_ledgers(
+    repo: GitRepo,
+    start: Session | Path | str | None,
+    agent_dir: Path,
+    scan_mode: ScanMode,
+    *,
+    reader: LineageReader | None = None,
+    tick: Callable[[], None] = lambda: None,
+    progress: Progress | None = None,
+) -> tuple[list[LedgerInput], SweepReportParts]:
     """The ledgers a sweep reads, in the reference's discovery order (current, its ancestors,
     then with ``repo-sessions`` every other session file of this repository)."""
     reader = reader or LineageReader()
@@ -109,13 +130,22 @@ def collect_ledgers(repo: GitRepo, start: Session | Path | str | None, agent_dir
     seen: set[str] = set()
 
     def take(link: LedgerFile) -> None:
-        key = os.path.realpath(link.path) if str(link.path) != "<memory>" else f"<memory>:{link.session_id}"
+        key = (
+            os.path.realpath(link.path)
+            if str(link.path) != "<memory>"
+            else f"<memory>:{link.session_id}"
+        )
         if key in seen:
             return
         seen.add(key)
         parts.sessions_read += 1
         if not _inside(link.cwd, root):
-            parts.skipped.append((str(link.path), "not a session of this repository" if link.cwd else "no cwd in the header"))
+            parts.skipped.append(
+                (
+                    str(link.path),
+                    "not a session of this repository" if link.cwd else "no cwd in the header",
+                )
+            )
             return
         ledgers.append(LedgerInput(str(link.path), link.view))
 
@@ -154,10 +184,20 @@ class SweepReportParts:
     warnings: list[str] = field(default_factory=list)
 
 
-def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path, *, scan_mode: ScanMode,
-              policy: Policy, dry_run: bool = False, budget_ms: float | None = None,
-              clock: Clock | None = None, reader: LineageReader | None = None,
-              progress: Progress | None = None, count_objects: bool = False) -> SweepReport:
+def run_sweep(
+    repo: GitRepo,
+    start: Session | Path | str | None,
+    agent_dir: Path,
+    *,
+    scan_mode: ScanMode,
+    policy: Policy,
+    dry_run: bool = False,
+    budget_ms: float | None = None,
+    clock: Clock | None = None,
+    reader: LineageReader | None = None,
+    progress: Progress | None = None,
+    count_objects: bool = False,
+) -> SweepReport:
     """One sweep from ``start`` (the current session: a Session, a path, or None for none).
 
     ``policy``: the limits (:func:`policy_from`); ``dry_run``: plan only; ``budget_ms``: abort
@@ -175,18 +215,39 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
 
     def tick() -> None:
         if budget_ms is not None and (time.perf_counter() - started) * 1000 > budget_ms:
-            raise BudgetExceeded(f"Rewind retention startup sweep skipped after exceeding {budget_ms:g}ms budget")
+            raise BudgetExceeded(
+                f"Rewind retention startup sweep skipped after exceeding {budget_ms:g}ms budget"
+            )
 
     store = Store(repo)
     since = store.head()
     stored = store.snapshot_times()
     before = list(stored)
-    ledgers, parts = collect_ledgers(repo, start, agent_dir, scan_mode, reader=reader, tick=tick, progress=progress)
+    ledgers, parts = collect_ledgers(
+        repo, start, agent_dir, scan_mode, reader=reader, tick=tick, progress=progress
+    )
     # An interrupted restore's undo snapshot is the only copy of the files before it.
-    plan = plan_retention(ledgers, clock.now_ms(), policy, repo.commit_exists, stored=stored, tick=tick,
-                          pins=pinned_snapshots(repo))
-    report = SweepReport(plan, scan_mode, dry_run, parts.sessions_read, len(ledgers), parts.skipped,
-                         parts.warnings, store_before=len(before), old_head=since, new_head=since)
+    plan = plan_retention(
+        ledgers,
+        clock.now_ms(),
+        policy,
+        repo.commit_exists,
+        stored=stored,
+        tick=tick,
+        pins=pinned_snapshots(repo),
+    )
+    report = SweepReport(
+        plan,
+        scan_mode,
+        dry_run,
+        parts.sessions_read,
+        len(ledgers),
+        parts.skipped,
+        parts.warnings,
+        store_before=len(before),
+        old_head=since,
+        new_head=since,
+    )
     if plan.empty:
         report.preserved = True
     elif since is not None and set(plan.live) == set(before):
@@ -208,12 +269,23 @@ def run_sweep(repo: GitRepo, start: Session | Path | str | None, agent_dir: Path
     return report
 
 
-def policy_from(settings: Any, *, max_snapshots: int | None = None, max_age_days: float | None = None,
-                pin_labeled: bool | None = None) -> Policy:
+def policy_from(
+    settings: Any,
+    *,
+    max_snapshots: int | None = None,
+    max_age_days: float | None = None,
+    pin_labeled: bool | None = None,
+) -> Policy:
     """The sweep policy: the settings' retention values, overridden by explicit options."""
     retention = getattr(settings, "retention", None)
     return Policy(
-        max_snapshots=max_snapshots if max_snapshots is not None else getattr(retention, "max_snapshots", None),
-        max_age_days=max_age_days if max_age_days is not None else getattr(retention, "max_age_days", None),
-        pin_labeled_entries=pin_labeled if pin_labeled is not None else bool(getattr(retention, "pin_labeled_entries", False)),
+        max_snapshots=max_snapshots
+        if max_snapshots is not None
+        else getattr(retention, "max_snapshots", None),
+        max_age_days=max_age_days
+        if max_age_days is not None
+        else getattr(retention, "max_age_days", None),
+        pin_labeled_entries=pin_labeled
+        if pin_labeled is not None
+        else bool(getattr(retention, "pin_labeled_entries", False)),
     )

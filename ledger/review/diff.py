@@ -112,9 +112,9 @@ def _packed_object_count(objects: Path) -> int:
         except OSError:
             continue
         if head[:4] == b"\xfftOc":  # v2 index: magic, version, then the fanout table
-            total += struct.unpack(">I", head[8 + 255 * 4:8 + 256 * 4])[0]
+            total += struct.unpack(">I", head[8 + 255 * 4 : 8 + 256 * 4])[0]
         elif len(head) >= 256 * 4:  # v1 index: the fanout table first
-            total += struct.unpack(">I", head[255 * 4:256 * 4])[0]
+            total += struct.unpack(">I", head[255 * 4 : 256 * 4])[0]
     return total
 
 
@@ -148,10 +148,18 @@ class FileDiff:
         return self.path
 
     def to_json(self) -> dict[str, object]:
-        return {"status": self.status, "path": self.path, "oldPath": self.old_path,
-                "oldMode": f"{self.old_mode:06o}", "newMode": f"{self.new_mode:06o}",
-                "oldId": self.old_id, "newId": self.new_id, "binary": self.binary,
-                "additions": self.additions, "deletions": self.deletions}
+        return {
+            "status": self.status,
+            "path": self.path,
+            "oldPath": self.old_path,
+            "oldMode": f"{self.old_mode:06o}",
+            "newMode": f"{self.new_mode:06o}",
+            "oldId": self.old_id,
+            "newId": self.new_id,
+            "binary": self.binary,
+            "additions": self.additions,
+            "deletions": self.deletions,
+        }
 
 
 @dataclass(frozen=True)
@@ -184,8 +192,13 @@ class TreeDiff:
         return format_stat(self.files, width)
 
     def to_json(self) -> dict[str, object]:
-        return {"oldTree": self.old_tree, "newTree": self.new_tree, "files": [f.to_json() for f in self.files],
-                "additions": self.additions, "deletions": self.deletions}
+        return {
+            "oldTree": self.old_tree,
+            "newTree": self.new_tree,
+            "files": [f.to_json() for f in self.files],
+            "additions": self.additions,
+            "deletions": self.deletions,
+        }
 
 
 def shortstat(files: int, additions: int, deletions: int) -> str:
@@ -248,9 +261,15 @@ def _peel_tree(repo: pygit2.Repository, sha: str | None) -> pygit2.Tree | None:
     raise MissingCommitError(sha)
 
 
-def diff_trees(repo: pygit2.Repository, old: str | None, new: str | None, *,
-               find_renames: bool = False, abbrev: Abbrev | None = None,
-               with_patch: bool = True) -> TreeDiff:
+def diff_trees(
+    repo: pygit2.Repository,
+    old: str | None,
+    new: str | None,
+    *,
+    find_renames: bool = False,
+    abbrev: Abbrev | None = None,
+    with_patch: bool = True,
+) -> TreeDiff:
     """What changed from ``old`` to ``new`` (commits or trees; ``None`` is the empty tree)."""
     old_tree = _peel_tree(repo, old)
     new_tree = _peel_tree(repo, new)
@@ -282,11 +301,19 @@ def _file_diff(patch: pygit2.Patch, abbrev: Abbrev, with_patch: bool) -> FileDif
         additions = deletions = 0
     return FileDiff(
         status=_STATUS.get(delta.status, "modified"),
-        old_path=delta.old_file.path, new_path=delta.new_file.path,
-        old_mode=int(delta.old_file.mode), new_mode=int(delta.new_file.mode),
-        old_id=str(delta.old_file.id), new_id=str(delta.new_file.id),
-        binary=binary, additions=additions, deletions=deletions, patch=text,
-        old_size=int(delta.old_file.size), new_size=int(delta.new_file.size))
+        old_path=delta.old_file.path,
+        new_path=delta.new_file.path,
+        old_mode=int(delta.old_file.mode),
+        new_mode=int(delta.new_file.mode),
+        old_id=str(delta.old_file.id),
+        new_id=str(delta.new_file.id),
+        binary=binary,
+        additions=additions,
+        deletions=deletions,
+        patch=text,
+        old_size=int(delta.old_file.size),
+        new_size=int(delta.new_file.size),
+    )
 
 
 def _git_text(patch: pygit2.Patch, delta: pygit2.DiffDelta, abbrev: Abbrev, binary: bool) -> str:
@@ -302,8 +329,10 @@ def _git_text(patch: pygit2.Patch, delta: pygit2.DiffDelta, abbrev: Abbrev, bina
             else:
                 match = _INDEX_LINE.match(line)
                 if match:
-                    line = (f"index {abbrev(str(delta.old_file.id))}..{abbrev(str(delta.new_file.id))}"
-                            f"{match.group(3)}")
+                    line = (
+                        f"index {abbrev(str(delta.old_file.id))}..{abbrev(str(delta.new_file.id))}"
+                        f"{match.group(3)}"
+                    )
                 elif no_hunks and (line.startswith(("--- ", "+++ "))):
                     continue
         out.append(line)

@@ -64,8 +64,13 @@ class ReportResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"output": str(self.path), "prompts": self.prompts, "turns": self.turns, "files": self.files,
-                "bytes": self.bytes}
+        return {
+            "output": str(self.path),
+            "prompts": self.prompts,
+            "turns": self.turns,
+            "files": self.files,
+            "bytes": self.bytes,
+        }
 
 
 def _lexer(path: str) -> Lexer:
@@ -79,7 +84,7 @@ def _highlight_lines(path: str, lines: list[str]) -> list[str]:
     if not lines:
         return []
     out = highlight("\n".join(lines) + "\n", _lexer(path), _FORMATTER).split("\n")
-    return (out + [""] * len(lines))[:len(lines)]
+    return (out + [""] * len(lines))[: len(lines)]
 
 
 def _parse_hunks(patch: str) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -93,14 +98,20 @@ def _parse_hunks(patch: str) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def _file_html(f: FileDiff, side_by_side: bool) -> str:
-    badge = "binary" if f.binary else f'<span class="add">+{f.additions}</span> <span class="del">-{f.deletions}</span>'
+    badge = (
+        "binary"
+        if f.binary
+        else f'<span class="add">+{f.additions}</span> <span class="del">-{f.deletions}</span>'
+    )
     mode = ""
     if f.old_mode != f.new_mode and f.old_mode and f.new_mode:
         mode = f" mode {f.old_mode:06o} → {f.new_mode:06o}"
-    title = f"{html.escape(f.display_path)} <span class=\"meta\">{f.status}{mode}</span> {badge}"
+    title = f'{html.escape(f.display_path)} <span class="meta">{f.status}{mode}</span> {badge}'
     if f.binary:
-        return f'<details class="file" open><summary>{title}</summary><div class="note">Binary file ' \
-               f'({f.old_size} → {f.new_size} bytes)</div></details>'
+        return (
+            f'<details class="file" open><summary>{title}</summary><div class="note">Binary file '
+            f"({f.old_size} → {f.new_size} bytes)</div></details>"
+        )
     hunks = _parse_hunks(f.patch)
     if not hunks:
         return f'<details class="file"><summary>{title}</summary><div class="note">no content change</div></details>'
@@ -112,10 +123,15 @@ def _file_html(f: FileDiff, side_by_side: bool) -> str:
             break
         shown += len(body)
         rows.append(_hunk_rows(f.path, header, body, side_by_side))
-    cols = ('<col class="nc"><col><col class="nc"><col>' if side_by_side
-            else '<col class="nc"><col class="nc"><col>')
-    return (f'<details class="file" open><summary>{title}</summary><table class="diff"><colgroup>{cols}</colgroup>'
-            f'{"".join(rows)}</table></details>')
+    cols = (
+        '<col class="nc"><col><col class="nc"><col>'
+        if side_by_side
+        else '<col class="nc"><col class="nc"><col>'
+    )
+    return (
+        f'<details class="file" open><summary>{title}</summary><table class="diff"><colgroup>{cols}</colgroup>'
+        f"{''.join(rows)}</table></details>"
+    )
 
 
 def _hunk_numbers(header: str) -> tuple[int, int]:
@@ -140,18 +156,26 @@ def _hunk_rows(path: str, header: str, body: list[tuple[str, str]], side_by_side
             if mark != "-":
                 b, new_no = str(new_no), new_no + 1
             cls = {"+": "a", "-": "d"}.get(mark, "")
-            rows.append(f'<tr class="{cls}"><td class="n">{a}</td><td class="n">{b}</td>'
-                        f'<td class="c">{html.escape(mark) if mark != " " else " "}{code}</td></tr>')
+            rows.append(
+                f'<tr class="{cls}"><td class="n">{a}</td><td class="n">{b}</td>'
+                f'<td class="c">{html.escape(mark) if mark != " " else " "}{code}</td></tr>'
+            )
         return "".join(rows)
     left: list[tuple[int, str]] = []
     right: list[tuple[int, str]] = []
 
     def flush() -> None:
         for i in range(max(len(left), len(right))):
-            lcell = (f'<td class="n">{left[i][0]}</td><td class="c d">{left[i][1]}</td>' if i < len(left)
-                     else '<td class="n"></td><td class="e"></td>')
-            rcell = (f'<td class="n">{right[i][0]}</td><td class="c a">{right[i][1]}</td>' if i < len(right)
-                     else '<td class="n"></td><td class="e"></td>')
+            lcell = (
+                f'<td class="n">{left[i][0]}</td><td class="c d">{left[i][1]}</td>'
+                if i < len(left)
+                else '<td class="n"></td><td class="e"></td>'
+            )
+            rcell = (
+                f'<td class="n">{right[i][0]}</td><td class="c a">{right[i][1]}</td>'
+                if i < len(right)
+                else '<td class="n"></td><td class="e"></td>'
+            )
             rows.append(f"<tr>{lcell}{rcell}</tr>")
         left.clear()
         right.clear()
@@ -165,8 +189,10 @@ def _hunk_rows(path: str, header: str, body: list[tuple[str, str]], side_by_side
             new_no += 1
         else:
             flush()
-            rows.append(f'<tr><td class="n">{old_no}</td><td class="c">{code}</td>'
-                        f'<td class="n">{new_no}</td><td class="c">{code}</td></tr>')
+            rows.append(
+                f'<tr><td class="n">{old_no}</td><td class="c">{code}</td>'
+                f'<td class="n">{new_no}</td><td class="c">{code}</td></tr>'
+            )
             old_no += 1
             new_no += 1
     flush()
@@ -190,7 +216,9 @@ def _diff_block(diff: TreeDiff | None, side_by_side: bool) -> str:
     return "".join(_file_html(f, side_by_side) for f in diff.files)
 
 
-def render_report(review: Review, *, side_by_side: bool = False, title: str | None = None) -> tuple[str, dict[str, int]]:
+def render_report(
+    review: Review, *, side_by_side: bool = False, title: str | None = None
+) -> tuple[str, dict[str, int]]:
     """The page's HTML and its counts (prompts, turns, files)."""
     session = review.session
     counts = {"prompts": 0, "turns": 0, "files": 0}
@@ -207,12 +235,14 @@ def render_report(review: Review, *, side_by_side: bool = False, title: str | No
             counts["prompts"] += 1
             totals = review.diff(step, with_patch=turns_of.get(step.entry_id, 0) == 0)
             totals_text = totals.summary().strip() if totals is not None else "no diff"
-            current = [f'<section class="prompt" id="e-{html.escape(step.entry_id)}"><h2>Prompt '
-                       f'{counts["prompts"]} <span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h2>'
-                       f'<div class="meta">{html.escape(step.timestamp or "")} · {html.escape(step.session_id)}</div>'
-                       f'<pre class="text">{html.escape(step.text)}</pre>'
-                       + (f'<p class="summary">→ {html.escape(step.summary)}</p>' if step.summary else "")
-                       + f'<div class="totals">{html.escape(totals_text)}</div>']
+            current = [
+                f'<section class="prompt" id="e-{html.escape(step.entry_id)}"><h2>Prompt '
+                f'{counts["prompts"]} <span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h2>'
+                f'<div class="meta">{html.escape(step.timestamp or "")} · {html.escape(step.session_id)}</div>'
+                f'<pre class="text">{html.escape(step.text)}</pre>'
+                + (f'<p class="summary">→ {html.escape(step.summary)}</p>' if step.summary else "")
+                + f'<div class="totals">{html.escape(totals_text)}</div>'
+            ]
             if not turns_of.get(step.entry_id):
                 counts["files"] += len(totals.files) if totals is not None else 0
                 current.append(_diff_block(totals, side_by_side))
@@ -222,27 +252,44 @@ def render_report(review: Review, *, side_by_side: bool = False, title: str | No
             counts["turns"] += 1
             diff = review.diff(step)
             counts["files"] += len(diff.files) if diff is not None else 0
-            current.append(f'<div class="turn" id="e-{html.escape(step.entry_id)}"><h3>Turn '
-                           f'<span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h3>'
-                           f'<p class="summary">{html.escape(step.summary or "(no text)")}</p>'
-                           f'{_diff_block(diff, side_by_side)}</div>')
+            current.append(
+                f'<div class="turn" id="e-{html.escape(step.entry_id)}"><h3>Turn '
+                f'<span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h3>'
+                f'<p class="summary">{html.escape(step.summary or "(no text)")}</p>'
+                f"{_diff_block(diff, side_by_side)}</div>"
+            )
     if current is not None:
         parts.append("".join(current) + "</section>")
     name = title or session.name or session.id
-    header = (f"<header><h1>Session {html.escape(name)}</h1><p>{counts['prompts']} prompts · {counts['turns']} turns"
-              f" · cwd {html.escape(session.cwd or '?')}"
-              + (f" · forked from {html.escape(os.path.basename(session.parent_session))}"
-                 if session.parent_session else "") + "</p></header>")
+    header = (
+        f"<header><h1>Session {html.escape(name)}</h1><p>{counts['prompts']} prompts · {counts['turns']} turns"
+        f" · cwd {html.escape(session.cwd or '?')}"
+        + (
+            f" · forked from {html.escape(os.path.basename(session.parent_session))}"
+            if session.parent_session
+            else ""
+        )
+        + "</p></header>"
+    )
     css = _CSS + _FORMATTER.get_style_defs("td.c")
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>rewind report · {html.escape(name)}</title><style>{css}</style></head><body>{header}<main>"
-            + ("".join(parts) or '<p class="note">no prompts on this branch</p>') + "</main></body></html>\n")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>rewind report · {html.escape(name)}</title><style>{css}</style></head><body>{header}<main>"
+        + ("".join(parts) or '<p class="note">no prompts on this branch</p>')
+        + "</main></body></html>\n"
+    )
     return page, counts
 
 
-def write_report(repo: GitRepo, path: Path, output: Path, *, side_by_side: bool = False,
-                 find_renames: bool = False) -> ReportResult:
+def write_report(
+    repo: GitRepo,
+    path: Path,
+    output: Path,
+    *,
+    side_by_side: bool = False,
+    find_renames: bool = False,
+) -> ReportResult:
     review = open_review(repo, path, find_renames=find_renames)
     page, counts = render_report(review, side_by_side=side_by_side)
     data = page.encode("utf-8", "replace")
@@ -252,7 +299,9 @@ def write_report(repo: GitRepo, path: Path, output: Path, *, side_by_side: bool 
         os.replace(temp, output)
     finally:
         temp.unlink(missing_ok=True)
-    return ReportResult(output, counts["prompts"], counts["turns"], counts["files"], len(data), review.warnings)
+    return ReportResult(
+        output, counts["prompts"], counts["turns"], counts["files"], len(data), review.warnings
+    )
 
 
 __all__ = ["ReportResult", "render_report", "write_report"]

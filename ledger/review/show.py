@@ -45,9 +45,16 @@ class StepReview:
     def to_json(self, detail: Detail) -> dict[str, object]:
         s = self.step
         payload: dict[str, object] = {
-            "kind": s.kind, "entryId": s.entry_id, "promptId": s.prompt_id, "session": s.session_id,
-            "before": s.before, "after": s.after, "label": s.label, "timestamp": s.timestamp,
-            "text": s.text, "summary": s.summary,
+            "kind": s.kind,
+            "entryId": s.entry_id,
+            "promptId": s.prompt_id,
+            "session": s.session_id,
+            "before": s.before,
+            "after": s.after,
+            "label": s.label,
+            "timestamp": s.timestamp,
+            "text": s.text,
+            "summary": s.summary,
         }
         if self.diff is not None:
             payload["files"] = [f.to_json() for f in self.diff.files]
@@ -80,16 +87,29 @@ class Review:
     def diff(self, step: Step, *, with_patch: bool = True) -> TreeDiff | None:
         if step.before is None or step.after is None:
             return None
-        return diff_trees(self.repo.pygit2, step.before, step.after, find_renames=self.find_renames,
-                          abbrev=self.abbrev, with_patch=with_patch)
+        return diff_trees(
+            self.repo.pygit2,
+            step.before,
+            step.after,
+            find_renames=self.find_renames,
+            abbrev=self.abbrev,
+            with_patch=with_patch,
+        )
 
     def reviews(self, detail: Detail = "patch") -> Iterator[StepReview]:
         for step in self.steps:
             yield StepReview(step, self.diff(step, with_patch=detail == "patch"))
 
 
-def open_review(repo: GitRepo, path: Path, *, lineage: bool = True, leaf_id: str | None = None,
-                find_renames: bool = False, reader: LineageReader | None = None) -> Review:
+def open_review(
+    repo: GitRepo,
+    path: Path,
+    *,
+    lineage: bool = True,
+    leaf_id: str | None = None,
+    find_renames: bool = False,
+    reader: LineageReader | None = None,
+) -> Review:
     """The session at ``path`` with its steps along the branch ending at ``leaf_id``."""
     reader = reader or LineageReader()
     start = reader.load(path, full=True)
@@ -118,33 +138,60 @@ def deepest_leaf(session: Session, entry_id: str) -> str:
     return cursor
 
 
-def show_entry(repo: GitRepo, path: Path, entry_id: str, *, find_renames: bool = False,
-               detail: Detail = "patch") -> tuple[StepReview, list[str]]:
+def show_entry(
+    repo: GitRepo,
+    path: Path,
+    entry_id: str,
+    *,
+    find_renames: bool = False,
+    detail: Detail = "patch",
+) -> tuple[StepReview, list[str]]:
     """The step of one user or assistant entry with its diff."""
     reader = LineageReader()
     session = reader.load(path, full=True).session
     assert session is not None
-    review = open_review(repo, path, leaf_id=deepest_leaf(session, entry_id), find_renames=find_renames,
-                         reader=reader)
+    review = open_review(
+        repo,
+        path,
+        leaf_id=deepest_leaf(session, entry_id),
+        find_renames=find_renames,
+        reader=reader,
+    )
     step = step_for(review.steps, entry_id)
     if step is None:
         entry = session.get(entry_id)
-        what = f"{entry.type}:{entry.role}" if entry is not None and entry.role else (entry.type if entry else "?")
-        raise NoRewindPointError(entry_id, reason=f"a {what} entry is not a prompt or a turn with a rewind point",
-                                 hint="show a user message (its whole prompt) or an assistant message "
-                                      "marked ◆ in 'rewind tree'")
+        what = (
+            f"{entry.type}:{entry.role}"
+            if entry is not None and entry.role
+            else (entry.type if entry else "?")
+        )
+        raise NoRewindPointError(
+            entry_id,
+            reason=f"a {what} entry is not a prompt or a turn with a rewind point",
+            hint="show a user message (its whole prompt) or an assistant message "
+            "marked ◆ in 'rewind tree'",
+        )
     if not step.has_diff:
         missing = "before" if step.before is None else "after"
-        raise NoRewindPointError(entry_id, reason=f"no rewind point {missing} it",
-                                 hint="see 'rewind tree SESSION' for the entries marked ◆")
+        raise NoRewindPointError(
+            entry_id,
+            reason=f"no rewind point {missing} it",
+            hint="see 'rewind tree SESSION' for the entries marked ◆",
+        )
     return StepReview(step, review.diff(step, with_patch=detail == "patch")), review.warnings
 
 
 # --- text --------------------------------------------------------------------------------------
 
 
-def render_step(review: StepReview, detail: Detail, *, color: bool = False, prompt_totals: TreeDiff | None = None,
-                width: int = 80) -> str:
+def render_step(
+    review: StepReview,
+    detail: Detail,
+    *,
+    color: bool = False,
+    prompt_totals: TreeDiff | None = None,
+    width: int = 80,
+) -> str:
     """The ``git show``-like text of one step (ends with a newline)."""
     s = review.step
     lines: list[str] = []
@@ -177,7 +224,7 @@ def render_step(review: StepReview, detail: Detail, *, color: bool = False, prom
     if detail == "stat" and prompt_totals is None:
         text += diff.stat(width) + "\n"
     elif detail == "patch" and prompt_totals is None:
-        text += (colorize_patch(diff.patch) if color else diff.patch)
+        text += colorize_patch(diff.patch) if color else diff.patch
         if diff.files:
             text += "\n"
     return text
@@ -206,7 +253,7 @@ def colorize_patch(patch: str) -> str:
                 continue
         if line.startswith("@@"):
             end = line.find("@@", 2)
-            head, rest = (line[:end + 2], line[end + 2:]) if end > 0 else (line, "")
+            head, rest = (line[: end + 2], line[end + 2 :]) if end > 0 else (line, "")
             out.append(f"{CYAN}{head}{RESET}{rest}")
         elif line.startswith("+"):
             out.append(f"{GREEN}{line}{RESET}")
@@ -217,7 +264,9 @@ def colorize_patch(patch: str) -> str:
     return "\n".join(out)
 
 
-def log_text(review: Review, detail: Detail, *, color: bool = False, width: int = 80) -> Iterator[str]:
+def log_text(
+    review: Review, detail: Detail, *, color: bool = False, width: int = 80
+) -> Iterator[str]:
     """The text of ``rewind log --patch/--stat``, one chunk per step.
 
     A prompt whose turns carry their own diffs shows only its totals (its turns follow with the
@@ -230,12 +279,30 @@ def log_text(review: Review, detail: Detail, *, color: bool = False, width: int 
     for step in review.steps:
         if step.kind == "prompt" and turns_of.get(step.entry_id):
             totals = review.diff(step, with_patch=False)
-            yield render_step(StepReview(step, totals), detail, color=color,
-                              prompt_totals=totals if totals is not None else None, width=width)
+            yield render_step(
+                StepReview(step, totals),
+                detail,
+                color=color,
+                prompt_totals=totals if totals is not None else None,
+                width=width,
+            )
         else:
-            yield render_step(StepReview(step, review.diff(step, with_patch=detail == "patch")), detail,
-                              color=color, width=width)
+            yield render_step(
+                StepReview(step, review.diff(step, with_patch=detail == "patch")),
+                detail,
+                color=color,
+                width=width,
+            )
 
 
-__all__ = ["Detail", "Review", "StepReview", "colorize_patch", "deepest_leaf", "log_text", "open_review",
-           "render_step", "show_entry"]
+__all__ = [
+    "Detail",
+    "Review",
+    "StepReview",
+    "colorize_patch",
+    "deepest_leaf",
+    "log_text",
+    "open_review",
+    "render_step",
+    "show_entry",
+]

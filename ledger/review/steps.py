@@ -76,8 +76,9 @@ def _is_assistant(entry: Entry) -> bool:
     return entry.type == "message" and entry.role == "assistant"
 
 
-def branch_points(lineage: Lineage, exists: Callable[[str], bool], *,
-                  own_only: bool = False) -> dict[str, tuple[str, LedgerFile]]:
+def branch_points(
+    lineage: Lineage, exists: Callable[[str], bool], *, own_only: bool = False
+) -> dict[str, tuple[str, LedgerFile]]:
     """Entry id → (snapshot, the file whose ledger bound it); ``own_only``: the session's file only."""
     if own_only:
         link = lineage.current
@@ -85,8 +86,9 @@ def branch_points(lineage: Lineage, exists: Callable[[str], bool], *,
     return lineage.points(exists)
 
 
-def branch_steps(session: Session, points: dict[str, tuple[str, LedgerFile]], *,
-                 leaf_id: str | None = None) -> list[Step]:
+def branch_steps(
+    session: Session, points: dict[str, tuple[str, LedgerFile]], *, leaf_id: str | None = None
+) -> list[Step]:
     """Every prompt and every turn with a point, along the branch ending at ``leaf_id``."""
     branch = session.branch(leaf_id)
     labels = session.labels
@@ -105,7 +107,7 @@ def branch_steps(session: Session, points: dict[str, tuple[str, LedgerFile]], *,
         if _is_user(entry):
             prompt_id = entry.id
             end = next_user[index]
-            span = branch[index + 1:end if end is not None else len(branch)]
+            span = branch[index + 1 : end if end is not None else len(branch)]
             after = None
             summary = ""
             for later in span:
@@ -118,12 +120,38 @@ def branch_steps(session: Session, points: dict[str, tuple[str, LedgerFile]], *,
                         summary = text
             if after is None and end is not None and branch[end].id in points:
                 after = points[branch[end].id][0]
-            steps.append(Step("prompt", entry, entry.id, sha, after, session_id, labels.get(entry.id),
-                              entry_text(entry), summary, _stamp(entry), children_count.get(entry.id, 0)))
+            steps.append(
+                Step(
+                    "prompt",
+                    entry,
+                    entry.id,
+                    sha,
+                    after,
+                    session_id,
+                    labels.get(entry.id),
+                    entry_text(entry),
+                    summary,
+                    _stamp(entry),
+                    children_count.get(entry.id, 0),
+                )
+            )
         elif _is_assistant(entry) and sha is not None:
             text = entry_text(entry)
-            steps.append(Step("turn", entry, prompt_id, last_point, sha, session_id, labels.get(entry.id),
-                              text, first_line(text), _stamp(entry), children_count.get(entry.id, 0)))
+            steps.append(
+                Step(
+                    "turn",
+                    entry,
+                    prompt_id,
+                    last_point,
+                    sha,
+                    session_id,
+                    labels.get(entry.id),
+                    text,
+                    first_line(text),
+                    _stamp(entry),
+                    children_count.get(entry.id, 0),
+                )
+            )
         if sha is not None and (_is_user(entry) or _is_assistant(entry)):
             last_point = sha
     return steps

@@ -95,7 +95,9 @@ def repo_sessions(agent_dir: Path, repo_root: Path) -> list[SessionInfo]:
 
 
 def looks_like_path(name: str) -> bool:
-    return name.endswith(".jsonl") or os.sep in name or (os.altsep is not None and os.altsep in name)
+    return (
+        name.endswith(".jsonl") or os.sep in name or (os.altsep is not None and os.altsep in name)
+    )
 
 
 def resolve_session(name: str, candidates: list[SessionInfo], *, scope: str) -> Path:
@@ -114,8 +116,12 @@ def resolve_session(name: str, candidates: list[SessionInfo], *, scope: str) -> 
     if not matches:
         if Path(name).is_file():
             return Path(name)
-        raise NameResolutionError("session", name, [s.id for s in candidates], ambiguous=False, scope=scope)
-    raise NameResolutionError("session", name, [f"{s.id} ({s.path.name})" for s in matches], ambiguous=True, scope=scope)
+        raise NameResolutionError(
+            "session", name, [s.id for s in candidates], ambiguous=False, scope=scope
+        )
+    raise NameResolutionError(
+        "session", name, [f"{s.id} ({s.path.name})" for s in matches], ambiguous=True, scope=scope
+    )
 
 
 def resolve_entry(session: Session, name: str) -> str:

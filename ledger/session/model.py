@@ -239,7 +239,11 @@ def entry_text(entry: Entry) -> str:
         return summary if isinstance(summary, str) else ""
     if entry.type == "label":
         label = raw.get("label")
-        return f"{raw.get('targetId')} = {label}" if isinstance(label, str) and label else f"{raw.get('targetId')} (cleared)"
+        return (
+            f"{raw.get('targetId')} = {label}"
+            if isinstance(label, str) and label
+            else f"{raw.get('targetId')} (cleared)"
+        )
     if entry.type == "session_info":
         name = raw.get("name")
         return name if isinstance(name, str) else ""

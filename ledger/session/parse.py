@@ -38,7 +38,7 @@ class Entry:
     collector walking a million containers); most commands only need the tree fields.
     """
 
-    __slots__ = ("id", "parent_id", "type", "timestamp", "custom_type", "line", "_raw", "_bytes")
+    __slots__ = ("_bytes", "_raw", "custom_type", "id", "line", "parent_id", "timestamp", "type")
 
     def __init__(self, obj: dict[str, Any], line: int, source: bytes | None = None) -> None:
         self.id: str = obj["id"]
@@ -146,15 +146,29 @@ def _parse(data: bytes) -> ParsedSession:
             obj = _parse_lenient(line)
             if obj is _UNPARSEABLE:
                 torn = index == last_index and not ends_with_newline
-                skipped.append(SkippedLine(number, "torn last line" if torn else "not valid JSON", _excerpt(line)))
+                skipped.append(
+                    SkippedLine(
+                        number, "torn last line" if torn else "not valid JSON", _excerpt(line)
+                    )
+                )
                 continue
             source = None  # the bytes would not decode again: keep the repaired object
-            skipped.append(SkippedLine(number, "invalid UTF-8 replaced with U+FFFD", _excerpt(line)))
+            skipped.append(
+                SkippedLine(number, "invalid UTF-8 replaced with U+FFFD", _excerpt(line))
+            )
         if header is None:
-            if isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str):
+            if (
+                isinstance(obj, dict)
+                and obj.get("type") == "session"
+                and isinstance(obj.get("id"), str)
+            ):
                 header = obj
                 version = header.get("version")
-                migrate = not isinstance(version, (int, float)) or isinstance(version, bool) or version < CURRENT_VERSION
+                migrate = (
+                    not isinstance(version, (int, float))
+                    or isinstance(version, bool)
+                    or version < CURRENT_VERSION
+                )
                 continue
             raise NoHeaderError(f"line {number} is not a session header")
         if not isinstance(obj, dict):
@@ -204,7 +218,11 @@ def parse_header_only(data: bytes, max_lines: int = 5) -> dict[str, Any]:
             obj = _parse_lenient(line)
             if obj is _UNPARSEABLE:
                 continue
-        if isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str):
+        if (
+            isinstance(obj, dict)
+            and obj.get("type") == "session"
+            and isinstance(obj.get("id"), str)
+        ):
             return obj
         raise NoHeaderError(f"line {seen} is not a session header")
     raise NoHeaderError("the file has no session header")
@@ -216,7 +234,7 @@ _UNPARSEABLE = object()
 
 
 class _RawLine:
-    __slots__ = ("obj", "line")
+    __slots__ = ("line", "obj")
 
     def __init__(self, obj: dict[str, Any], line: int) -> None:
         self.obj = obj
@@ -273,7 +291,11 @@ def _migrate_v2_to_v3(header: dict[str, Any], lines: list[_RawLine]) -> dict[str
     header = {**header, "version": CURRENT_VERSION}
     for raw in lines:
         message = raw.obj.get("message")
-        if raw.obj.get("type") == "message" and isinstance(message, dict) and message.get("role") == "hookMessage":
+        if (
+            raw.obj.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
             raw.obj = {**raw.obj, "message": {**message, "role": "custom"}}
     return header
 

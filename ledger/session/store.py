@@ -48,13 +48,17 @@ def read_bytes(path: Path) -> bytes:
     try:
         data = read_regular_file(path, MAX_SESSION_BYTES)
     except NotRegularFileError as exc:
-        raise SessionFileError(path, f"{exc.strerror}, not a session file", hint="pass a .jsonl session file") from exc
+        raise SessionFileError(
+            path, f"{exc.strerror}, not a session file", hint="pass a .jsonl session file"
+        ) from exc
     except PermissionError as exc:
         raise SessionFileError(path, "cannot be read (permission denied)") from exc
     except OSError as exc:
         raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
     if data is None:
-        raise SessionFileError(path, "no such file", hint="check the path, or list sessions with 'rewind sessions'")
+        raise SessionFileError(
+            path, "no such file", hint="check the path, or list sessions with 'rewind sessions'"
+        )
     return data
 
 
@@ -118,7 +122,9 @@ class SessionAppender:
     It remembers how far it has read, so each append reads only what other writers added since.
     """
 
-    def __init__(self, path: Path | str, *, clock: Clock | None = None, ids: IdSource | None = None) -> None:
+    def __init__(
+        self, path: Path | str, *, clock: Clock | None = None, ids: IdSource | None = None
+    ) -> None:
         self.path = Path(path)
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
@@ -128,7 +134,9 @@ class SessionAppender:
         self._inode: tuple[int, int] | None = None
         self._fingerprint = b""
 
-    def append_custom(self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET) -> dict[str, Any]:
+    def append_custom(
+        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+    ) -> dict[str, Any]:
         """Append a ``custom`` entry (``pi.appendEntry``); returns the entry as written."""
 
         def build(entry_id: str, parent: str | None, stamp: str) -> dict[str, Any]:
@@ -136,7 +144,9 @@ class SessionAppender:
 
         return self._append([build], parent_id)[0]
 
-    def append_entry(self, fields: dict[str, Any], *, parent_id: str | None = UNSET) -> dict[str, Any]:
+    def append_entry(
+        self, fields: dict[str, Any], *, parent_id: str | None = UNSET
+    ) -> dict[str, Any]:
         """Append any entry: ``{"type": …, "id", "parentId", "timestamp", **rest}`` in Pi's order."""
 
         def build(entry_id: str, parent: str | None, stamp: str) -> dict[str, Any]:
@@ -154,7 +164,9 @@ class SessionAppender:
         except IsADirectoryError as exc:
             raise SessionAppendError(self.path, "is a directory, not a session file") from exc
         except OSError as exc:
-            raise SessionAppendError(self.path, f"cannot be opened for appending: {exc.strerror or exc}") from exc
+            raise SessionAppendError(
+                self.path, f"cannot be opened for appending: {exc.strerror or exc}"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
@@ -194,7 +206,8 @@ class SessionAppender:
             self._offset < 0
             or inode != self._inode
             or size < self._offset
-            or os.pread(fd, len(self._fingerprint), self._offset - len(self._fingerprint)) != self._fingerprint
+            or os.pread(fd, len(self._fingerprint), self._offset - len(self._fingerprint))
+            != self._fingerprint
         ):
             self._full_read(fd, size)
             self._inode = inode
@@ -213,7 +226,9 @@ class SessionAppender:
         try:
             parsed = parse_session_bytes(data)
         except NoHeaderError as exc:
-            raise SessionAppendError(self.path, f"not a Pi session file ({exc})", hint=_HEADER_HINT) from exc
+            raise SessionAppendError(
+                self.path, f"not a Pi session file ({exc})", hint=_HEADER_HINT
+            ) from exc
         if parsed.migrated_from is not None:
             raise SessionAppendError(
                 self.path,
@@ -223,7 +238,7 @@ class SessionAppender:
         self._known_ids = {entry.id for entry in parsed.entries}
         self._leaf = parsed.entries[-1].id if parsed.entries else None
         self._offset = data.rfind(b"\n") + 1
-        self._fingerprint = data[max(0, self._offset - _FINGERPRINT): self._offset]
+        self._fingerprint = data[max(0, self._offset - _FINGERPRINT) : self._offset]
 
     def _note_line(self, line: bytes) -> None:
         if not line.strip():
@@ -232,7 +247,11 @@ class SessionAppender:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             return
-        if isinstance(obj, dict) and obj.get("type") != "session" and isinstance(obj.get("id"), str):
+        if (
+            isinstance(obj, dict)
+            and obj.get("type") != "session"
+            and isinstance(obj.get("id"), str)
+        ):
             self._known_ids.add(obj["id"])
             self._leaf = obj["id"]
 
@@ -281,7 +300,13 @@ def create_session_file(
     now = clock.now_ms()
     stamp = iso_from_ms(now)
     session_id = ids.session_id(now)
-    header: dict[str, Any] = {"type": "session", "version": 3, "id": session_id, "timestamp": stamp, "cwd": cwd}
+    header: dict[str, Any] = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": stamp,
+        "cwd": cwd,
+    }
     if parent_session is not None:
         header["parentSession"] = parent_session
     directory = sessions_dir / encode_cwd(cwd)

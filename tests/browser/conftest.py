@@ -31,7 +31,9 @@ def _install() -> str:
         return "chromium is not installed and cannot be installed here (needs root and apt-get)"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=900, check=False
+        )
         if proc.returncode != 0:
             return f"installing chromium failed ({' '.join(cmd)}): {proc.stderr.strip()[-300:]}"
     return ""

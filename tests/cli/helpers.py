@@ -25,7 +25,9 @@ class Result:
         return [json.loads(line) for line in self.out.splitlines() if line.strip()]
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path, cwd: Path | None = None) -> Result:
+def run_cli(
+    capsys: pytest.CaptureFixture[str], *args: str | Path, cwd: Path | None = None
+) -> Result:
     old = os.getcwd()
     if cwd is not None:
         os.chdir(cwd)
@@ -39,6 +41,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path, cwd: Path | N
 
 
 def run_process(*args: str | Path, cwd: Path, stdin: str | None = None) -> Result:
-    proc = subprocess.run([sys.executable, "-m", "ledger", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, input=stdin, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)

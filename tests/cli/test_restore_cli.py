@@ -19,26 +19,37 @@ def world(tmp_path: Path) -> DemoWorld:
     return run_prompts(build_world(tmp_path / "demo"))
 
 
-def cli(capsys: pytest.CaptureFixture[str], world: DemoWorld, *args: str):  # noqa: ANN201
+def cli(capsys: pytest.CaptureFixture[str], world: DemoWorld, *args: str):
     return run_cli(capsys, "--agent-dir", world.agent_dir, *args, cwd=world.repo)
 
 
 def files(repo: Path) -> dict[str, str]:
-    return {str(p.relative_to(repo)): hashlib.sha1(p.read_bytes()).hexdigest()
-            for p in sorted(repo.rglob("*")) if p.is_file() and ".git" not in p.relative_to(repo).parts}
+    return {
+        str(p.relative_to(repo)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
 
 
-def test_dry_run_prints_the_plan_and_changes_nothing(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_prints_the_plan_and_changes_nothing(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     before, session_bytes = files(world.repo), world.session.read_bytes()
     result = cli(capsys, world, "restore", "@", world.users[1], "--dry-run", "--json")
     assert result.code == 0, result.err
     plan = result.json_lines()[0]
-    assert (plan["added"], plan["modified"], sorted(plan["deleted"])) == (["notes.md"], ["hello.py"], ["greeting.py", "scratch.txt"])
+    assert (plan["added"], plan["modified"], sorted(plan["deleted"])) == (
+        ["notes.md"],
+        ["hello.py"],
+        ["greeting.py", "scratch.txt"],
+    )
     assert plan["leaf"] == read_session(world.session).get(world.users[1]).parent_id
     assert files(world.repo) == before and world.session.read_bytes() == session_bytes
 
 
-def test_restore_both_moves_files_and_leaf_and_undo_swaps_back(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restore_both_moves_files_and_leaf_and_undo_swaps_back(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = files(world.repo)
     index_before = (world.repo / ".git" / "index").read_bytes()
     head_before = git(world.repo, "rev-parse", "HEAD")
@@ -59,23 +70,41 @@ def test_restore_both_moves_files_and_leaf_and_undo_swaps_back(world: DemoWorld,
     assert undone.code == 0, undone.err
     assert files(world.repo) == before
     cli(capsys, world, "undo", "@", "--yes")
-    assert (world.repo / "notes.md").exists() and not (world.repo / "greeting.py").exists(), "undo of undo"
+    assert (world.repo / "notes.md").exists() and not (world.repo / "greeting.py").exists(), (
+        "undo of undo"
+    )
 
 
-def test_restore_files_only_keeps_the_conversation(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restore_files_only_keeps_the_conversation(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     leaf = read_session(world.session).leaf_id
     result = cli(capsys, world, "restore", "@", world.assistants[0], "--mode", "files", "--yes")
     assert result.code == 0, result.err
-    assert (world.repo / "notes.md").exists() and (world.repo / "hello.py").read_text() == "print('hello')\n"
+    assert (world.repo / "notes.md").exists() and (
+        world.repo / "hello.py"
+    ).read_text() == "print('hello')\n"
     session = read_session(world.session)
     assert session.leaf.parent_id == leaf
     op = session.leaf.raw["data"]
     assert list(op) == ["v", "snapshots", "current", "undo"]
 
 
-def test_restore_conversation_only_keeps_the_files(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_restore_conversation_only_keeps_the_files(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = files(world.repo)
-    result = cli(capsys, world, "restore", "@", world.assistants[0], "--mode", "conversation", "--yes", "--json")
+    result = cli(
+        capsys,
+        world,
+        "restore",
+        "@",
+        world.assistants[0],
+        "--mode",
+        "conversation",
+        "--yes",
+        "--json",
+    )
     assert result.code == 0, result.err
     assert files(world.repo) == before
     session = read_session(world.session)
@@ -85,12 +114,18 @@ def test_restore_conversation_only_keeps_the_files(world: DemoWorld, capsys: pyt
 
 def test_restore_without_a_terminal_requires_yes(world: DemoWorld) -> None:
     before = world.session.read_bytes()
-    result = run_process("--agent-dir", world.agent_dir, "restore", "@", world.users[0], cwd=world.repo, stdin="")
-    assert result.code == 1 and "needs confirmation" in result.err and "hint: pass --yes" in result.err
+    result = run_process(
+        "--agent-dir", world.agent_dir, "restore", "@", world.users[0], cwd=world.repo, stdin=""
+    )
+    assert (
+        result.code == 1 and "needs confirmation" in result.err and "hint: pass --yes" in result.err
+    )
     assert world.session.read_bytes() == before
 
 
-def test_an_entry_without_a_point_is_refused_with_nothing_appended(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_entry_without_a_point_is_refused_with_nothing_appended(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = world.session.read_bytes()
     record = next(e.id for e in read_session(world.session).entries if e.type == "custom")
     result = cli(capsys, world, "restore", "@", record, "--yes")
@@ -98,12 +133,16 @@ def test_an_entry_without_a_point_is_refused_with_nothing_appended(world: DemoWo
     assert world.session.read_bytes() == before
 
 
-def test_undo_without_a_rewind_is_an_error(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_undo_without_a_rewind_is_an_error(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = cli(capsys, world, "undo", "@", "--yes")
     assert result.code == 1 and "nothing to undo" in result.err
 
 
-def test_fork_code_only_writes_a_child_and_restores_files(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fork_code_only_writes_a_child_and_restores_files(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = cli(capsys, world, "fork", "@", world.users[2], "--mode", "code", "--yes", "--json")
     assert result.code == 0, result.err
     report = result.json_lines()[0]
@@ -114,13 +153,17 @@ def test_fork_code_only_writes_a_child_and_restores_files(world: DemoWorld, caps
     assert world.users[2] not in child_session.by_id and world.assistants[1] in child_session.by_id
     (op,) = [e.raw["data"] for e in child_session.entries if e.custom_type == OP]
     assert list(op) == ["v", "snapshots", "current", "undo"]
-    pending = [e.raw["data"] for e in read_session(world.session).entries if e.custom_type == FORK_PENDING]
+    pending = [
+        e.raw["data"] for e in read_session(world.session).entries if e.custom_type == FORK_PENDING
+    ]
     assert pending[-1]["current"] == op["snapshots"][0]
     tree = {r["id"]: r for r in cli(capsys, world, "tree", str(child), "--json").json_lines()}
     assert tree[world.users[1]]["point"], "the child resolves the parent's points through lineage"
 
 
-def test_fork_conversation_keeps_files(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fork_conversation_keeps_files(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = files(world.repo)
     result = cli(capsys, world, "fork", "@", world.users[1])
     assert result.code == 0, result.err
@@ -128,7 +171,9 @@ def test_fork_conversation_keeps_files(world: DemoWorld, capsys: pytest.CaptureF
     assert files(world.repo) == before
 
 
-def test_checkpoint_binds_the_current_files(world: DemoWorld, capsys: pytest.CaptureFixture[str]) -> None:
+def test_checkpoint_binds_the_current_files(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     (world.repo / "hello.py").write_text("hand edit\n")
     result = cli(capsys, world, "checkpoint", "@", "--json")
     assert result.code == 0, result.err
@@ -143,7 +188,11 @@ def test_diff_shows_a_stat_or_a_patch(world: DemoWorld, capsys: pytest.CaptureFi
     stat = cli(capsys, world, "diff", "@", world.users[1], "--json").json_lines()[0]
     assert stat["modified"] == ["hello.py"]
     patch = cli(capsys, world, "diff", "@", world.users[1], "--patch").out
-    assert "hello.py" in patch and "-from greeting import greet" in patch and "+print('hello')" in patch
+    assert (
+        "hello.py" in patch
+        and "-from greeting import greet" in patch
+        and "+print('hello')" in patch
+    )
 
 
 def test_demo_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -152,7 +201,14 @@ def test_demo_runs_and_leaves_nothing_behind(tmp_path: Path) -> None:
     before = set(Path(tempfile.gettempdir()).glob("rewind-demo-*"))
     result = run_process("demo", cwd=tmp_path)
     assert result.code == 0, result.err
-    for word in ("rewind tree", "rewind diff", "rewind restore", "rewind undo", "rewind fork", "rewind log"):
+    for word in (
+        "rewind tree",
+        "rewind diff",
+        "rewind restore",
+        "rewind undo",
+        "rewind fork",
+        "rewind log",
+    ):
         assert f"$ {word}" in result.out
     assert set(Path(tempfile.gettempdir()).glob("rewind-demo-*")) == before
 

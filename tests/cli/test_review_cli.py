@@ -32,14 +32,18 @@ def _args(agent: Agent) -> tuple[str, ...]:
     return ("--agent-dir", str(agent.agent_dir))
 
 
-def test_show_prints_the_header_and_gits_patch(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_prints_the_header_and_gits_patch(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
     user = agent.session().branch()[-4].id  # the second prompt's user entry
     result = run_cli(capsys, "show", "@", user[:6], *_args(agent), cwd=agent.repo)
     assert result.code == 0, result.err
     header, _, patch = result.out.partition("diff --git")
     assert f"prompt {user}" in header and "    Change a.txt\n    and add a binary" in header
     assert "→ turn 1 of Change a.txt" in header
-    data = run_cli(capsys, "show", "@", user, "--json", *_args(agent), cwd=agent.repo).json_lines()[0]
+    data = run_cli(capsys, "show", "@", user, "--json", *_args(agent), cwd=agent.repo).json_lines()[
+        0
+    ]
     expected = git(agent.repo, "diff", "--no-renames", data["before"], data["after"])
     assert "diff --git" + patch == expected + "\n"
     assert "\x1b[" not in result.out
@@ -49,7 +53,9 @@ def test_show_prints_the_header_and_gits_patch(agent: Agent, capsys: pytest.Capt
 def test_show_stat_and_errors(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
     user = agent.session().branch()[-4].id
     stat = run_cli(capsys, "show", "@", user, "--stat", *_args(agent), cwd=agent.repo)
-    data = run_cli(capsys, "show", "@", user, "--json", *_args(agent), cwd=agent.repo).json_lines()[0]
+    data = run_cli(capsys, "show", "@", user, "--json", *_args(agent), cwd=agent.repo).json_lines()[
+        0
+    ]
     expected = git(agent.repo, "diff", "--stat", "--no-renames", data["before"], data["after"])
     assert stat.code == 0 and stat.out.endswith("\n" + expected + "\n")
     assert " b.bin | Bin 0 -> 4 bytes" in stat.out
@@ -59,13 +65,16 @@ def test_show_stat_and_errors(agent: Agent, capsys: pytest.CaptureFixture[str]) 
     assert usage.code == 2 and "hint:" in usage.err
 
 
-def test_log_patch_lists_every_step_and_json_has_one_object_per_step(agent: Agent,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_log_patch_lists_every_step_and_json_has_one_object_per_step(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = run_cli(capsys, "log", "@", "--patch", *_args(agent), cwd=agent.repo)
     assert result.code == 0, result.err
     assert result.out.count("\nprompt ") + result.out.startswith("prompt ") == 2
     assert result.out.count("turn ") >= 3 and "diff --git a/a.txt b/a.txt" in result.out
-    rows = run_cli(capsys, "log", "@", "--stat", "--json", *_args(agent), cwd=agent.repo).json_lines()
+    rows = run_cli(
+        capsys, "log", "@", "--stat", "--json", *_args(agent), cwd=agent.repo
+    ).json_lines()
     assert [r["kind"] for r in rows] == ["prompt", "turn", "prompt", "turn", "turn"]
     assert all("patch" not in r for r in rows)
     plain = run_cli(capsys, "log", "@", *_args(agent), cwd=agent.repo)
@@ -75,7 +84,7 @@ def test_log_patch_lists_every_step_and_json_has_one_object_per_step(agent: Agen
 def test_log_patch_pages_through_the_pager_only_on_a_terminal(agent: Agent, tmp_path: Path) -> None:
     seen = tmp_path / "paged.txt"
     pager = tmp_path / "pager.sh"
-    pager.write_text(f"#!/bin/sh\necho \"LESS=$LESS\" > {seen}\ncat >> {seen}\n")
+    pager.write_text(f'#!/bin/sh\necho "LESS=$LESS" > {seen}\ncat >> {seen}\n')
     pager.chmod(0o755)
     os.environ["PAGER"] = str(pager)
     try:
@@ -86,10 +95,17 @@ def test_log_patch_pages_through_the_pager_only_on_a_terminal(agent: Agent, tmp_
         import sys
 
         from tests.conftest import ROOT
+
         leader, follower = pty.openpty()
-        proc = subprocess.run([sys.executable, "-m", "ledger", "log", "@", "--patch", *_args(agent)],
-                              check=False, cwd=agent.repo, stdout=follower, stderr=subprocess.PIPE, timeout=60,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "ledger", "log", "@", "--patch", *_args(agent)],
+            check=False,
+            cwd=agent.repo,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm"},
+        )
         os.close(follower)
         os.close(leader)
         assert proc.returncode == 0, proc.stderr

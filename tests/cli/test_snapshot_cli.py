@@ -18,7 +18,8 @@ def capsys_agent_dir() -> str:
 
 
 def test_snapshot_json_reports_commit_tree_reuse_skips_and_time(
-        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (repo / "node_modules").mkdir()
     (repo / "node_modules" / "dep.js").write_text("dep\n")
     first = run_cli(capsys, "snapshot", "--json", cwd=repo)
@@ -32,14 +33,16 @@ def test_snapshot_json_reports_commit_tree_reuse_skips_and_time(
     assert second["reused"] is True and second["commit"] == payload["commit"]
 
 
-def test_snapshot_text_output_from_a_subdirectory(repo: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_snapshot_text_output_from_a_subdirectory(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (repo / "sub").mkdir()
     (repo / "big.bin").write_bytes(b"b" * 4096)
     agent = Path(capsys_agent_dir())
     agent.mkdir(parents=True, exist_ok=True)
-    (agent / "settings.json").write_text(json.dumps(
-        {"rewind": {"snapshot": {"maxUntrackedFileBytes": 1024}}}))
+    (agent / "settings.json").write_text(
+        json.dumps({"rewind": {"snapshot": {"maxUntrackedFileBytes": 1024}}})
+    )
     result = run_cli(capsys, "snapshot", cwd=repo / "sub")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
@@ -49,11 +52,15 @@ def test_snapshot_text_output_from_a_subdirectory(repo: Path,
 
 
 def test_snapshot_warns_about_invalid_settings_and_uses_defaults(
-        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     agent = Path(capsys_agent_dir())
     agent.mkdir(parents=True, exist_ok=True)
-    (agent / "settings.json").write_text(json.dumps(
-        {"rewind": {"snapshot": {"maxUntrackedFileBytes": "lots", "protectedDirs": ["keep"]}}}))
+    (agent / "settings.json").write_text(
+        json.dumps(
+            {"rewind": {"snapshot": {"maxUntrackedFileBytes": "lots", "protectedDirs": ["keep"]}}}
+        )
+    )
     (repo / "keep").mkdir()
     (repo / "keep" / "x").write_text("x\n")
     result = run_cli(capsys, "snapshot", "--json", cwd=repo)
@@ -64,7 +71,8 @@ def test_snapshot_warns_about_invalid_settings_and_uses_defaults(
 
 
 def test_snapshot_outside_a_repository_is_an_error_without_traceback(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     result = run_cli(capsys, "snapshot", cwd=tmp_path)
     assert result.code == 1
     assert result.err.startswith("error: ") and "Traceback" not in result.err

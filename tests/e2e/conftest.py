@@ -8,14 +8,24 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.e2e.pikit import PiRunner, PiUnavailable, RpcPi, TmuxPi, TmuxUnavailable, ensure_pi, ensure_tmux
+from tests.e2e.pikit import (
+    PiRunner,
+    PiUnavailable,
+    RpcPi,
+    TmuxPi,
+    TmuxUnavailable,
+    ensure_pi,
+    ensure_tmux,
+)
 
 
 @pytest.fixture(scope="session")
 def pi_cli() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("end-to-end tests need Node.js and npm (to install and run the real Pi 0.73.1); "
-                    "node or npm is not installed")
+        pytest.skip(
+            "end-to-end tests need Node.js and npm (to install and run the real Pi 0.73.1); "
+            "node or npm is not installed"
+        )
     try:
         return ensure_pi()
     except PiUnavailable as exc:  # node and npm exist: a failed install is a failure, not a skip
@@ -81,9 +91,17 @@ def start_tui(tmux_bin: str, pi_cli: Path, project: Path, agent_dir: Path):
 
     panes: list[TmuxPi] = []
 
-    def start(*extra: str, env: dict[str, str] | None = None, args: list[str] | None = None,
-              settings: dict | None = None) -> TmuxPi:
-        merged = {"treeFilterMode": "user-only", "branchSummary": {"skipPrompt": True}, **(settings or {})}
+    def start(
+        *extra: str,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        settings: dict | None = None,
+    ) -> TmuxPi:
+        merged = {
+            "treeFilterMode": "user-only",
+            "branchSummary": {"skipPrompt": True},
+            **(settings or {}),
+        }
         (agent_dir / "settings.json").write_text(json.dumps(merged))
         pane = TmuxPi(tmux_bin, pi_cli, project, agent_dir, *extra, env=env, args=args)
         panes.append(pane)

@@ -31,7 +31,10 @@ HERE = Path(__file__).resolve().parent
 SCRIPTED = HERE / "pi" / "scripted-provider.mjs"
 EXTENSION = HERE.parent.parent / "tools" / "pi-extension" / "rewind-ledger.ts"
 # Read at import, before the test-wide fixture points $HOME at a temporary directory.
-CACHE = Path(os.environ.get("REWIND_PI_CACHE") or Path.home() / ".cache" / "rewind-ledger" / f"pi-{PI_VERSION}")
+CACHE = Path(
+    os.environ.get("REWIND_PI_CACHE")
+    or Path.home() / ".cache" / "rewind-ledger" / f"pi-{PI_VERSION}"
+)
 
 
 class PiUnavailable(Exception):
@@ -42,8 +45,10 @@ def ensure_pi() -> Path:
     """The path of Pi's ``cli.js``, installing the package first if needed."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        raise PiUnavailable(f"{'node' if node is None else 'npm'} is not installed: the end-to-end tests need "
-                            f"Node.js and npm to install @mariozechner/pi-coding-agent@{PI_VERSION}")
+        raise PiUnavailable(
+            f"{'node' if node is None else 'npm'} is not installed: the end-to-end tests need "
+            f"Node.js and npm to install @mariozechner/pi-coding-agent@{PI_VERSION}"
+        )
     package = CACHE / "node_modules" / "@mariozechner" / "pi-coding-agent"
     cli = package / "dist" / "cli.js"
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -52,14 +57,32 @@ def ensure_pi() -> Path:
         if not _installed(package):
             (CACHE / MARKER).unlink(missing_ok=True)
             if not (CACHE / "package.json").exists():
-                (CACHE / "package.json").write_text('{"name": "rewind-ledger-pi-cache", "private": true}\n')
-            result = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
-                                     f"@mariozechner/pi-coding-agent@{PI_VERSION}"], cwd=CACHE, check=False,
-                                    capture_output=True, text=True, timeout=900)
+                (CACHE / "package.json").write_text(
+                    '{"name": "rewind-ledger-pi-cache", "private": true}\n'
+                )
+            result = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    f"@mariozechner/pi-coding-agent@{PI_VERSION}",
+                ],
+                cwd=CACHE,
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if result.returncode != 0 or not _version_ok(package):
-                raise PiUnavailable(f"npm install of pi-coding-agent@{PI_VERSION} into {CACHE} failed: "
-                                    f"{result.stderr[-2000:]}")
-            (CACHE / MARKER).write_text(PI_VERSION + "\n")  # written last: an interrupted install has none
+                raise PiUnavailable(
+                    f"npm install of pi-coding-agent@{PI_VERSION} into {CACHE} failed: "
+                    f"{result.stderr[-2000:]}"
+                )
+            (CACHE / MARKER).write_text(
+                PI_VERSION + "\n"
+            )  # written last: an interrupted install has none
     return cli
 
 
@@ -79,15 +102,32 @@ def _installed(package: Path) -> bool:
 
 def pi_env(agent_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1", PI_TELEMETRY="0",
-               REWIND_BRIDGE_CMD=os.environ.get("E2E_BRIDGE_CMD") or json.dumps([sys.executable, "-m", "ledger", "serve", "--stdio"]))
+    env.update(
+        PI_CODING_AGENT_DIR=str(agent_dir),
+        PI_OFFLINE="1",
+        PI_TELEMETRY="0",
+        REWIND_BRIDGE_CMD=os.environ.get("E2E_BRIDGE_CMD")
+        or json.dumps([sys.executable, "-m", "ledger", "serve", "--stdio"]),
+    )
     return env
 
 
 def pi_args(cli: Path, *, extension: bool = True) -> list[str]:
-    args = [shutil.which("node") or "node", str(cli), "--provider", "scripted", "--model", "scripted-1",
-            "--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--no-themes",
-            "-e", str(SCRIPTED)]
+    args = [
+        shutil.which("node") or "node",
+        str(cli),
+        "--provider",
+        "scripted",
+        "--model",
+        "scripted-1",
+        "--no-extensions",
+        "--no-skills",
+        "--no-prompt-templates",
+        "--no-context-files",
+        "--no-themes",
+        "-e",
+        str(SCRIPTED),
+    ]
     return args + (["-e", str(EXTENSION)] if extension else [])
 
 
@@ -111,10 +151,20 @@ def bash(command: str) -> dict[str, Any]:
 def store_snapshots(repo: Path) -> list[str]:
     """The snapshots ``refs/pi-rewind/store`` keeps alive, newest first (rewind-v2 §5.1: a
     first-parent chain of keepalives with the empty tree, each with one snapshot as its last parent)."""
-    empty_tree = subprocess.run(["git", "hash-object", "-t", "tree", "/dev/null"], cwd=repo, capture_output=True,
-                                text=True, check=True).stdout.strip()
-    chain = subprocess.run(["git", "log", "--first-parent", "--format=%T %P", "refs/pi-rewind/store"], cwd=repo,
-                           capture_output=True, text=True, check=True).stdout.splitlines()
+    empty_tree = subprocess.run(
+        ["git", "hash-object", "-t", "tree", "/dev/null"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    chain = subprocess.run(
+        ["git", "log", "--first-parent", "--format=%T %P", "refs/pi-rewind/store"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     return [line.split()[-1] for line in chain if line.split()[0] == empty_tree]
 
 
@@ -124,11 +174,18 @@ class PiRunner:
     def __init__(self, cli: Path, repo: Path, agent_dir: Path, *, extension: bool = True) -> None:
         self.cli, self.repo, self.agent_dir, self.extension = cli, repo, agent_dir, extension
 
-    def run(self, prompt: str, *extra: str, timeout: float = 180,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt], cwd=self.repo, check=False,
-                                env={**pi_env(self.agent_dir), **(env or {})}, capture_output=True, text=True,
-                                timeout=timeout)
+    def run(
+        self, prompt: str, *extra: str, timeout: float = 180, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [*pi_args(self.cli, extension=self.extension), "-p", *extra, prompt],
+            cwd=self.repo,
+            check=False,
+            env={**pi_env(self.agent_dir), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if result.returncode != 0:
             raise AssertionError(f"pi failed ({result.returncode}): {result.stderr[-3000:]}")
         return result
@@ -142,11 +199,23 @@ class PiRunner:
 class RpcPi:
     """``pi --mode rpc``: send commands, answer menus, collect notices."""
 
-    def __init__(self, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True,
-                 env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen([*pi_args(cli, extension=extension), "--mode", "rpc", *extra], cwd=repo,
-                                     env={**pi_env(agent_dir), **(env or {})},
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(
+        self,
+        cli: Path,
+        repo: Path,
+        agent_dir: Path,
+        *extra: str,
+        extension: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [*pi_args(cli, extension=extension), "--mode", "rpc", *extra],
+            cwd=repo,
+            env={**pi_env(agent_dir), **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: Queue[dict[str, Any] | None] = Queue()
         self.choices: list[str | None] = []
         self.think_seconds = 0.0  # how long the "user" looks at a menu before answering
@@ -240,7 +309,9 @@ class RpcPi:
             try:
                 self._next(deadline)
             except AssertionError:
-                raise AssertionError(f"no '{done_notice}' notice; notices: {self.notices[before:]}") from None
+                raise AssertionError(
+                    f"no '{done_notice}' notice; notices: {self.notices[before:]}"
+                ) from None
 
     def state(self) -> dict[str, Any]:
         return self.command({"type": "get_state"})["data"]
@@ -267,7 +338,9 @@ def ensure_tmux() -> str:
     apt = shutil.which("apt-get")
     if apt is not None and os.geteuid() == 0:
         subprocess.run([apt, "update"], capture_output=True, check=False, timeout=600)
-        subprocess.run([apt, "install", "-y", "tmux"], capture_output=True, check=False, timeout=600)
+        subprocess.run(
+            [apt, "install", "-y", "tmux"], capture_output=True, check=False, timeout=600
+        )
     found = shutil.which("tmux")
     if found is None:
         raise TmuxUnavailable("tmux is not installed and apt-get could not install it")
@@ -283,26 +356,54 @@ class TmuxPi:
 
     WIDTH, HEIGHT = 160, 50
 
-    def __init__(self, tmux: str, cli: Path, repo: Path, agent_dir: Path, *extra: str, extension: bool = True,
-                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        tmux: str,
+        cli: Path,
+        repo: Path,
+        agent_dir: Path,
+        *extra: str,
+        extension: bool = True,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+    ) -> None:
         self.tmux = tmux
         self.socket = f"rewind-e2e-{os.getpid()}-{id(self)}"
         self.repo = repo
         script = agent_dir.parent / f"run-pi-{id(self)}.sh"
         environment = {**pi_env(agent_dir), **(env or {})}
         environment.update(TERM="xterm-256color", COLUMNS=str(self.WIDTH), LINES=str(self.HEIGHT))
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in environment.items() if k.isidentifier())
+        exports = "".join(
+            f"export {k}={shlex.quote(v)}\n" for k, v in environment.items() if k.isidentifier()
+        )
         argv = args if args is not None else pi_args(cli, extension=extension)
-        script.write_text(f"#!/bin/sh\n{exports}cd {shlex.quote(str(repo))}\n"
-                          f"exec {' '.join(shlex.quote(a) for a in [*argv, *extra])} 2>>{shlex.quote(str(script))}.err\n")
+        script.write_text(
+            f"#!/bin/sh\n{exports}cd {shlex.quote(str(repo))}\n"
+            f"exec {' '.join(shlex.quote(a) for a in [*argv, *extra])} 2>>{shlex.quote(str(script))}.err\n"
+        )
         script.chmod(0o755)
         self.stderr_file = Path(f"{script}.err")
-        self._tmux("new-session", "-d", "-s", "pi", "-x", str(self.WIDTH), "-y", str(self.HEIGHT), str(script))
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "pi",
+            "-x",
+            str(self.WIDTH),
+            "-y",
+            str(self.HEIGHT),
+            str(script),
+        )
         self._tmux("set-option", "-t", "pi", "remain-on-exit", "on")
 
     def _tmux(self, *args: str) -> str:
-        return subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True, text=True, check=True,
-                              timeout=30).stdout
+        return subprocess.run(
+            [self.tmux, "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
 
     def screen(self) -> str:
         """The visible pane, as text (wrapped lines joined)."""
@@ -318,8 +419,10 @@ class TmuxPi:
                 return screen
             if time.monotonic() > deadline:
                 err = self.stderr_file.read_text()[-2000:] if self.stderr_file.exists() else ""
-                raise AssertionError(f"timed out waiting for {texts!r} {'to go' if gone else ''}\n"
-                                     f"--- screen ---\n{screen}\n--- stderr ---\n{err}")
+                raise AssertionError(
+                    f"timed out waiting for {texts!r} {'to go' if gone else ''}\n"
+                    f"--- screen ---\n{screen}\n--- stderr ---\n{err}"
+                )
             time.sleep(0.1)
 
     def keys(self, *keys: str) -> None:
@@ -387,6 +490,8 @@ class TmuxPi:
                     time.sleep(0.1)
         except subprocess.SubprocessError:
             pass
-        subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        subprocess.run(
+            [self.tmux, "-L", self.socket, "kill-server"], capture_output=True, check=False
+        )
         socket_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         (socket_dir / self.socket).unlink(missing_ok=True)  # the server is gone; so is its socket

@@ -25,7 +25,9 @@ def checkout_copy(dest: Path) -> Path:
     for name in SHIPPED:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                source, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+            )
         else:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
@@ -33,32 +35,75 @@ def checkout_copy(dest: Path) -> Path:
 
 
 def path_without_rewind() -> str:
-    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep)
-            if d and not (Path(d) / "rewind").exists() and ".venv" not in Path(d).parts]
+    keep = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "rewind").exists() and ".venv" not in Path(d).parts
+    ]
     return os.pathsep.join(keep)
 
 
 def test_pi_install_of_a_checkout_sets_up_python_and_records_a_point(
-        pi_cli: Path, project: Path, tmp_path: Path) -> None:
+    pi_cli: Path, project: Path, tmp_path: Path
+) -> None:
     package = checkout_copy(tmp_path / "rewind-ledger")
     agent_dir = tmp_path / "clean-agent"
     agent_dir.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REWIND_", "VIRTUAL_ENV", "PYTHON"))}
-    env.update(PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1", PI_TELEMETRY="0", PATH=path_without_rewind(),
-               PIP_CACHE_DIR=str(CACHE.parent / "pip-cache"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("REWIND_", "VIRTUAL_ENV", "PYTHON"))
+    }
+    env.update(
+        PI_CODING_AGENT_DIR=str(agent_dir),
+        PI_OFFLINE="1",
+        PI_TELEMETRY="0",
+        PATH=path_without_rewind(),
+        PIP_CACHE_DIR=str(CACHE.parent / "pip-cache"),
+    )
     assert shutil.which("rewind", path=env["PATH"]) is None
     node = shutil.which("node") or "node"
 
-    installed = subprocess.run([node, str(pi_cli), "install", str(package)], cwd=project, env=env,
-                               capture_output=True, text=True, timeout=300, check=False)
+    installed = subprocess.run(
+        [node, str(pi_cli), "install", str(package)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
     settings = json.loads((agent_dir / "settings.json").read_text())
-    assert any("rewind-ledger" in json.dumps(entry) for entry in settings.get("packages", [])), settings
+    assert any("rewind-ledger" in json.dumps(entry) for entry in settings.get("packages", [])), (
+        settings
+    )
 
     prompt = "hello " + turns([write("a.txt", "one\n")])
-    run = subprocess.run([node, str(pi_cli), "--provider", "scripted", "--model", "scripted-1", "--no-skills",
-                          "--no-prompt-templates", "--no-context-files", "--no-themes", "-e", str(SCRIPTED),
-                          "-p", prompt], cwd=project, env=env, capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run(
+        [
+            node,
+            str(pi_cli),
+            "--provider",
+            "scripted",
+            "--model",
+            "scripted-1",
+            "--no-skills",
+            "--no-prompt-templates",
+            "--no-context-files",
+            "--no-themes",
+            "-e",
+            str(SCRIPTED),
+            "-p",
+            prompt,
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Rewind: setting up its Python side" in run.stderr, run.stderr[-3000:]
     assert "bridge unavailable" not in run.stderr, run.stderr[-3000:]
@@ -68,8 +113,28 @@ def test_pi_install_of_a_checkout_sets_up_python_and_records_a_point(
     (turn,) = [e.raw["data"] for e in read_session(session).entries if e.custom_type == TURN]
     assert len(turn["bindings"]) == 3 and (project / "a.txt").read_text() == "one\n"
 
-    again = subprocess.run([node, str(pi_cli), "--provider", "scripted", "--model", "scripted-1", "--no-skills",
-                            "--no-prompt-templates", "--no-context-files", "--no-themes", "-e", str(SCRIPTED),
-                            "-p", "again " + turns([write("b.txt", "2\n")])], cwd=project, env=env,
-                           capture_output=True, text=True, timeout=300, check=False)
+    again = subprocess.run(
+        [
+            node,
+            str(pi_cli),
+            "--provider",
+            "scripted",
+            "--model",
+            "scripted-1",
+            "--no-skills",
+            "--no-prompt-templates",
+            "--no-context-files",
+            "--no-themes",
+            "-e",
+            str(SCRIPTED),
+            "-p",
+            "again " + turns([write("b.txt", "2\n")]),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert again.returncode == 0 and "setting up" not in again.stderr, "the setup runs once"

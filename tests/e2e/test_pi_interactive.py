@@ -65,7 +65,8 @@ def open_fork(tui: TmuxPi, *, up: int = 0) -> None:
 
 
 def test_tree_restore_then_undo_say_what_happened_after_the_redraw(
-        start_tui: StartTui, project: Path, agent_dir: Path) -> None:
+    start_tui: StartTui, project: Path, agent_dir: Path
+) -> None:
     tui = start_tui()
     path = two_prompts(tui, project, agent_dir)
     leaf_before = read_session(path).leaf_id
@@ -85,29 +86,39 @@ def test_tree_restore_then_undo_say_what_happened_after_the_redraw(
     tui.keys("C-c")  # Pi put the re-asked prompt in the editor: clear it
     open_tree(tui, "first")
     tui.choose(M.MENU_TITLE, M.UNDO)
-    screen = tui.wait_for("Navigation cancelled", "Rewind: last file rewind undone: 1 modified, 1 added; "
-                          "the conversation stays where it was (navigation cancelled)")
+    screen = tui.wait_for(
+        "Navigation cancelled",
+        "Rewind: last file rewind undone: 1 modified, 1 added; "
+        "the conversation stays where it was (navigation cancelled)",
+    )
     assert M.UNDO_HINT_AGAIN in screen
     assert files(project) == AFTER_SECOND
     after = read_session(path)
-    assert after.leaf.custom_type == OP and after.leaf.parent_id == session.leaf_id, "recorded where the user is"
+    assert after.leaf.custom_type == OP and after.leaf.parent_id == session.leaf_id, (
+        "recorded where the user is"
+    )
     assert after.leaf_id != leaf_before
 
 
 def test_fork_code_only_and_undo_stay_in_the_same_conversation(
-        start_tui: StartTui, project: Path, agent_dir: Path) -> None:
+    start_tui: StartTui, project: Path, agent_dir: Path
+) -> None:
     tui = start_tui()
     path = two_prompts(tui, project, agent_dir)
     conversation = [e.id for e in read_session(path).entries if e.type == "message"]
 
     open_fork(tui)  # the last user message ("second") is preselected
     tui.choose(M.MENU_TITLE, M.FORK_CODE_ONLY)
-    screen = tui.wait_for("Rewind: files restored to user", "no fork made, the conversation is unchanged")
+    screen = tui.wait_for(
+        "Rewind: files restored to user", "no fork made, the conversation is unchanged"
+    )
     assert "Forked to new session" not in screen and M.UNDO_HINT in screen
     assert files(project) == AFTER_FIRST
     assert sessions(agent_dir) == [path], "still the same session file"
     session = read_session(path)
-    assert [e.id for e in session.entries if e.type == "message"] == conversation, "conversation unchanged"
+    assert [e.id for e in session.entries if e.type == "message"] == conversation, (
+        "conversation unchanged"
+    )
     assert records(path, FORK_PENDING) == []
     assert list(records(path, OP)[-1]) == ["v", "snapshots", "current", "undo"]
 
@@ -122,7 +133,8 @@ def test_fork_code_only_and_undo_stay_in_the_same_conversation(
 
 
 def test_fork_restore_all_and_conversation_only_fork_with_the_promised_files(
-        start_tui: StartTui, project: Path, agent_dir: Path) -> None:
+    start_tui: StartTui, project: Path, agent_dir: Path
+) -> None:
     tui = start_tui()
     parent = two_prompts(tui, project, agent_dir)
 
@@ -132,10 +144,14 @@ def test_fork_restore_all_and_conversation_only_fork_with_the_promised_files(
     assert M.UNDO_HINT in screen
     assert files(project) == AFTER_FIRST
     tui.keys("C-c")
-    tui.prompt("child [[done: child-ok]] " + turns([write("c.txt", "3\n")]), "Done: child-ok")  # Pi writes the child's file now
+    tui.prompt(
+        "child [[done: child-ok]] " + turns([write("c.txt", "3\n")]), "Done: child-ok"
+    )  # Pi writes the child's file now
     child = next(p for p in sessions(agent_dir) if p != parent)
     copied = {e.id for e in read_session(parent).entries}
-    (imported, _turn) = [e for e in read_session(child).entries if e.custom_type in (OP, TURN) and e.id not in copied]
+    (imported, _turn) = [
+        e for e in read_session(child).entries if e.custom_type in (OP, TURN) and e.id not in copied
+    ]
     assert imported.custom_type == OP
     (pending,) = records(parent, FORK_PENDING)
     assert imported.raw["data"]["snapshots"] == [pending["current"], pending["undo"]]
@@ -165,7 +181,8 @@ def counted_bridge(pid_file: Path) -> dict[str, str]:
 
 
 def test_a_bridge_killed_between_events_is_reported_at_once_and_pi_keeps_working(
-        start_tui: StartTui, project: Path, agent_dir: Path, tmp_path: Path) -> None:
+    start_tui: StartTui, project: Path, agent_dir: Path, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "bridges"
     tui = start_tui(env=counted_bridge(pid_file))
     tui.wait_for("◆ 0 points / 0 snapshots")
@@ -173,8 +190,10 @@ def test_a_bridge_killed_between_events_is_reported_at_once_and_pi_keeps_working
     tui.wait_for("◆ 3 points")
     (pid,) = [int(x) for x in pid_file.read_text().split()]
     os.kill(pid, signal.SIGKILL)
-    screen = tui.wait_for("Rewind: bridge unavailable (bridge exited (SIGKILL)); continuing without rewind",
-                          "REWIND_BRIDGE_CMD")
+    screen = tui.wait_for(
+        "Rewind: bridge unavailable (bridge exited (SIGKILL)); continuing without rewind",
+        "REWIND_BRIDGE_CMD",
+    )
     assert "◆ 3 points" not in screen, "the footer is cleared"
     tui.prompt("second [[done: second-ok]] " + turns([write("b.txt", "2\n")]), "Done: second-ok")
     assert files(project)["b.txt"] == "2\n"
@@ -182,7 +201,8 @@ def test_a_bridge_killed_between_events_is_reported_at_once_and_pi_keeps_working
 
 
 def test_a_menu_left_open_longer_than_the_timeout_keeps_the_bridge(
-        start_tui: StartTui, project: Path, agent_dir: Path) -> None:
+    start_tui: StartTui, project: Path, agent_dir: Path
+) -> None:
     import time
 
     tui = start_tui(env={"REWIND_BRIDGE_TIMEOUT_MS": "2000"})
@@ -197,7 +217,8 @@ def test_a_menu_left_open_longer_than_the_timeout_keeps_the_bridge(
 
 
 def test_with_pi_rewind_hook_loaded_too_one_warning_and_one_record_per_prompt(
-        start_tui: StartTui, pi_cli: Path, project: Path, agent_dir: Path) -> None:
+    start_tui: StartTui, pi_cli: Path, project: Path, agent_dir: Path
+) -> None:
     standin = HERE / "pi" / "rewind-hook-standin.ts"
     tui = start_tui(args=_with_standin(pi_args(pi_cli), standin))
     tui.wait_for("◆ 0 points / 0 snapshots")  # our session_start ran

@@ -27,8 +27,13 @@ def two_prompts(rpc: RpcPi, project: Path) -> tuple[Path, list[str], list[str]]:
     path = Path(rpc.state()["sessionFile"])
     session = read_session(path)
     users = [e.id for e in session.entries if e.type == "message" and e.role == "user"]
-    finals = [e.id for e in session.entries if e.type == "message" and e.role == "assistant"
-              and not any(b.get("type") == "toolCall" for b in e.raw["message"]["content"])]
+    finals = [
+        e.id
+        for e in session.entries
+        if e.type == "message"
+        and e.role == "assistant"
+        and not any(b.get("type") == "toolCall" for b in e.raw["message"]["content"])
+    ]
     assert (project / "a.txt").read_text() == "two\n"
     return path, users, finals
 
@@ -51,7 +56,9 @@ def test_tree_restore_then_undo_then_cancel_then_keep(rpc: RpcPi, project: Path)
     rpc.choices = [M.UNDO]
     rpc.run_command(f"/e2e-tree {finals[1]}", "e2e-tree:")
     assert M.UNDO in rpc.menus[-1][1]
-    assert rpc.notices[-1] == ("info", "e2e-tree: cancelled"), "undo restores the files, the conversation stays"
+    assert rpc.notices[-1] == ("info", "e2e-tree: cancelled"), (
+        "undo restores the files, the conversation stays"
+    )
     assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").exists()
 
     rpc.choices = [M.TREE_CANCEL]
@@ -68,16 +75,24 @@ def test_tree_restore_then_undo_then_cancel_then_keep(rpc: RpcPi, project: Path)
     assert read_session(path).leaf.parent_id == finals[0], "the op hangs under the new position"
 
 
-@pytest.mark.parametrize(("choice", "expected_a"), [
-    (M.FORK_RESTORE_ALL, "one\n"),
-    (M.FORK_CONVERSATION_ONLY, "two\n"),
-])
-def test_fork_with_each_option_hands_the_files_to_the_child(rpc: RpcPi, project: Path, choice: str, expected_a: str) -> None:
+@pytest.mark.parametrize(
+    ("choice", "expected_a"),
+    [
+        (M.FORK_RESTORE_ALL, "one\n"),
+        (M.FORK_CONVERSATION_ONLY, "two\n"),
+    ],
+)
+def test_fork_with_each_option_hands_the_files_to_the_child(
+    rpc: RpcPi, project: Path, choice: str, expected_a: str
+) -> None:
     parent, users, _ = two_prompts(rpc, project)
     rpc.choices = [choice]
     reply = rpc.command({"type": "fork", "entryId": users[1]})
     assert reply["data"]["cancelled"] is False
-    assert rpc.menus[-1] == (M.MENU_TITLE, [M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY])
+    assert rpc.menus[-1] == (
+        M.MENU_TITLE,
+        [M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY],
+    )
     assert (project / "a.txt").read_text() == expected_a
     pending = records(parent, FORK_PENDING)
     assert len(pending) == 1
@@ -92,7 +107,9 @@ def test_fork_with_each_option_hands_the_files_to_the_child(rpc: RpcPi, project:
         assert (project / "a.txt").read_text() == "two\n", "the child undoes the fork's restore"
 
 
-def test_fork_code_only_restores_the_files_and_stays_in_this_session(rpc: RpcPi, project: Path) -> None:
+def test_fork_code_only_restores_the_files_and_stays_in_this_session(
+    rpc: RpcPi, project: Path
+) -> None:
     """Pi 0.73.1 honours only ``cancel`` from session_before_fork: "Code only" restores, records
     the op here and cancels the fork, so the conversation and the undo stay."""
     parent, users, _ = two_prompts(rpc, project)
@@ -109,7 +126,9 @@ def test_fork_code_only_restores_the_files_and_stays_in_this_session(rpc: RpcPi,
     assert (project / "a.txt").read_text() == "two\n" and (project / "b.txt").exists()
 
 
-def test_fork_menu_undo_restores_the_files_before_the_last_rewind(rpc: RpcPi, project: Path) -> None:
+def test_fork_menu_undo_restores_the_files_before_the_last_rewind(
+    rpc: RpcPi, project: Path
+) -> None:
     parent, users, finals = two_prompts(rpc, project)
     rpc.choices = [M.TREE_RESTORE]
     rpc.run_command(f"/e2e-tree {finals[0]}", "e2e-tree:")
@@ -122,7 +141,9 @@ def test_fork_menu_undo_restores_the_files_before_the_last_rewind(rpc: RpcPi, pr
     assert Path(rpc.state()["sessionFile"]) == parent
 
 
-def test_tree_with_a_branch_summary_binds_the_summary_to_the_restored_files(rpc: RpcPi, project: Path) -> None:
+def test_tree_with_a_branch_summary_binds_the_summary_to_the_restored_files(
+    rpc: RpcPi, project: Path
+) -> None:
     path, _, finals = two_prompts(rpc, project)
     rpc.choices = [M.TREE_RESTORE]
     rpc.run_command(f"/e2e-tree {finals[0]} summarize", "e2e-tree:")

@@ -21,14 +21,21 @@ def user_entries(path: Path) -> list[str]:
 
 def files_at(repo: Path, commit: str) -> dict[str, bytes]:
     names = git(repo, "ls-tree", "-r", "--name-only", commit).split()
-    return {name: subprocess.run(["git", "show", f"{commit}:{name}"], cwd=repo, capture_output=True,
-                                 check=True).stdout for name in names}
+    return {
+        name: subprocess.run(
+            ["git", "show", f"{commit}:{name}"], cwd=repo, capture_output=True, check=True
+        ).stdout
+        for name in names
+    }
 
 
 def work_tree(repo: Path) -> dict[str, bytes]:
     """Every file's exact bytes (ignored ones included)."""
-    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(repo).parts}
+    return {
+        str(p.relative_to(repo)): p.read_bytes()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
 
 
 def rewind(pi: PiRunner, *args: str | Path):
@@ -52,12 +59,26 @@ def three_prompts(pi: PiRunner) -> list[dict[str, bytes]]:
     """Three prompts whose tools write, edit, delete and rename files (bash included, a binary
     file with CRLF and non-UTF-8 bytes); returns the work tree before each prompt and at the end."""
     states = [work_tree(pi.repo)]
-    pi.run("start " + turns([write("a.txt", "one\n"), write("src/b.py", "print(1)\n")],
-                            [bash("echo data > c.txt && printf 'crlf\\r\\nline\\n\\000\\377end' > bin.dat")]))
+    pi.run(
+        "start "
+        + turns(
+            [write("a.txt", "one\n"), write("src/b.py", "print(1)\n")],
+            [bash("echo data > c.txt && printf 'crlf\\r\\nline\\n\\000\\377end' > bin.dat")],
+        )
+    )
     states.append(work_tree(pi.repo))
-    pi.run("change " + turns([edit("a.txt", "one", "two")], [bash("rm c.txt && mkdir -p build && echo x > build/out")]), "-c")
+    pi.run(
+        "change "
+        + turns(
+            [edit("a.txt", "one", "two")],
+            [bash("rm c.txt && mkdir -p build && echo x > build/out")],
+        ),
+        "-c",
+    )
     states.append(work_tree(pi.repo))
-    pi.run("rename " + turns([bash("mv src/b.py src/renamed.py")], [write("d.txt", "four\n")]), "-c")
+    pi.run(
+        "rename " + turns([bash("mv src/b.py src/renamed.py")], [write("d.txt", "four\n")]), "-c"
+    )
     states.append(work_tree(pi.repo))
     return states
 
@@ -79,10 +100,12 @@ def test_each_prompt_records_one_turn_bound_to_its_own_user_entry(pi: PiRunner) 
     # Each assistant message is bound to the files after its own turn (its tools' changes).
     assert [files_at(pi.repo, view.entry_to_commit[a]) for a in assistants] == AFTER_EACH_ASSISTANT
     assert files_at(pi.repo, view.entry_to_commit[assistants[-1]]) == {
-        k: v for k, v in states[3].items() if not k.startswith("build/")}
+        k: v for k, v in states[3].items() if not k.startswith("build/")
+    }
     # The bindings of each record: its prompt's user entry first, then its assistant messages.
-    for record, user, prompt_assistants in zip(turn_records, users, (assistants[0:3], assistants[3:6], assistants[6:9]),
-                                               strict=True):
+    for record, user, prompt_assistants in zip(
+        turn_records, users, (assistants[0:3], assistants[3:6], assistants[6:9]), strict=True
+    ):
         assert [b[0] for b in record.raw["data"]["bindings"]] == [user, *prompt_assistants]
 
 
@@ -100,8 +123,15 @@ def test_our_cli_restores_an_earlier_prompt_after_pi_exits_and_pi_continues(pi: 
     ours = read_session(path).leaf_id
     pi.run("[no-tools] still there?", "--session", str(path))
     after = read_session(path)
-    first_new = next(e for e in after.entries if e.type == "message" and e.role == "user" and e.id not in user_entries(path)[:3])
-    assert after.by_id[first_new.id].parent_id in {ours, *[e.id for e in after.entries if e.type == "thinking_level_change"]}
+    first_new = next(
+        e
+        for e in after.entries
+        if e.type == "message" and e.role == "user" and e.id not in user_entries(path)[:3]
+    )
+    assert after.by_id[first_new.id].parent_id in {
+        ours,
+        *[e.id for e in after.entries if e.type == "thinking_level_change"],
+    }
     undo = rewind(pi, "undo", path, "--yes")
     assert undo.code == 0, undo.err
     assert work_tree(pi.repo) == states[3]
@@ -129,16 +159,31 @@ def test_a_startup_sweep_runs_with_retention_settings_in_the_agent_dir(pi: PiRun
     (path,) = pi.sessions()
     turn_records = [e.raw["data"] for e in read_session(path).entries if e.custom_type == TURN]
     referenced = {sha for data in turn_records for sha in data["snapshots"]}
-    assert set(store_snapshots(pi.repo)) == referenced and len(referenced) > 3, "no sweep without settings"
+    assert set(store_snapshots(pi.repo)) == referenced and len(referenced) > 3, (
+        "no sweep without settings"
+    )
     # An unreferenced snapshot kept alive by the store (as an orphaned undo point would be).
-    old_date = {"GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z", "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z"}
-    stray = git(pi.repo, "commit-tree", git(pi.repo, "write-tree").strip(), "-m", "pi rewind snapshot",
-                env=old_date).strip()  # old: past the grace the sweep gives unrecorded new snapshots
+    old_date = {
+        "GIT_COMMITTER_DATE": "2020-01-01T00:00:00Z",
+        "GIT_AUTHOR_DATE": "2020-01-01T00:00:00Z",
+    }
+    stray = git(
+        pi.repo,
+        "commit-tree",
+        git(pi.repo, "write-tree").strip(),
+        "-m",
+        "pi rewind snapshot",
+        env=old_date,
+    ).strip()  # old: past the grace the sweep gives unrecorded new snapshots
     empty = git(pi.repo, "hash-object", "-t", "tree", "-w", "/dev/null").strip()
     old = git(pi.repo, "rev-parse", "refs/pi-rewind/store").strip()
-    keepalive = git(pi.repo, "commit-tree", empty, "-p", old, "-p", stray, "-m", "pi rewind store").strip()
+    keepalive = git(
+        pi.repo, "commit-tree", empty, "-p", old, "-p", stray, "-m", "pi rewind store"
+    ).strip()
     git(pi.repo, "update-ref", "refs/pi-rewind/store", keepalive, old)
-    (pi.agent_dir / "settings.json").write_text(json.dumps({"rewind": {"retention": {"maxSnapshots": 2}}}))
+    (pi.agent_dir / "settings.json").write_text(
+        json.dumps({"rewind": {"retention": {"maxSnapshots": 2}}})
+    )
 
     pi.run("[no-tools] after settings", "-c")
 
@@ -151,15 +196,21 @@ def test_a_startup_sweep_runs_with_retention_settings_in_the_agent_dir(pi: PiRun
     assert stray not in survivors, "the unreferenced snapshot was swept"
     swept = survivors - set(after[3]["snapshots"])
     assert len(swept) == 2 and swept <= set(turn_records[2]["snapshots"]), survivors
-    assert not survivors & (set(turn_records[0]["snapshots"]) - set(turn_records[2]["snapshots"])), "the oldest went"
+    assert not survivors & (
+        set(turn_records[0]["snapshots"]) - set(turn_records[2]["snapshots"])
+    ), "the oldest went"
 
 
 def test_a_bridge_that_dies_or_hangs_never_blocks_pi(pi: PiRunner) -> None:
     for command, timeout_ms in ((["false"], "120000"), (["sleep", "600"], "1500")):
-        result = pi.run("work " + turns([write("w.txt", f"{command[0]}\n")]),
-                        env={"REWIND_BRIDGE_CMD": json.dumps(command), "REWIND_BRIDGE_TIMEOUT_MS": timeout_ms},
-                        timeout=120)
+        result = pi.run(
+            "work " + turns([write("w.txt", f"{command[0]}\n")]),
+            env={"REWIND_BRIDGE_CMD": json.dumps(command), "REWIND_BRIDGE_TIMEOUT_MS": timeout_ms},
+            timeout=120,
+        )
         assert result.stdout.strip() == "Done: 1 turns"
         assert (pi.repo / "w.txt").read_text() == f"{command[0]}\n", "the agent carried on"
-        assert result.stderr.count("Rewind: bridge unavailable") == 1, "one warning, not one per event"
+        assert result.stderr.count("Rewind: bridge unavailable") == 1, (
+            "one warning, not one per event"
+        )
     assert all(TURN not in p.read_text() for p in pi.sessions())

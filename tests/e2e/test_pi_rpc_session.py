@@ -58,7 +58,9 @@ def entries(path: Path) -> list:
     return read_session(path).entries
 
 
-def test_records_go_through_pi_so_the_next_prompt_hangs_under_them(start_rpc: StartRpc, project: Path) -> None:
+def test_records_go_through_pi_so_the_next_prompt_hangs_under_them(
+    start_rpc: StartRpc, project: Path
+) -> None:
     rpc = start_rpc()
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
     rpc.prompt("two " + turns([write("a.txt", "2\n")], [bash("rm a.txt")]))
@@ -77,7 +79,8 @@ def test_records_go_through_pi_so_the_next_prompt_hangs_under_them(start_rpc: St
 
 
 def test_silent_checkpoints_hide_the_footer_and_info_notices_but_still_restore(
-        start_rpc: StartRpc, project: Path, agent_dir: Path) -> None:
+    start_rpc: StartRpc, project: Path, agent_dir: Path
+) -> None:
     (agent_dir / "settings.json").write_text(json.dumps({"rewind": {"silentCheckpoints": True}}))
     rpc = start_rpc()
     rpc.prompt("first " + turns([write("a.txt", "one\n")]))
@@ -89,11 +92,14 @@ def test_silent_checkpoints_hide_the_footer_and_info_notices_but_still_restore(
     rpc.run_command(f"/e2e-tree {first_final}", "e2e-tree:")
     assert (project / "a.txt").read_text() == "one\n"
     assert rpc.status is None, "no footer when silent"
-    assert [n for n in rpc.notices if n[1].startswith("Rewind") or n[1] in (M.FILES_RESTORED_TO_POINT,)] == []
+    assert [
+        n for n in rpc.notices if n[1].startswith("Rewind") or n[1] in (M.FILES_RESTORED_TO_POINT,)
+    ] == []
 
 
 def test_compaction_binds_the_compaction_entry_to_the_current_files(
-        start_rpc: StartRpc, project: Path, agent_dir: Path) -> None:
+    start_rpc: StartRpc, project: Path, agent_dir: Path
+) -> None:
     (agent_dir / "settings.json").write_text(json.dumps({"compaction": {"keepRecentTokens": 1}}))
     rpc = start_rpc()
     rpc.prompt("first " + turns([write("a.txt", "one\n")]))
@@ -104,14 +110,22 @@ def test_compaction_binds_the_compaction_entry_to_the_current_files(
     (op,) = [e.raw["data"] for e in entries(path) if e.custom_type == OP]
     assert op["bindings"] == [[compaction.id, 0]]
     snapshot = op["snapshots"][0]
-    assert git(project, "show", f"{snapshot}:a.txt") == "one\n" and git(project, "show", f"{snapshot}:b.txt") == "two\n"
-    tree = {row["id"]: row for row in run_process("--agent-dir", agent_dir, "tree", path, "--json",
-                                                  cwd=project).json_lines()}
+    assert (
+        git(project, "show", f"{snapshot}:a.txt") == "one\n"
+        and git(project, "show", f"{snapshot}:b.txt") == "two\n"
+    )
+    tree = {
+        row["id"]: row
+        for row in run_process(
+            "--agent-dir", agent_dir, "tree", path, "--json", cwd=project
+        ).json_lines()
+    }
     assert tree[compaction.id]["point"] == snapshot
 
 
 def test_each_session_gets_its_own_bridge_and_the_old_one_exits(
-        start_rpc: StartRpc, project: Path, tmp_path: Path) -> None:
+    start_rpc: StartRpc, project: Path, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "bridges"
     rpc = start_rpc(env=counted_bridge(pid_file))
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
@@ -131,7 +145,8 @@ def test_each_session_gets_its_own_bridge_and_the_old_one_exits(
 
 
 def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
-        start_rpc: StartRpc, project: Path, tmp_path: Path) -> None:
+    start_rpc: StartRpc, project: Path, tmp_path: Path
+) -> None:
     pid_file = tmp_path / "bridges"
     rpc = start_rpc(env=counted_bridge(pid_file))
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
@@ -145,12 +160,15 @@ def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
     assert len(warnings) == 1 and warnings[0][0] == "warning", rpc.notices
     assert "continuing without rewind" in warnings[0][1]
     path = Path(rpc.state()["sessionFile"])
-    assert len([e for e in entries(path) if e.custom_type == TURN]) == 1, "only the prompt before the crash"
+    assert len([e for e in entries(path) if e.custom_type == TURN]) == 1, (
+        "only the prompt before the crash"
+    )
     assert pids(pid_file) == [pid], "no restart behind the user's back"
 
 
 def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeout(
-        start_rpc: StartRpc, project: Path) -> None:
+    start_rpc: StartRpc, project: Path
+) -> None:
     rpc = start_rpc(env={"REWIND_BRIDGE_TIMEOUT_MS": "4000"})
     rpc.prompt("first " + turns([write("a.txt", "one\n")]))
     rpc.prompt("second " + turns([write("a.txt", "two\n")]))
@@ -166,9 +184,13 @@ def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeou
     assert len([e for e in entries(path) if e.custom_type == TURN]) == 3, "the bridge still records"
 
 
-def test_a_bridge_that_cannot_start_says_why_and_how_to_fix_it(start_rpc: StartRpc, project: Path) -> None:
+def test_a_bridge_that_cannot_start_says_why_and_how_to_fix_it(
+    start_rpc: StartRpc, project: Path
+) -> None:
     """`rewind` installed where Pi cannot find it: the warning quotes the bridge's stderr and a hint."""
-    broken = json.dumps([sys.executable, "-S", "-I", "-m", "ledger", "serve", "--stdio"])  # no site-packages
+    broken = json.dumps(
+        [sys.executable, "-S", "-I", "-m", "ledger", "serve", "--stdio"]
+    )  # no site-packages
     rpc = start_rpc(env={"REWIND_BRIDGE_CMD": broken})
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
     rpc.prompt("two " + turns([write("b.txt", "2\n")]))
@@ -181,21 +203,33 @@ def test_a_bridge_that_cannot_start_says_why_and_how_to_fix_it(start_rpc: StartR
     assert rpc.status is None
 
 
-def test_shutdown_waits_briefly_for_the_bridge_then_kills_it(start_rpc: StartRpc, tmp_path: Path) -> None:
+def test_shutdown_waits_briefly_for_the_bridge_then_kills_it(
+    start_rpc: StartRpc, tmp_path: Path
+) -> None:
     """A bridge that lingers after end of input (here: the shell that ran it sleeps on) is killed."""
     pid_file = tmp_path / "bridges"
     script = f'echo $$ >> "{pid_file}"; "$0" -m ledger serve --stdio; exec sleep 300'
-    rpc = start_rpc(env={"REWIND_BRIDGE_CMD": json.dumps(["sh", "-c", script, sys.executable]),
-                         "REWIND_BRIDGE_CLOSE_MS": "1500"})
+    rpc = start_rpc(
+        env={
+            "REWIND_BRIDGE_CMD": json.dumps(["sh", "-c", script, sys.executable]),
+            "REWIND_BRIDGE_CLOSE_MS": "1500",
+        }
+    )
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
     (old,) = pids(pid_file)
     rpc.command({"type": "new_session"})
-    wait_for(lambda: not alive(old), "the lingering bridge to be killed after the grace period", timeout=15)
+    wait_for(
+        lambda: not alive(old),
+        "the lingering bridge to be killed after the grace period",
+        timeout=15,
+    )
     rpc.prompt("two " + turns([write("b.txt", "2\n")]))
     assert len(pids(pid_file)) == 2 and alive(pids(pid_file)[1])
 
 
-def test_a_call_with_no_event_in_flight_gets_an_error_reply(start_rpc: StartRpc, tmp_path: Path) -> None:
+def test_a_call_with_no_event_in_flight_gets_an_error_reply(
+    start_rpc: StartRpc, tmp_path: Path
+) -> None:
     """The extension answers a stray call with an error instead of leaving the bridge waiting."""
     seen = tmp_path / "reply.json"
     script = (
@@ -210,8 +244,12 @@ def test_a_call_with_no_event_in_flight_gets_an_error_reply(start_rpc: StartRpc,
         "sys.argv = ['ledger', 'serve', '--stdio']\n"
         "runpy.run_module('ledger', run_name='__main__')\n"
     )
-    rpc = start_rpc(env={"REWIND_BRIDGE_CMD": json.dumps([sys.executable, "-c", script]),
-                         "REWIND_BRIDGE_TIMEOUT_MS": "15000"})
+    rpc = start_rpc(
+        env={
+            "REWIND_BRIDGE_CMD": json.dumps([sys.executable, "-c", script]),
+            "REWIND_BRIDGE_TIMEOUT_MS": "15000",
+        }
+    )
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
     wait_for(seen.exists, "the stray call's reply")
     reply = json.loads(seen.read_text())

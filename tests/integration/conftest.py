@@ -40,8 +40,10 @@ def assert_parity(repo: Path, *, start: Path | None = None, exclude: tuple[str, 
     ours = capture(start or repo)
     expected = fresh_tree(repo, exclude=exclude)
     if ours != expected:
-        raise AssertionError(f"capture {ours} != fresh-index tree {expected}\n"
-                             f"ours:\n{ls_tree(repo, ours)}\nexpected:\n{ls_tree(repo, expected)}")
+        raise AssertionError(
+            f"capture {ours} != fresh-index tree {expected}\n"
+            f"ours:\n{ls_tree(repo, ours)}\nexpected:\n{ls_tree(repo, expected)}"
+        )
     return ours
 
 
@@ -64,7 +66,9 @@ def user_state(repo: Path) -> dict[str, object]:
     for dirpath, dirnames, filenames in os.walk(git_dir):
         rel_dir = Path(dirpath).relative_to(git_dir)
         if rel_dir.parts[:1] in {("objects",), ("pi-rewind",)} or rel_dir.parts[:2] == (
-                "refs", "pi-rewind"):
+            "refs",
+            "pi-rewind",
+        ):
             dirnames[:] = []
             continue
         for name in filenames:
@@ -83,6 +87,7 @@ def user_state(repo: Path) -> dict[str, object]:
 
 def set_mtime(path: Path, seconds_ago: float) -> None:
     import time
+
     t = time.time() - seconds_ago
     os.utime(path, (t, t), follow_symlinks=False)
 
@@ -91,5 +96,10 @@ def run_python(code: str, *, cwd: Path, timeout: float = 120) -> subprocess.Pope
     """Start a real Python process that can import ledger (for concurrency tests)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )

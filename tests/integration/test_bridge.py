@@ -47,9 +47,13 @@ def test_each_prompt_records_one_turn_bound_to_its_own_user_entry(pi: FakePi) ->
     assert len(turns) == 3
     for (user, assistant), turn in zip(prompts, turns, strict=True):
         bound = {entry: turn["snapshots"][index] for entry, index in turn["bindings"]}
-        assert set(bound) == {user, assistant}, "D1: the pre-prompt snapshot is bound to this prompt's user entry"
+        assert set(bound) == {user, assistant}, (
+            "D1: the pre-prompt snapshot is bound to this prompt's user entry"
+        )
     # The second prompt's user entry holds the files as they were before it ran.
-    second_user_commit = {e: t["snapshots"][i] for t in turns for e, i in t["bindings"]}[prompts[1][0]]
+    second_user_commit = {e: t["snapshots"][i] for t in turns for e, i in t["bindings"]}[
+        prompts[1][0]
+    ]
     assert git(pi.cwd, "show", f"{second_user_commit}:a.txt") == "one\n"
 
 
@@ -70,7 +74,9 @@ def test_tree_restore_brings_back_the_files_and_records_the_op(pi: FakePi) -> No
     prompts = _three_prompts(pi)
     pi.choices = [M.TREE_RESTORE]
     reply = pi.event("session_before_tree", {"targetId": prompts[1][1]})
-    assert reply.result == {} and {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
+    assert (
+        reply.result == {} and {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
+    )
     assert pi.menus[-1] == (M.MENU_TITLE, [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL])
     assert (pi.cwd / "a.txt").read_text() == "two\n"
     pi.leaf = prompts[1][1]
@@ -114,14 +120,23 @@ def test_fork_restore_all_hands_its_state_to_the_child(pi: FakePi) -> None:
     pi.event("session_shutdown", {"reason": "fork"})
     assert pi.close() == 0
     copied = [e for e in pi.entries if e["id"] != pi.entries[-1]["id"]]
-    child = fork_child(pi, copied[: copied.index(next(e for e in copied if e["id"] == prompts[2][0]))])
+    child = fork_child(
+        pi, copied[: copied.index(next(e for e in copied if e["id"] == prompts[2][0]))]
+    )
     try:
-        reply = child.event("session_start", {"reason": "fork", "previousSessionFile": str(pi.session_file)})
+        reply = child.event(
+            "session_start", {"reason": "fork", "previousSessionFile": str(pi.session_file)}
+        )
         assert reply.error is None
-        assert reply.status == "◆ 4 points / 3 snapshots", "D14: the footer counts points through lineage"
+        assert reply.status == "◆ 4 points / 3 snapshots", (
+            "D14: the footer counts points through lineage"
+        )
         assert reply.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
         (op,) = child.custom(OP)
-        assert op["snapshots"][op["current"]] == pending["current"] and op["snapshots"][op["undo"]] == pending["undo"]
+        assert (
+            op["snapshots"][op["current"]] == pending["current"]
+            and op["snapshots"][op["undo"]] == pending["undo"]
+        )
         child.choices = [M.UNDO]
         child.event("session_before_tree", {"targetId": prompts[0][1]})
         assert not (pi.cwd / "a.txt").exists(), "the child can undo the parent's fork restore"
@@ -133,17 +148,25 @@ def test_fork_code_only_restores_here_and_cancels_the_fork(pi: FakePi) -> None:
     prompts = _three_prompts(pi)
     pi.choices = [M.FORK_CODE_ONLY]
     reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
-    assert reply.result == {"cancel": True}, "Pi 0.73.1 ignores skipConversationRestore: cancel the fork"
+    assert reply.result == {"cancel": True}, (
+        "Pi 0.73.1 ignores skipConversationRestore: cancel the fork"
+    )
     assert (pi.cwd / "a.txt").read_text() == "two\n"
     assert pi.custom(FORK_PENDING) == []
     assert list(pi.custom(OP)[-1]) == ["v", "snapshots", "current", "undo"]
-    assert reply.panel is not None and reply.panel[0].startswith("Rewind: files restored to user \"delete\"")
+    assert reply.panel is not None and reply.panel[0].startswith(
+        'Rewind: files restored to user "delete"'
+    )
     assert "1 added; no fork made" in reply.panel[0]
     pi.choices = [M.UNDO]
     reply = pi.event("session_before_fork", {"entryId": prompts[2][0], "position": "before"})
-    assert reply.result == {"cancel": True} and not (pi.cwd / "a.txt").exists(), "undo works in the same session"
+    assert reply.result == {"cancel": True} and not (pi.cwd / "a.txt").exists(), (
+        "undo works in the same session"
+    )
     assert reply.panel is not None and "last file rewind undone: 1 deleted" in reply.panel[0]
-    assert pi.event("before_agent_start", {"prompt": "next"}).panel == [], "a new prompt clears the panel"
+    assert pi.event("before_agent_start", {"prompt": "next"}).panel == [], (
+        "a new prompt clears the panel"
+    )
 
 
 def test_the_footer_counts_the_branch_the_user_is_on(pi: FakePi) -> None:
@@ -154,7 +177,9 @@ def test_the_footer_counts_the_branch_the_user_is_on(pi: FakePi) -> None:
     pi.event("session_before_tree", {"targetId": prompts[0][1]})
     pi.leaf = prompts[0][1]
     reply = pi.event("session_tree", {"newLeafId": prompts[0][1], "oldLeafId": prompts[2][1]})
-    assert reply.status == "◆ 2 points / 2 snapshots", "after /tree: only the points up to the new position"
+    assert reply.status == "◆ 2 points / 2 snapshots", (
+        "after /tree: only the points up to the new position"
+    )
     pi.leaf = prompts[2][1]
     assert pi.event("ping").status == full
 
@@ -169,10 +194,15 @@ def test_another_writer_of_ledger_records_is_detected_and_we_stand_aside(pi: Fak
     assistant = pi.assistant("done")
     pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
     # The other extension's agent_end handler ran first and wrote its record of this prompt.
-    pi.foreign(TURN, {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]})
+    pi.foreign(
+        TURN,
+        {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]},
+    )
     reply = pi.event("agent_end", {})
     warnings = [n["text"] for n in reply.notices if n["level"] == "warning"]
-    assert len(warnings) == 1 and "another rewind extension is recording this session" in warnings[0]
+    assert (
+        len(warnings) == 1 and "another rewind extension is recording this session" in warnings[0]
+    )
     assert "pi remove" in warnings[0]
     assert len(pi.custom(TURN)) == 2, "ours did not record this prompt a second time"
     assert not reply.has_status, "the footer is left to the other extension"
@@ -187,10 +217,15 @@ def test_another_writer_that_records_after_us_is_detected_at_the_next_prompt(pi:
     """pi-rewind-hook loaded after ours: its record of a prompt follows ours; we notice at the
     next prompt, warn once and record nothing more (that first prompt keeps two records)."""
     user, assistant = pi.prompt("both", lambda: _write(pi.cwd / "a.txt", "one\n"))
-    pi.foreign(TURN, {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]})
+    pi.foreign(
+        TURN,
+        {"v": 2, "snapshots": ["0" * 40], "current": 0, "bindings": [[user, 0], [assistant, 0]]},
+    )
     assert pi.event("before_agent_start", {"prompt": "next"}).notices == []
     reply = pi.event("turn_start", {"turnIndex": 0})
-    assert [n["level"] for n in reply.notices] == ["warning"] and "another rewind extension" in reply.notices[0]["text"]
+    assert [n["level"] for n in reply.notices] == [
+        "warning"
+    ] and "another rewind extension" in reply.notices[0]["text"]
     pi.user("next")
     pi.assistant("done")
     pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
@@ -205,10 +240,19 @@ def test_cli_version_and_plural_hints(tmp_path: Path) -> None:
 
     from ledger.errors import NameResolutionError
 
-    done = subprocess.run([sys.executable, "-m", "ledger", "--version"], capture_output=True, text=True, check=False)
-    assert done.returncode == 0 and done.stdout.startswith("rewind ") and done.stdout.split()[1][0].isdigit()
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger", "--version"], capture_output=True, text=True, check=False
+    )
+    assert (
+        done.returncode == 0
+        and done.stdout.startswith("rewind ")
+        and done.stdout.split()[1][0].isdigit()
+    )
     assert NameResolutionError("entry", "x", ["a1"], ambiguous=False).hint == "known entries: a1"
-    assert NameResolutionError("session", "x", [], ambiguous=False).hint == "there are no sessions to choose from"
+    assert (
+        NameResolutionError("session", "x", [], ambiguous=False).hint
+        == "there are no sessions to choose from"
+    )
 
 
 def test_a_resumed_session_resolves_points_from_its_file(pi: FakePi, repo: Path) -> None:
@@ -216,8 +260,12 @@ def test_a_resumed_session_resolves_points_from_its_file(pi: FakePi, repo: Path)
     pi.event("session_shutdown", {"reason": "quit"})
     pi.close()
     path = pi.write_file()
-    resumed = FakePi(repo, pi.agent_dir, entries=[e for e in (orjson.loads(line) for line in path.read_bytes().splitlines()[1:])],
-                     session_file=path)
+    resumed = FakePi(
+        repo,
+        pi.agent_dir,
+        entries=[e for e in (orjson.loads(line) for line in path.read_bytes().splitlines()[1:])],
+        session_file=path,
+    )
     resumed.header = read_session(path).header
     try:
         resumed.event("session_start", {"reason": "startup"})
@@ -234,27 +282,62 @@ def test_bad_messages_get_errors_and_the_bridge_keeps_serving(pi: FakePi) -> Non
     pi.send_raw(b"[1, 2]")
     assert pi.read()["error"]["code"] == "bad-message"
     pi.send_raw(orjson.dumps({"type": "event", "id": 7, "event": "no_such_event"}))
-    assert pi.read() == {"type": "error", "id": 7, "error": {"code": "unknown-event", "message": "unknown event: 'no_such_event'"}}
-    pi.send_raw(orjson.dumps({"type": "event", "id": 8, "event": "turn_start", "payload": {}, "ctx": {"hasUI": "maybe"}}))
+    assert pi.read() == {
+        "type": "error",
+        "id": 7,
+        "error": {"code": "unknown-event", "message": "unknown event: 'no_such_event'"},
+    }
+    pi.send_raw(
+        orjson.dumps(
+            {
+                "type": "event",
+                "id": 8,
+                "event": "turn_start",
+                "payload": {},
+                "ctx": {"hasUI": "maybe"},
+            }
+        )
+    )
     error = pi.read()
-    assert error["id"] == 8 and error["error"]["code"] == "bad-message" and "hasUI" in error["error"]["message"]
+    assert (
+        error["id"] == 8
+        and error["error"]["code"] == "bad-message"
+        and "hasUI" in error["error"]["message"]
+    )
     pi.send_raw(orjson.dumps({"type": "reply", "id": "c99", "result": {}}))
     assert pi.read()["error"]["code"] == "bad-message"
     assert pi.event("ping").error is None
 
 
 def test_an_error_reply_to_a_call_fails_that_event_only(pi: FakePi) -> None:
-    pi.send_raw(orjson.dumps({"type": "event", "id": 50, "event": "turn_start", "payload": {"turnIndex": 0},
-                              "ctx": {"hasUI": True, "cwd": str(pi.cwd), "leafId": None}}))
+    pi.send_raw(
+        orjson.dumps(
+            {
+                "type": "event",
+                "id": 50,
+                "event": "turn_start",
+                "payload": {"turnIndex": 0},
+                "ctx": {"hasUI": True, "cwd": str(pi.cwd), "leafId": None},
+            }
+        )
+    )
     call = pi.read()
     assert call["type"] == "call" and call["method"] == "session"
-    pi.send_raw(orjson.dumps({"type": "reply", "id": call["id"], "error": "session manager is stale"}))
+    pi.send_raw(
+        orjson.dumps({"type": "reply", "id": call["id"], "error": "session manager is stale"})
+    )
     error = pi.read()
-    assert error["id"] == 50 and error["error"]["code"] == "failed" and "stale" in error["error"]["message"]
+    assert (
+        error["id"] == 50
+        and error["error"]["code"] == "failed"
+        and "stale" in error["error"]["message"]
+    )
     assert pi.event("ping").error is None
 
 
-def test_outside_a_git_repository_every_event_is_a_no_op(tmp_path: Path, isolated_env: Path) -> None:
+def test_outside_a_git_repository_every_event_is_a_no_op(
+    tmp_path: Path, isolated_env: Path
+) -> None:
     (tmp_path / "plain").mkdir()
     fake = FakePi(tmp_path / "plain", isolated_env / ".pi" / "agent")
     try:
@@ -265,7 +348,9 @@ def test_outside_a_git_repository_every_event_is_a_no_op(tmp_path: Path, isolate
         assert fake.close() == 0
 
 
-def test_silent_checkpoints_hide_the_footer_and_info_notices(repo: Path, isolated_env: Path) -> None:
+def test_silent_checkpoints_hide_the_footer_and_info_notices(
+    repo: Path, isolated_env: Path
+) -> None:
     agent_dir = isolated_env / ".pi" / "agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
     (agent_dir / "settings.json").write_text('{"rewind": {"silentCheckpoints": true}}')
@@ -275,7 +360,9 @@ def test_silent_checkpoints_hide_the_footer_and_info_notices(repo: Path, isolate
         user, _assistant = fake.prompt("create", lambda: _write(repo / "b.txt", "b\n"))
         fake.choices = [M.TREE_RESTORE]
         reply = fake.event("session_before_tree", {"targetId": user})
-        assert reply.status is None and reply.notices == [] and reply.panel is None, "no chatter when silent"
+        assert reply.status is None and reply.notices == [] and reply.panel is None, (
+            "no chatter when silent"
+        )
         assert not (repo / "b.txt").exists()
     finally:
         fake.close()

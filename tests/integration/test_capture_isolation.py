@@ -37,8 +37,9 @@ def test_capture_leaves_index_head_refs_and_work_tree_byte_identical(repo: Path)
         assert user_state(repo) == before, f"capture {step} changed the user's state"
 
 
-def test_capture_ignores_an_inherited_git_index_file(repo: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_capture_ignores_an_inherited_git_index_file(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _dirty_repo(repo)
     decoy = tmp_path / "decoy-index"
     decoy.write_bytes(b"not an index, must stay untouched")

@@ -56,10 +56,24 @@ def test_capture_ignores_empty_directories(repo: Path) -> None:
     assert_parity(repo)
 
 
-@pytest.mark.parametrize("name", [
-    "spaced name.txt", "ünïcödé-ファイル.txt", "star*.txt", "q?.txt", "[abc].txt", "-dash.txt",
-    ":colon", "back\\slash", "tab\tname", "new\nline", "quote\"d", "#hash", "!bang",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "spaced name.txt",
+        "ünïcödé-ファイル.txt",
+        "star*.txt",
+        "q?.txt",
+        "[abc].txt",
+        "-dash.txt",
+        ":colon",
+        "back\\slash",
+        "tab\tname",
+        "new\nline",
+        'quote"d',
+        "#hash",
+        "!bang",
+    ],
+)
 def test_capture_handles_odd_file_names_literally(repo: Path, name: str) -> None:
     (repo / name).write_text(f"{name}\n")
     (repo / "a.txt").write_text("a\n")  # a sibling a glob would also match
@@ -136,8 +150,9 @@ def test_capture_keeps_exact_crlf_bytes_with_autocrlf_enabled(repo: Path) -> Non
     (repo / "untouched.sh").write_bytes(b"echo untouched\r\n")
     tree = assert_parity(repo)
     blob = git(repo, "rev-parse", f"{tree}:windows.txt").strip()
-    raw = subprocess.run(["git", "cat-file", "blob", blob], cwd=repo, capture_output=True,
-                         check=True).stdout
+    raw = subprocess.run(
+        ["git", "cat-file", "blob", blob], cwd=repo, capture_output=True, check=True
+    ).stdout
     assert raw == b"one\r\ntwo\r\n"
     (repo / "windows.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     assert_parity(repo)
@@ -156,7 +171,8 @@ def _make_source(tmp: Path, name: str) -> Path:
 
 
 def test_capture_records_submodules_and_embedded_repos_as_gitlinks_at_head(
-        repo: Path, tmp_path: Path) -> None:
+    repo: Path, tmp_path: Path
+) -> None:
     src = _make_source(tmp_path, "src")
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(src), "nested")
     git(repo, "commit", "-qm", "sub")
@@ -224,7 +240,8 @@ def test_capture_skips_a_fresh_nested_repo_without_commits(repo: Path) -> None:
     result = capture_tree(GitRepo.discover(repo), NO_PROTECTION)
     assert result.tree == fresh_tree(repo, exclude=("fresh",))
     assert [(s.path, s.reason) for s in result.skipped] == [
-        ("fresh/", "embedded-repo-without-commit")]
+        ("fresh/", "embedded-repo-without-commit")
+    ]
     # Once it has a commit, it becomes a gitlink like any embedded repository.
     git(nested, "add", "-A")
     git(nested, "-c", "user.name=E", "-c", "user.email=e@x", "commit", "-qm", "first")
@@ -240,6 +257,7 @@ def test_capture_sees_a_directory_that_becomes_an_embedded_repo_and_back(repo: P
     git(repo / "lib", "-c", "user.name=E", "-c", "user.email=e@x", "commit", "-qm", "lib")
     assert "160000" in ls_tree(repo, assert_parity(repo))
     import shutil
+
     shutil.rmtree(repo / "lib" / ".git")
     assert "160000" not in ls_tree(repo, assert_parity(repo))
 

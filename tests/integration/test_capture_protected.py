@@ -28,10 +28,14 @@ def test_capture_skips_and_reports_untracked_protected_directories(repo: Path) -
     (repo / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"\0pyc")
     (repo / "pkg" / "m.py").write_text("m = 1\n")
     result = _capture(repo)
-    assert result.tree == fresh_tree(repo, exclude=("node_modules", "web/node_modules",
-                                                    "pkg/__pycache__"))
+    assert result.tree == fresh_tree(
+        repo, exclude=("node_modules", "web/node_modules", "pkg/__pycache__")
+    )
     assert sorted(s.path for s in result.skipped) == [
-        "node_modules/", "pkg/__pycache__/", "web/node_modules/"]
+        "node_modules/",
+        "pkg/__pycache__/",
+        "web/node_modules/",
+    ]
     assert {s.reason for s in result.skipped} == {"protected-dir"}
     # Reported again on the next capture, from the kept index.
     again = _capture(repo)

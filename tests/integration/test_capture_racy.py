@@ -132,8 +132,9 @@ def test_checkpoints_equal_fresh_capture_across_edits_ignores_and_case_renames(r
     assert "New/c.txt" in git(repo, "ls-tree", "-r", "--name-only", tree)
 
 
-def test_checkpoints_reapply_changed_attributes_and_line_ending_config(repo: Path,
-                                                                       tmp_path: Path) -> None:
+def test_checkpoints_reapply_changed_attributes_and_line_ending_config(
+    repo: Path, tmp_path: Path
+) -> None:
     """Reference case 21."""
     git(repo, "config", "core.autocrlf", "false")
     (repo / "doc.md").write_bytes(b"# title\r\nbody\r\n")
@@ -199,8 +200,9 @@ def test_capture_applies_an_ignored_gitattributes_file(repo: Path) -> None:
     assert_parity(repo)
 
 
-def test_capture_follows_exclude_file_and_global_excludes_changes(repo: Path,
-                                                                  tmp_path: Path) -> None:
+def test_capture_follows_exclude_file_and_global_excludes_changes(
+    repo: Path, tmp_path: Path
+) -> None:
     (repo / "a.secret").write_text("a\n")
     (repo / "b.local").write_text("b\n")
     _settle(repo)

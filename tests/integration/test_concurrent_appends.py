@@ -9,7 +9,9 @@ from pathlib import Path
 from ledger.session.store import read_session
 from tests.conftest import ROOT
 
-HEADER = b'{"type":"session","version":3,"id":"s","timestamp":"2026-11-22T03:00:00.000Z","cwd":"/r"}\n'
+HEADER = (
+    b'{"type":"session","version":3,"id":"s","timestamp":"2026-11-22T03:00:00.000Z","cwd":"/r"}\n'
+)
 WRITER = """
 import sys
 from ledger.session.store import SessionAppender
@@ -23,8 +25,12 @@ def test_concurrent_appenders_produce_every_line_intact_in_one_chain(tmp_path: P
     path = tmp_path / "shared.jsonl"
     path.write_bytes(HEADER)
     writers, per_writer = 6, 40
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(w), str(per_writer)], cwd=ROOT)
-             for w in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), str(w), str(per_writer)], cwd=ROOT
+        )
+        for w in range(writers)
+    ]
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     session = read_session(path)

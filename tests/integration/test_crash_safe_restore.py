@@ -22,7 +22,9 @@ from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
 from tests.conftest import ROOT, git
 
-_spec = importlib.util.spec_from_file_location("fault_campaign", ROOT / "tools" / "fault_campaign.py")
+_spec = importlib.util.spec_from_file_location(
+    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
+)
 assert _spec is not None and _spec.loader is not None
 fault_campaign = importlib.util.module_from_spec(_spec)
 sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
@@ -31,9 +33,12 @@ _spec.loader.exec_module(fault_campaign)
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("files", "file_bytes"), [(1500, 64), (60, 400_000)])
-def test_a_restore_killed_at_any_moment_is_reported_and_undone_exactly(tmp_path: Path, files: int,
-                                                                       file_bytes: int) -> None:
-    outcomes = fault_campaign.campaign(tmp_path, files=files, file_bytes=file_bytes, runs=5, echo=False)
+def test_a_restore_killed_at_any_moment_is_reported_and_undone_exactly(
+    tmp_path: Path, files: int, file_bytes: int
+) -> None:
+    outcomes = fault_campaign.campaign(
+        tmp_path, files=files, file_bytes=file_bytes, runs=5, echo=False
+    )
     assert all(o.exact for o in outcomes), [o.detail for o in outcomes if not o.exact]
     interrupted = [o for o in outcomes if o.interrupted]
     assert interrupted, "no kill landed inside the restore: the campaign tested nothing"
@@ -54,12 +59,19 @@ def _killed_at(world: object, step: str, *args: str) -> None:
         "r._Executor._at = at\n"
         f"sys.exit(main({list(args)!r}))\n"
     )
-    result = subprocess.run([fault_campaign.sys.executable, "-c", code], cwd=world.repo, capture_output=True,
-                            text=True, env={**fault_campaign._env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)})
+    result = subprocess.run(
+        [fault_campaign.sys.executable, "-c", code],
+        cwd=world.repo,
+        capture_output=True,
+        text=True,
+        env={**fault_campaign._env(), "PI_CODING_AGENT_DIR": str(world.agent_dir)},
+    )
     assert result.returncode == -9, result.stderr
 
 
-def test_a_recovery_killed_mid_write_is_recovered_to_the_state_before_the_first_restore(tmp_path: Path) -> None:
+def test_a_recovery_killed_mid_write_is_recovered_to_the_state_before_the_first_restore(
+    tmp_path: Path,
+) -> None:
     world = _interrupted_world(tmp_path)
     _killed_at(world, "after-write", "undo", str(world.session), "--yes")  # the recovery dies too
     assert len(open_journals(GitRepo.discover(world.repo))[0]) == 2
@@ -74,7 +86,16 @@ def test_a_recovery_killed_mid_write_is_recovered_to_the_state_before_the_first_
 def _interrupted_world(tmp_path: Path) -> object:
     world = fault_campaign.build_world(tmp_path, 400, 64)
     # A deterministic interruption: the restore kills itself mid-write, after its deletions.
-    _killed_at(world, "after-delete", "restore", str(world.session), world.entry, "--mode", "files", "--yes")
+    _killed_at(
+        world,
+        "after-delete",
+        "restore",
+        str(world.session),
+        world.entry,
+        "--mode",
+        "files",
+        "--yes",
+    )
     return world
 
 
@@ -86,14 +107,24 @@ def test_an_interrupted_restore_survives_a_sweep_two_days_later_and_gc(tmp_path:
     assert fault_campaign.snapshot_files(world.repo) != world.before  # deletions happened: mixed
 
     later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
-    run_sweep(repo, world.session, world.agent_dir, scan_mode="repo-sessions",
-              policy=Policy(max_snapshots=0, max_age_days=0.5, pin_labeled_entries=False), clock=later)
+    run_sweep(
+        repo,
+        world.session,
+        world.agent_dir,
+        scan_mode="repo-sessions",
+        policy=Policy(max_snapshots=0, max_age_days=0.5, pin_labeled_entries=False),
+        clock=later,
+    )
     git(world.repo, "reflog", "expire", "--expire=now", "--all")
     git(world.repo, "gc", "-q", "--prune=now")
 
     doctor = fault_campaign.rewind(world, "doctor")
-    assert doctor.returncode == 1 and "interrupted" in doctor.stderr and "rewind undo" in doctor.stderr
-    refused = fault_campaign.rewind(world, "restore", str(world.session), world.entry, "--mode", "files", "--yes")
+    assert (
+        doctor.returncode == 1 and "interrupted" in doctor.stderr and "rewind undo" in doctor.stderr
+    )
+    refused = fault_campaign.rewind(
+        world, "restore", str(world.session), world.entry, "--mode", "files", "--yes"
+    )
     assert refused.returncode == 1 and "interrupted" in refused.stderr
     undo = fault_campaign.rewind(world, "undo", str(world.session), "--yes")
     assert undo.returncode == 0, undo.stderr
@@ -108,8 +139,11 @@ def _mount_tmpfs(path: Path, size: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root; skipped (run the tests as root to include it)")
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip()}); skipped")
 
@@ -126,8 +160,9 @@ def test_a_full_work_tree_file_system_refuses_before_changing_anything(tmp_path:
         filler = mount / "filler"
         free = os.statvfs(mount).f_bavail * os.statvfs(mount).f_frsize
         filler.write_bytes(b"\0" * max(0, free - 600_000))
-        result = fault_campaign.rewind(world, "restore", str(world.session), world.entry, "--mode", "files",
-                                       "--yes")
+        result = fault_campaign.rewind(
+            world, "restore", str(world.session), world.entry, "--mode", "files", "--yes"
+        )
         assert result.returncode == 1
         assert "not enough free space" in result.stderr and "Traceback" not in result.stderr
         assert fault_campaign.snapshot_files(world.repo) == world.before
@@ -145,7 +180,9 @@ def test_a_full_agent_dir_after_the_files_changed_leaves_a_working_undo(tmp_path
         shutil.copytree(world.agent_dir, moved)
         world.agent_dir = moved
         world.session = moved / world.session.relative_to(tmp_path / "w" / "agent")
-        size = world.session.stat().st_size  # end the file on a page boundary: the append needs a new page
+        size = (
+            world.session.stat().st_size
+        )  # end the file on a page boundary: the append needs a new page
         with world.session.open("ab") as handle:
             handle.write(b"\n" * (-size % 4096))
         filler = mount / "filler"
@@ -156,9 +193,14 @@ def test_a_full_agent_dir_after_the_files_changed_leaves_a_working_undo(tmp_path
                     handle.flush()
         except OSError:
             pass
-        result = fault_campaign.rewind(world, "restore", str(world.session), world.entry, "--mode", "files",
-                                       "--yes")
-        assert result.returncode == 1 and "Traceback" not in result.stderr and "internal error" not in result.stderr
+        result = fault_campaign.rewind(
+            world, "restore", str(world.session), world.entry, "--mode", "files", "--yes"
+        )
+        assert (
+            result.returncode == 1
+            and "Traceback" not in result.stderr
+            and "internal error" not in result.stderr
+        )
         doctor = fault_campaign.rewind(world, "doctor")
         assert doctor.returncode == 1 and "interrupted" in doctor.stderr
         filler.unlink()

@@ -16,7 +16,7 @@ from ledger.errors import UnsafeLayoutError
 from ledger.git.repo import GitRepo
 from ledger.git.store import STORE_REF
 from tests.bridgekit import FakePi
-from tests.cli.helpers import Result, run_process
+from tests.cli.helpers import Result
 from tests.conftest import ROOT, git
 from tests.enginekit import Agent, tree_of_commit
 from tests.integration.conftest import fresh_tree
@@ -36,8 +36,15 @@ def _tree_files(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
 
 
 def _rewind(*args: str | Path, cwd: Path, timeout: float = 60) -> Result:
-    proc = subprocess.run([sys.executable, "-m", "ledger", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -50,7 +57,9 @@ def _identity(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["init", "clone"])
-def test_a_separate_git_dir_restore_changes_nothing_outside_the_work_tree(tmp_path: Path, how: str) -> None:
+def test_a_separate_git_dir_restore_changes_nothing_outside_the_work_tree(
+    tmp_path: Path, how: str
+) -> None:
     home = tmp_path / "home"
     (home / "Documents").mkdir(parents=True)
     (home / "Documents" / "thesis.txt").write_text("one\n")
@@ -66,7 +75,15 @@ def test_a_separate_git_dir_restore_changes_nothing_outside_the_work_tree(tmp_pa
         (source / "seed.txt").write_text("seed\n")
         git(source, "add", "-A")
         git(source, "commit", "-qm", "seed")
-        git(home, "clone", "-q", "--separate-git-dir", str(home / "proj.git"), str(source), str(project))
+        git(
+            home,
+            "clone",
+            "-q",
+            "--separate-git-dir",
+            str(home / "proj.git"),
+            str(source),
+            str(project),
+        )
     _identity(project)
     (project / "a.txt").write_text("v1\n")
     git(project, "add", "-A")
@@ -86,14 +103,18 @@ def test_a_separate_git_dir_restore_changes_nothing_outside_the_work_tree(tmp_pa
     assert result.code == 0, result.err
     assert (project / "a.txt").read_text() == "v1\n"
     assert (home / "Documents" / "thesis-ch2.txt").read_text() == "two\n"
-    assert _tree_files(home, skip=("proj", "proj.git", ".pi", "Documents/thesis-ch2.txt")) == outside_before
+    assert (
+        _tree_files(home, skip=("proj", "proj.git", ".pi", "Documents/thesis-ch2.txt"))
+        == outside_before
+    )
     assert agent.session_file.exists()
     assert git(project, "rev-parse", "-q", "--verify", STORE_REF).strip()
     assert git(project, "log", "--oneline").count("\n") >= 1
 
 
-def test_git_dir_and_work_tree_from_the_environment_are_the_ones_used(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_dir_and_work_tree_from_the_environment_are_the_ones_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     meta, tree = tmp_path / "meta.git", tmp_path / "tree"
     tree.mkdir()
     git(tmp_path, "init", "-q", "--bare", str(meta))
@@ -123,8 +144,17 @@ def test_a_restore_never_writes_inside_the_agent_dir(repo: Path, tmp_path: Path)
     user, _ = agent.prompt("one", lambda r: (r / "f.txt").write_text("1\n"))
     agent.prompt("two", lambda r: (r / "f.txt").write_text("2\n"))
     before = agent.session_file.read_bytes()
-    result = _rewind("--agent-dir", agent_dir, "restore", agent.session_file, user, "--mode", "files", "--yes",
-                     cwd=repo)
+    result = _rewind(
+        "--agent-dir",
+        agent_dir,
+        "restore",
+        agent.session_file,
+        user,
+        "--mode",
+        "files",
+        "--yes",
+        cwd=repo,
+    )
     assert result.code == 1
     assert "inside a git directory or Pi's agent dir" in result.err
     assert agent.session_file.read_bytes() == before
@@ -134,14 +164,18 @@ def test_a_restore_never_writes_inside_the_agent_dir(repo: Path, tmp_path: Path)
 # --- 3. ignored files in a restore's way ---------------------------------------------------------
 
 
-def test_an_ignored_file_in_the_way_is_kept_by_restore_and_by_undo(repo: Path, tmp_path: Path) -> None:
+def test_an_ignored_file_in_the_way_is_kept_by_restore_and_by_undo(
+    repo: Path, tmp_path: Path
+) -> None:
     agent = Agent.start(repo, tmp_path / "agent")
     (repo / ".env").write_text("KEY=old-placeholder\n")  # captured while untracked and not ignored
     user, _ = agent.prompt("add a feature", lambda r: (r / "feature.py").write_text("x = 1\n"))
     agent.prompt("ignore env", lambda r: (r / ".gitignore").write_text(".env\n"))
     (repo / ".env").write_text("KEY=real-secret\n")  # now ignored: the user's own
 
-    result = _rewind("restore", agent.session_file, user, "--mode", "files", "--yes", "--json", cwd=repo)
+    result = _rewind(
+        "restore", agent.session_file, user, "--mode", "files", "--yes", "--json", cwd=repo
+    )
     assert result.code == 0, result.err
     assert (repo / ".env").read_text() == "KEY=real-secret\n"
     assert "left alone (ignored or protected now" in result.err
@@ -153,7 +187,9 @@ def test_an_ignored_file_in_the_way_is_kept_by_restore_and_by_undo(repo: Path, t
     assert (repo / ".gitignore").read_text() == ".env\n"
 
 
-def test_an_ignored_path_the_target_holds_is_not_created_so_undo_stays_exact(repo: Path, tmp_path: Path) -> None:
+def test_an_ignored_path_the_target_holds_is_not_created_so_undo_stays_exact(
+    repo: Path, tmp_path: Path
+) -> None:
     agent = Agent.start(repo, tmp_path / "agent")
     (repo / "cache.txt").write_text("old cache\n")
     user, _ = agent.prompt("one", lambda r: (r / "a.txt").write_text("1\n"))
@@ -161,7 +197,9 @@ def test_an_ignored_path_the_target_holds_is_not_created_so_undo_stays_exact(rep
     agent.prompt("two", lambda r: (r / ".gitignore").write_text("cache.txt\n"))
     before = _tree_files(repo, skip=(".git",))
 
-    assert _rewind("restore", agent.session_file, user, "--mode", "files", "--yes", cwd=repo).code == 0
+    assert (
+        _rewind("restore", agent.session_file, user, "--mode", "files", "--yes", cwd=repo).code == 0
+    )
     assert not (repo / "cache.txt").exists()
     assert _rewind("undo", agent.session_file, "--yes", cwd=repo).code == 0
     assert _tree_files(repo, skip=(".git",)) == before
@@ -187,7 +225,9 @@ def _with_parent(agent: Agent, parent: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_a_hostile_parent_session_gives_a_clear_message_within_seconds(session_world: Agent, kind: str) -> None:
+def test_a_hostile_parent_session_gives_a_clear_message_within_seconds(
+    session_world: Agent, kind: str
+) -> None:
     agent, repo = session_world, session_world.repo
     hostile = agent.agent_dir / f"parent-{kind}.jsonl"
     if kind == "fifo":
@@ -195,34 +235,54 @@ def test_a_hostile_parent_session_gives_a_clear_message_within_seconds(session_w
     else:
         os.symlink("/dev/zero", hostile)
     _with_parent(agent, str(hostile))
-    for args in (("log", agent.session_file, "--lineage"), ("tree", agent.session_file), ("sweep", agent.session_file),
-                 ("restore", agent.session_file, "@", "--dry-run")):
+    for args in (
+        ("log", agent.session_file, "--lineage"),
+        ("tree", agent.session_file),
+        ("sweep", agent.session_file),
+        ("restore", agent.session_file, "@", "--dry-run"),
+    ):
         started = time.monotonic()
         result = _rewind(*args, cwd=repo, timeout=30)
         assert time.monotonic() - started < 20
-        assert "Traceback" not in result.err and "internal error" not in result.err, (args, result.err)
+        assert "Traceback" not in result.err and "internal error" not in result.err, (
+            args,
+            result.err,
+        )
         assert result.code in (0, 1), (args, result)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_a_hostile_session_file_in_the_sessions_dir_is_skipped(session_world: Agent, kind: str) -> None:
+def test_a_hostile_session_file_in_the_sessions_dir_is_skipped(
+    session_world: Agent, kind: str
+) -> None:
     agent, repo = session_world, session_world.repo
     hostile = agent.agent_dir / "sessions" / f"zz-{kind}.jsonl"
     if kind == "fifo":
         os.mkfifo(hostile)
     else:
         os.symlink("/dev/zero", hostile)
-    for args in (("sessions",), ("doctor",), ("sweep", "--scan", "repo-sessions"), ("tree", "@"), ("log", "@"),
-                 ("checkpoint", "@")):
+    for args in (
+        ("sessions",),
+        ("doctor",),
+        ("sweep", "--scan", "repo-sessions"),
+        ("tree", "@"),
+        ("log", "@"),
+        ("checkpoint", "@"),
+    ):
         started = time.monotonic()
         result = _rewind(*args, cwd=repo, timeout=30)
         assert time.monotonic() - started < 20
-        assert "Traceback" not in result.err and "internal error" not in result.err, (args, result.err)
+        assert "Traceback" not in result.err and "internal error" not in result.err, (
+            args,
+            result.err,
+        )
         assert result.code == 0, (args, result)
 
 
 @pytest.mark.parametrize("target", ["/dev/zero", "/dev/stdin", "fifo", "big"])
-def test_a_hostile_project_settings_file_is_ignored_with_a_warning(session_world: Agent, target: str) -> None:
+def test_a_hostile_project_settings_file_is_ignored_with_a_warning(
+    session_world: Agent, target: str
+) -> None:
     agent, repo = session_world, session_world.repo
     settings = repo / ".pi" / "settings.json"
     settings.parent.mkdir()
@@ -239,8 +299,9 @@ def test_a_hostile_project_settings_file_is_ignored_with_a_warning(session_world
     assert f"{settings}: cannot read settings" in result.err
 
 
-def test_the_bridge_answers_session_start_with_a_broken_project_settings_file(repo: Path,
-                                                                                isolated_env: Path) -> None:
+def test_the_bridge_answers_session_start_with_a_broken_project_settings_file(
+    repo: Path, isolated_env: Path
+) -> None:
     (repo / ".pi").mkdir()
     os.symlink("/dev/stdin", repo / ".pi" / "settings.json")
     fake = FakePi(repo, isolated_env / ".pi" / "agent")

@@ -42,7 +42,9 @@ def user_id(agent: Agent) -> str:
     return next(e.id for e in agent.session().entries if e.role == "user")
 
 
-def test_tree_restore_brings_back_the_files_and_records_current_and_undo(agent: Agent, repo: Path) -> None:
+def test_tree_restore_brings_back_the_files_and_records_current_and_undo(
+    agent: Agent, repo: Path
+) -> None:
     pick = choose(M.TREE_RESTORE)
     result = agent.engine.before_tree(user_id(agent), pick)
     assert not result.cancel and result.notices == [M.Notice("info", M.FILES_RESTORED_TO_POINT)]
@@ -50,7 +52,9 @@ def test_tree_restore_brings_back_the_files_and_records_current_and_undo(agent: 
     assert notes(agent.repo) == "target state\n"
     agent.engine.tree(None)
     op = agent.records(OP)[-1]
-    assert list(op) == ["v", "snapshots", "current", "undo"] and op["current"] == 0 and op["undo"] == 1
+    assert (
+        list(op) == ["v", "snapshots", "current", "undo"] and op["current"] == 0 and op["undo"] == 1
+    )
 
 
 def test_tree_undo_swaps_back_and_forth_and_cancels_navigation(agent: Agent) -> None:
@@ -73,13 +77,17 @@ def test_tree_cancel_and_escape_change_nothing(agent: Agent) -> None:
 
 def test_tree_cancels_cleanly_when_the_restore_fails(agent: Agent) -> None:
     """Reference case 3, with D13: the files are as before."""
+
     def fail(step: str) -> None:
         raise OSError(f"forced failure at {step}")
 
     agent.engine.restore_fault = fail
     result = agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
     assert result.cancel
-    assert any(n.level == "error" and "Rewind failed before tree navigation" in n.text for n in result.notices)
+    assert any(
+        n.level == "error" and "Rewind failed before tree navigation" in n.text
+        for n in result.notices
+    )
     assert notes(agent.repo) == "current state\n"
 
 
@@ -104,13 +112,17 @@ def test_fork_undo_undoes_here_records_it_and_cancels_the_fork(agent: Agent, rep
     assert agent.records(FORK_PENDING) == []
     op = agent.records(OP)[-1]
     assert op == {"v": 2, "snapshots": [undo, current], "current": 0, "undo": 1}
-    assert result.panel is not None and result.panel[0].startswith("Rewind: last file rewind undone: 1 modified;")
+    assert result.panel is not None and result.panel[0].startswith(
+        "Rewind: last file rewind undone: 1 modified;"
+    )
     assert "no fork made" in result.panel[0]
     agent.engine.before_fork(user_id(agent), choose(M.UNDO))
     assert notes(repo) == "target state\n", "undo of the undo, still in this session"
 
 
-def test_fork_code_only_restores_here_records_it_and_cancels_the_fork(agent: Agent, repo: Path) -> None:
+def test_fork_code_only_restores_here_records_it_and_cancels_the_fork(
+    agent: Agent, repo: Path
+) -> None:
     """Pi 0.73.1 ignores skipConversationRestore: "Code only" stays in this conversation."""
     pick = choose(M.FORK_CODE_ONLY)
     result = agent.engine.before_fork(user_id(agent), pick)
@@ -121,8 +133,13 @@ def test_fork_code_only_restores_here_records_it_and_cancels_the_fork(agent: Age
     assert agent.records(FORK_PENDING) == []
     op = agent.records(OP)[-1]
     assert list(op) == ["v", "snapshots", "current", "undo"]
-    assert result.panel == [(f'Rewind: files restored to user "Fork from here" ({user_id(agent)}): 1 modified; '
-                             "no fork made, the conversation is unchanged"), M.UNDO_HINT]
+    assert result.panel == [
+        (
+            f'Rewind: files restored to user "Fork from here" ({user_id(agent)}): 1 modified; '
+            "no fork made, the conversation is unchanged"
+        ),
+        M.UNDO_HINT,
+    ]
     undo = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
     assert undo.cancel and notes(repo) == "current state\n", "the code-only restore is undoable"
 
@@ -137,25 +154,44 @@ def test_fork_options_follow_the_reference_order(agent: Agent) -> None:
     assert pick.offered[0][-1] == M.UNDO
 
 
-def test_fork_restore_all_hands_the_undo_to_the_child(agent: Agent, repo: Path, tmp_path: Path) -> None:
+def test_fork_restore_all_hands_the_undo_to_the_child(
+    agent: Agent, repo: Path, tmp_path: Path
+) -> None:
     result = agent.engine.before_fork(user_id(agent), choose(M.FORK_RESTORE_ALL))
     assert not result.cancel
     (pending,) = agent.records(FORK_PENDING)
     agent.engine.shutdown("fork")
-    child = Agent(repo, tmp_path / "agent", Agent.start(repo, tmp_path / "agent", parent=agent.session_file).session_file)
+    child = Agent(
+        repo,
+        tmp_path / "agent",
+        Agent.start(repo, tmp_path / "agent", parent=agent.session_file).session_file,
+    )
     started = child.engine.session_start("fork", str(agent.session_file))
     (op,) = child.records(OP)
-    assert op == {"v": 2, "snapshots": [pending["current"], pending["undo"]], "current": 0, "undo": 1}
+    assert op == {
+        "v": 2,
+        "snapshots": [pending["current"], pending["undo"]],
+        "current": 0,
+        "undo": 1,
+    }
     assert started.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
 
 
 def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
     restored = agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
-    assert restored.panel is not None and "1 modified; the conversation moved there" in restored.panel[0]
+    assert (
+        restored.panel is not None
+        and "1 modified; the conversation moved there" in restored.panel[0]
+    )
     agent.engine.tree(None)
     undone = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
-    assert undone.panel == [("Rewind: last file rewind undone: 1 modified; the conversation stays where it was "
-                             "(navigation cancelled)"), M.UNDO_HINT_AGAIN]
+    assert undone.panel == [
+        (
+            "Rewind: last file rewind undone: 1 modified; the conversation stays where it was "
+            "(navigation cancelled)"
+        ),
+        M.UNDO_HINT_AGAIN,
+    ]
     assert agent.engine.before_tree(user_id(agent), choose(M.TREE_CANCEL)).panel == []
     assert agent.engine.before_tree(user_id(agent), choose(M.TREE_KEEP)).panel == [M.PANEL_KEPT]
     agent.engine.tree(None)
@@ -192,8 +228,14 @@ def test_a_fork_that_did_not_happen_keeps_its_restore_undoable(agent: Agent) -> 
 
 def test_tree_restores_directly_from_a_custom_message_checkpoint(agent: Agent) -> None:
     """Reference cases 9 and 10."""
-    marker = agent.writer.append_entry({"type": "custom_message", "customType": "pi-custom-compaction.virtual-summary-marker",
-                                        "content": "m", "display": True})["id"]
+    marker = agent.writer.append_entry(
+        {
+            "type": "custom_message",
+            "customType": "pi-custom-compaction.virtual-summary-marker",
+            "content": "m",
+            "display": True,
+        }
+    )["id"]
     agent.engine.checkpoint_entry(marker, source="pi-custom-compaction")
     (agent.repo / "notes.txt").write_text("later state\n")
     pick = choose(M.TREE_RESTORE)
@@ -248,7 +290,11 @@ def test_tree_refuses_to_remove_a_submodule(repo: Path, tmp_path: Path) -> None:
 def test_exact_bytes_come_back_with_autocrlf(repo: Path, tmp_path: Path) -> None:
     """Reference case 19 (D10)."""
     git(repo, "config", "core.autocrlf", "true")
-    originals = {"run.sh": b"#!/bin/sh\necho before\n", "windows.txt": b"one\r\ntwo\r\n", "untouched.sh": b"echo same\n"}
+    originals = {
+        "run.sh": b"#!/bin/sh\necho before\n",
+        "windows.txt": b"one\r\ntwo\r\n",
+        "untouched.sh": b"echo same\n",
+    }
     for name, data in originals.items():
         (repo / name).write_bytes(data)
     agent = Agent.start(repo, tmp_path / "agent")

@@ -10,14 +10,20 @@ from tests.conftest import git, source_repo
 from tests.enginekit import Agent, fresh_index_tree, tree_of_commit
 
 
-def write(name: str, text: str):  # noqa: ANN201
-    return lambda repo: (repo / name).parent.mkdir(parents=True, exist_ok=True) or (repo / name).write_text(text)
+def write(name: str, text: str):
+    return lambda repo: (
+        (repo / name).parent.mkdir(parents=True, exist_ok=True) or (repo / name).write_text(text)
+    )
 
 
-def test_first_mutating_turn_records_one_turn_and_a_reachable_store(repo: Path, tmp_path: Path) -> None:
+def test_first_mutating_turn_records_one_turn_and_a_reachable_store(
+    repo: Path, tmp_path: Path
+) -> None:
     """Reference case 4."""
     agent = Agent.start(repo, tmp_path / "agent")
-    user_id, (assistant_id,) = agent.prompt("Please create the file", write("tests/rewind-smoke/a.txt", "a\n"))
+    user_id, (assistant_id,) = agent.prompt(
+        "Please create the file", write("tests/rewind-smoke/a.txt", "a\n")
+    )
     (turn,) = agent.records(TURN)
     assert len(turn["snapshots"]) == 2
     assert turn["bindings"] == [[user_id, 0], [assistant_id, 1]]
@@ -39,7 +45,9 @@ def test_each_prompt_binds_its_own_user_entry(repo: Path, tmp_path: Path) -> Non
     assert view.entry_to_commit[u1] != view.entry_to_commit[u2]
 
 
-def test_same_text_prompts_and_resumed_sessions_bind_the_new_entry(repo: Path, tmp_path: Path) -> None:
+def test_same_text_prompts_and_resumed_sessions_bind_the_new_entry(
+    repo: Path, tmp_path: Path
+) -> None:
     """D1: the reference bound the latest user entry with the same text, or the previous one."""
     agent = Agent.start(repo, tmp_path / "agent")
     u1, _ = agent.prompt("again", write("f.txt", "1"))
@@ -59,7 +67,9 @@ def test_a_multi_turn_prompt_binds_every_assistant_turn(repo: Path, tmp_path: Pa
     assert len(turn["snapshots"]) == 3, "the unchanged last turn reuses the previous snapshot"
 
 
-def test_a_prompt_without_snapshots_records_nothing_and_snapshots_are_deduplicated(repo: Path, tmp_path: Path) -> None:
+def test_a_prompt_without_snapshots_records_nothing_and_snapshots_are_deduplicated(
+    repo: Path, tmp_path: Path
+) -> None:
     agent = Agent.start(repo, tmp_path / "agent")
     agent.prompt("no change")
     agent.prompt("still no change")
@@ -86,8 +96,14 @@ def test_compaction_reuses_current_only_when_files_still_match(repo: Path, tmp_p
 def test_checkpoint_entry_binds_a_custom_message(repo: Path, tmp_path: Path) -> None:
     """Reference case 10 (binding half): restorable, not yet bound, allow-listed source."""
     agent = Agent.start(repo, tmp_path / "agent")
-    marker = agent.writer.append_entry({"type": "custom_message", "customType": "pi-custom-compaction.virtual-summary-marker",
-                                        "content": "marker", "display": True})["id"]
+    marker = agent.writer.append_entry(
+        {
+            "type": "custom_message",
+            "customType": "pi-custom-compaction.virtual-summary-marker",
+            "content": "marker",
+            "display": True,
+        }
+    )["id"]
     (repo / "notes.txt").write_text("target state\n")
     agent.engine.checkpoint_entry(marker, source="other-extension")
     assert agent.records(OP) == []
@@ -106,7 +122,9 @@ def test_headless_tree_navigation_keeps_files_and_records_it(repo: Path, tmp_pat
     (repo / "f.txt").write_text("kept")
     result = agent.engine.before_tree(u1, choose=None, has_ui=False)
     assert not result.cancel and result.notices == []
-    summary = agent.writer.append_entry({"type": "branch_summary", "fromId": "x", "summary": "s"}, parent_id=None)["id"]
+    summary = agent.writer.append_entry(
+        {"type": "branch_summary", "fromId": "x", "summary": "s"}, parent_id=None
+    )["id"]
     agent.engine.tree(summary, summary_entry_id=summary)
     (op,) = agent.records(OP)
     assert list(op) == ["v", "snapshots", "current", "bindings"]
@@ -126,24 +144,41 @@ def test_boomerang_collapse_keeps_files_without_a_menu(repo: Path, tmp_path: Pat
     assert asked == [] and len(agent.records(OP)) == 1
 
 
-def test_after_resume_the_exact_commit_is_reused_only_while_files_are_unchanged(repo: Path, tmp_path: Path) -> None:
+def test_after_resume_the_exact_commit_is_reused_only_while_files_are_unchanged(
+    repo: Path, tmp_path: Path
+) -> None:
     """Reference case 23."""
     (repo / "notes.txt").write_text("aaaa")
     agent = Agent.start(repo, tmp_path / "agent")
     _, (a1,) = agent.prompt("P1", write("notes.txt", "bbbb"))
     turn_commit = LedgerView.of(agent.session()).entry_to_commit[a1]
-    count = git(repo, "log", "--format=%s", "refs/pi-rewind/store").split("\n").count("pi rewind snapshot")
+    count = (
+        git(repo, "log", "--format=%s", "refs/pi-rewind/store")
+        .split("\n")
+        .count("pi rewind snapshot")
+    )
     resumed = agent.resume()
-    resumed.engine.before_fork(a1, choose=lambda title, options: "Conversation only (keep current files)")
+    resumed.engine.before_fork(
+        a1, choose=lambda title, options: "Conversation only (keep current files)"
+    )
     assert resumed.records(FORK_PENDING)[-1]["current"] == turn_commit
-    assert git(repo, "log", "--format=%s", "refs/pi-rewind/store").split("\n").count("pi rewind snapshot") == count
+    assert (
+        git(repo, "log", "--format=%s", "refs/pi-rewind/store")
+        .split("\n")
+        .count("pi rewind snapshot")
+        == count
+    )
     (repo / "notes.txt").write_text("cccc")
-    resumed.engine.before_fork(a1, choose=lambda title, options: "Conversation only (keep current files)")
+    resumed.engine.before_fork(
+        a1, choose=lambda title, options: "Conversation only (keep current files)"
+    )
     new = resumed.records(FORK_PENDING)[-1]["current"]
     assert new != turn_commit and tree_of_commit(repo, new) == fresh_index_tree(repo)
 
 
-def test_headless_fork_writes_a_pending_record_with_the_current_files(repo: Path, tmp_path: Path) -> None:
+def test_headless_fork_writes_a_pending_record_with_the_current_files(
+    repo: Path, tmp_path: Path
+) -> None:
     agent = Agent.start(repo, tmp_path / "agent")
     u1, _ = agent.prompt("P1", write("f.txt", "1"))
     result = agent.engine.before_fork(u1, has_ui=False)
@@ -153,7 +188,9 @@ def test_headless_fork_writes_a_pending_record_with_the_current_files(repo: Path
     assert tree_of_commit(repo, pending["current"]) == fresh_index_tree(repo)
 
 
-def test_the_fork_import_takes_only_the_pending_record_written_for_it(repo: Path, tmp_path: Path) -> None:
+def test_the_fork_import_takes_only_the_pending_record_written_for_it(
+    repo: Path, tmp_path: Path
+) -> None:
     """D13: a stale pending record (the parent went on after it) is not imported by a later fork."""
     agent = Agent.start(repo, tmp_path / "agent")
     u1, _ = agent.prompt("P1", write("f.txt", "1"))

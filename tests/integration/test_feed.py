@@ -150,7 +150,9 @@ def test_an_mmap_write_is_caught_by_verification(repo: Path, armed: tuple[Feed, 
     assert feed.counters.fed == fed
 
 
-def test_verification_agrees_when_the_feed_is_right(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
+def test_verification_agrees_when_the_feed_is_right(
+    repo: Path, armed: tuple[Feed, GitRepo]
+) -> None:
     feed, gitrepo = armed
     (repo / "d0" / "f.txt").write_text("x\n")
     (repo / "d9").mkdir()
@@ -164,8 +166,9 @@ def _snapshot_trees(pi: FakePi) -> list[str]:
     return [git(pi.cwd, "rev-parse", f"{c}^{{tree}}").strip() for c in commits]
 
 
-def test_the_bridge_process_captures_through_the_feed(repo: Path, isolated_env: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bridge_process_captures_through_the_feed(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REWIND_FEED_VERIFY_IDLE_S", "0.2")
     pi = FakePi(repo, isolated_env / ".pi" / "agent")
     try:
@@ -173,10 +176,12 @@ def test_the_bridge_process_captures_through_the_feed(repo: Path, isolated_env: 
         time.sleep(0.5)  # the watcher starts with the process; the verifier arms it when idle
         expected = []
         for i in range(4):
+
             def act(i: int = i) -> None:
                 (repo / "src").mkdir(exist_ok=True)
                 (repo / "src" / f"m{i}.py").write_text(f"print({i})\n")
                 (repo / "README.md").write_text(f"v{i}\n")
+
             expected.append(fresh_tree(repo))
             pi.prompt(f"prompt {i}", act)
             expected.append(fresh_tree(repo))
@@ -184,8 +189,11 @@ def test_the_bridge_process_captures_through_the_feed(repo: Path, isolated_env: 
         assert _snapshot_trees(pi) == expected
     finally:
         assert pi.close() == 0
-    status = json.loads((repo / ".git" / "pi-rewind" / "feed-status.json").read_text()) \
-        if (repo / ".git" / "pi-rewind" / "feed-status.json").exists() else None
+    status = (
+        json.loads((repo / ".git" / "pi-rewind" / "feed-status.json").read_text())
+        if (repo / ".git" / "pi-rewind" / "feed-status.json").exists()
+        else None
+    )
     assert status is None or status["mode"] != "full-scan", status
 
 
@@ -194,8 +202,11 @@ def test_a_full_disk_is_a_clear_error_not_an_internal_one(tmp_path: Path) -> Non
         pytest.skip("needs root to mount a small tmpfs")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                             capture_output=True, check=False)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+        capture_output=True,
+        check=False,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
@@ -218,8 +229,13 @@ def test_a_full_disk_is_a_clear_error_not_an_internal_one(tmp_path: Path) -> Non
                     handle.flush()
             except OSError:
                 pass
-        proc = subprocess.run([sys.executable, "-m", "ledger", "snapshot"], cwd=work,
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ledger", "snapshot"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
         assert proc.stderr.startswith("error: "), proc.stderr

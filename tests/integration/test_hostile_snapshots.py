@@ -36,8 +36,9 @@ class Builder:
         return str(self.r.create_blob(data))
 
     def tree(self, entries: Entries) -> str:
-        raw = b"".join(b"%o %s\0" % (mode, name) + bytes.fromhex(oid)
-                       for mode, name, oid in entries)
+        raw = b"".join(
+            b"%o %s\0" % (mode, name) + bytes.fromhex(oid) for mode, name, oid in entries
+        )
         return str(self.r.odb.write(pygit2.enums.ObjectType.TREE, raw))
 
     def entries(self, tree: str) -> Entries:
@@ -46,7 +47,10 @@ class Builder:
     def commit(self, tree: str) -> str:
         who = b"Rewind Test <rewind@example.com> 1700000000 +0000"
         raw = b"tree %s\nauthor %s\ncommitter %s\n\npi rewind snapshot\n" % (
-            tree.encode(), who, who)
+            tree.encode(),
+            who,
+            who,
+        )
         return str(self.r.odb.write(pygit2.enums.ObjectType.COMMIT, raw))
 
 
@@ -87,8 +91,7 @@ def dotdot_top(b: Builder, root: str, outside: Path) -> tuple[str, str]:
 
 def dotdot_deep(b: Builder, root: str, outside: Path) -> tuple[str, str]:
     evil = b.blob(b"escaped\n")
-    return (_with(b, root, _nest(b, [b"a", b"..", b"..", b".."], (BLOB, b"x.txt", evil))),
-            "'..'")
+    return (_with(b, root, _nest(b, [b"a", b"..", b"..", b".."], (BLOB, b"x.txt", evil))), "'..'")
 
 
 def dot(b: Builder, root: str, outside: Path) -> tuple[str, str]:
@@ -105,10 +108,21 @@ def dotgit_config(b: Builder, root: str, outside: Path) -> tuple[str, str]:
     return _with(b, root, _nest(b, [b".git"], (BLOB, b"config", cfg))), ".git"
 
 
-@pytest.mark.parametrize("spelling", [b".GIT", b".Git", b"git~1", b".git.", b".git ",
-                                      b".git::$INDEX_ALLOCATION", ".g\u200cit".encode()])
-def test_every_spelling_of_dotgit_is_refused(world: tuple[Path, Path, Builder, str],
-                                             spelling: bytes) -> None:
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        b".GIT",
+        b".Git",
+        b"git~1",
+        b".git.",
+        b".git ",
+        b".git::$INDEX_ALLOCATION",
+        ".g\u200cit".encode(),
+    ],
+)
+def test_every_spelling_of_dotgit_is_refused(
+    world: tuple[Path, Path, Builder, str], spelling: bytes
+) -> None:
     repo, outside, b, root = world
     commit = _with(b, root, _nest(b, [b"sub", spelling], (BLOB, b"config", b.blob(b"x"))))
     _assert_refused(repo, outside, commit, ".git")
@@ -162,10 +176,27 @@ def blob_entry_is_a_tree(b: Builder, root: str, outside: Path) -> tuple[str, str
     return _with(b, root, (BLOB, b"notafile", root)), "missing or not files"
 
 
-CASES: dict[str, Case] = {f.__name__: f for f in (
-    dotdot_top, dotdot_deep, dot, dotgit_hook, dotgit_config, dotgit_file, absolute,
-    slash_in_name, empty_name, duplicate_symlink_and_dir, symlinked_gitattributes,
-    symlinked_gitmodules, bad_mode, tree_entry_is_a_blob, missing_blob, blob_entry_is_a_tree)}
+CASES: dict[str, Case] = {
+    f.__name__: f
+    for f in (
+        dotdot_top,
+        dotdot_deep,
+        dot,
+        dotgit_hook,
+        dotgit_config,
+        dotgit_file,
+        absolute,
+        slash_in_name,
+        empty_name,
+        duplicate_symlink_and_dir,
+        symlinked_gitattributes,
+        symlinked_gitmodules,
+        bad_mode,
+        tree_entry_is_a_blob,
+        missing_blob,
+        blob_entry_is_a_tree,
+    )
+}
 
 
 def _assert_refused(repo: Path, outside: Path, commit: str, reason: str) -> UnsafeRestoreError:
@@ -190,8 +221,9 @@ def _assert_refused(repo: Path, outside: Path, commit: str, reason: str) -> Unsa
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_hostile_tree_is_refused_with_nothing_written(world: tuple[Path, Path, Builder, str],
-                                                      case: str) -> None:
+def test_hostile_tree_is_refused_with_nothing_written(
+    world: tuple[Path, Path, Builder, str], case: str
+) -> None:
     repo, outside, b, root = world
     commit, reason = CASES[case](b, root, outside)
     _assert_refused(repo, outside, commit, reason)
@@ -201,31 +233,42 @@ def test_hostile_tree_is_refused_with_nothing_written(world: tuple[Path, Path, B
 
 
 def test_writing_through_an_ignored_symlink_is_refused(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     write(repo, ".gitignore", "escape\n")
     os.symlink(outside, repo / "escape")  # ignored, so not in the current capture
     git_ignore = b.blob((repo / ".gitignore").read_bytes())
-    commit = _with(b, root, (BLOB, b".gitignore", git_ignore),
-                   _nest(b, [b"escape"], (BLOB, b"pwned.txt", b.blob(b"through the link\n"))))
+    commit = _with(
+        b,
+        root,
+        (BLOB, b".gitignore", git_ignore),
+        _nest(b, [b"escape"], (BLOB, b"pwned.txt", b.blob(b"through the link\n"))),
+    )
 
     error = _assert_refused(repo, outside, commit, "written through a symlink")
     assert error.paths == ["escape/pwned.txt"]
 
 
 def test_replacing_an_ignored_file_by_a_directory_is_refused(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     write(repo, ".gitignore", "*.log\n")
     write(repo, "cache.log", "the user's ignored file\n")
-    commit = _with(b, root, (BLOB, b".gitignore", b.blob(b"*.log\n")),
-                   _nest(b, [b"cache.log"], (BLOB, b"x", b.blob(b"x"))))
+    commit = _with(
+        b,
+        root,
+        (BLOB, b".gitignore", b.blob(b"*.log\n")),
+        _nest(b, [b"cache.log"], (BLOB, b"x", b.blob(b"x"))),
+    )
 
     _assert_refused(repo, outside, commit, "does not hold")
 
 
 def test_writing_into_an_ignored_nested_repository_is_refused(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     write(repo, ".gitignore", "vendor/\n")
     (repo / "vendor").mkdir()
@@ -236,7 +279,8 @@ def test_writing_into_an_ignored_nested_repository_is_refused(
 
 
 def test_a_captured_symlink_replaced_by_a_directory_is_unlinked_not_followed(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     os.symlink(outside, repo / "escape")  # captured: a symlink blob in the current tree
     commit = _with(b, root, _nest(b, [b"escape"], (BLOB, b"secret.txt", b.blob(b"inside\n"))))
@@ -250,7 +294,8 @@ def test_a_captured_symlink_replaced_by_a_directory_is_unlinked_not_followed(
 
 
 def test_a_symlink_in_the_snapshot_is_restored_as_a_link_and_never_followed(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     commit = _with(b, root, (LINK, b"to-outside", b.blob(os.fsencode(outside / "secret.txt"))))
     before_outside = files(outside)
@@ -262,11 +307,11 @@ def test_a_symlink_in_the_snapshot_is_restored_as_a_link_and_never_followed(
 
 
 def test_a_hostile_entry_deep_in_an_unchanged_looking_tree_is_found(
-        world: tuple[Path, Path, Builder, str]) -> None:
+    world: tuple[Path, Path, Builder, str],
+) -> None:
     repo, outside, b, root = world
     src = next(e for e in b.entries(root) if e[1] == b"src")
-    hostile_src = b.tree(b.entries(src[2]) + [_nest(b, [b".git"], (BLOB, b"config",
-                                                                   b.blob(b"x")))])
+    hostile_src = b.tree(b.entries(src[2]) + [_nest(b, [b".git"], (BLOB, b"config", b.blob(b"x")))])
     entries = [e for e in b.entries(root) if e[1] != b"src"] + [(TREE, b"src", hostile_src)]
     commit = b.commit(b.tree(entries))
 

@@ -27,8 +27,13 @@ def snapshot_commit(repo: Path, content: str) -> str:
 
 
 def user(entry_id: str, parent: str | None, text: str = "P") -> dict:
-    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-11-22T03:00:01.000Z",
-            "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}}
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2026-11-22T03:00:01.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1},
+    }
 
 
 def write_session(path: Path, header: dict, entries: list[dict]) -> Path:
@@ -38,7 +43,13 @@ def write_session(path: Path, header: dict, entries: list[dict]) -> Path:
 
 
 def header(session_id: str, cwd: Path, parent: Path | str | None = None) -> dict:
-    h = {"type": "session", "version": 3, "id": session_id, "timestamp": "2026-11-22T03:00:00.000Z", "cwd": str(cwd)}
+    h = {
+        "type": "session",
+        "version": 3,
+        "id": session_id,
+        "timestamp": "2026-11-22T03:00:00.000Z",
+        "cwd": str(cwd),
+    }
     if parent is not None:
         h["parentSession"] = str(parent)
     return h
@@ -46,11 +57,23 @@ def header(session_id: str, cwd: Path, parent: Path | str | None = None) -> dict
 
 def test_a_fork_child_resolves_entries_bound_in_its_parent(repo: Path, tmp_path: Path) -> None:
     c1 = snapshot_commit(repo, "one\n")
-    parent = write_session(tmp_path / "parent.jsonl", header("p", repo), [
-        user("u0000001", None),
-        custom_entry(TURN, build_turn([("u0000001", c1)]).to_data(), "r0000001", "u0000001", "2026-11-22T03:00:02.000Z"),
-    ])
-    child = create_session_file(tmp_path / "sessions", str(repo), [user("u0000001", None)], parent_session=str(parent))
+    parent = write_session(
+        tmp_path / "parent.jsonl",
+        header("p", repo),
+        [
+            user("u0000001", None),
+            custom_entry(
+                TURN,
+                build_turn([("u0000001", c1)]).to_data(),
+                "r0000001",
+                "u0000001",
+                "2026-11-22T03:00:02.000Z",
+            ),
+        ],
+    )
+    child = create_session_file(
+        tmp_path / "sessions", str(repo), [user("u0000001", None)], parent_session=str(parent)
+    )
     reader = LineageReader()
     lineage = reader.lineage(child)
     assert [link.session_id for link in lineage.links][1] == "p"
@@ -59,13 +82,27 @@ def test_a_fork_child_resolves_entries_bound_in_its_parent(repo: Path, tmp_path:
     assert (sha, link.session_id) == (c1, "p")
 
 
-def test_the_nearest_existing_binding_wins_and_pruned_commits_are_skipped(repo: Path, tmp_path: Path) -> None:
+def test_the_nearest_existing_binding_wins_and_pruned_commits_are_skipped(
+    repo: Path, tmp_path: Path
+) -> None:
     good = snapshot_commit(repo, "good\n")
     pruned = "0123456789abcdef0123456789abcdef01234567"
-    grand = write_session(tmp_path / "g.jsonl", header("g", repo), [
-        user("u0000001", None), custom_entry(TURN, build_turn([("u0000001", good)]).to_data(), "r1", "u0000001", "t")])
-    mid = write_session(tmp_path / "m.jsonl", header("m", repo, grand), [
-        user("u0000001", None), custom_entry(TURN, build_turn([("u0000001", pruned)]).to_data(), "r1", "u0000001", "t")])
+    grand = write_session(
+        tmp_path / "g.jsonl",
+        header("g", repo),
+        [
+            user("u0000001", None),
+            custom_entry(TURN, build_turn([("u0000001", good)]).to_data(), "r1", "u0000001", "t"),
+        ],
+    )
+    mid = write_session(
+        tmp_path / "m.jsonl",
+        header("m", repo, grand),
+        [
+            user("u0000001", None),
+            custom_entry(TURN, build_turn([("u0000001", pruned)]).to_data(), "r1", "u0000001", "t"),
+        ],
+    )
     lineage = LineageReader().lineage(mid)
     exists = GitRepo.discover(repo).commit_exists
     assert lineage.resolve("u0000001", exists) == (good, lineage.links[1])
@@ -90,19 +127,30 @@ def test_a_self_parent_and_a_symlinked_parent_count_as_cycles(tmp_path: Path) ->
 
 
 def test_a_missing_or_broken_parent_ends_the_walk_with_a_warning(tmp_path: Path) -> None:
-    missing = write_session(tmp_path / "c.jsonl", header("c", tmp_path, tmp_path / "gone.jsonl"), [])
+    missing = write_session(
+        tmp_path / "c.jsonl", header("c", tmp_path, tmp_path / "gone.jsonl"), []
+    )
     lineage = LineageReader().lineage(missing)
     assert len(lineage.links) == 1 and "unreadable" in lineage.warnings[0]
     (tmp_path / "broken.jsonl").write_text("garbage\n")
-    broken = write_session(tmp_path / "d.jsonl", header("d", tmp_path, tmp_path / "broken.jsonl"), [])
+    broken = write_session(
+        tmp_path / "d.jsonl", header("d", tmp_path, tmp_path / "broken.jsonl"), []
+    )
     assert "not a Pi session file" in LineageReader().lineage(broken).warnings[0]
 
 
 def test_a_relative_parent_path_resolves_against_the_header_cwd(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
-    parent = write_session(tmp_path / "work" / "sessions" / "p.jsonl", header("p", tmp_path / "work"), [])
-    child = write_session(tmp_path / "elsewhere" / "c.jsonl", header("c", tmp_path / "work", "sessions/p.jsonl"), [])
-    assert [l.path for l in LineageReader().lineage(child).links] == [child.resolve(), parent.resolve()]
+    parent = write_session(
+        tmp_path / "work" / "sessions" / "p.jsonl", header("p", tmp_path / "work"), []
+    )
+    child = write_session(
+        tmp_path / "elsewhere" / "c.jsonl", header("c", tmp_path / "work", "sessions/p.jsonl"), []
+    )
+    assert [l.path for l in LineageReader().lineage(child).links] == [
+        child.resolve(),
+        parent.resolve(),
+    ]
 
 
 def test_the_cache_sees_a_changed_file(tmp_path: Path) -> None:
@@ -111,7 +159,12 @@ def test_the_cache_sees_a_changed_file(tmp_path: Path) -> None:
     assert reader.load(path).view.entry_to_commit == {}
     sha = "a" * 40
     with path.open("ab") as f:
-        f.write(orjson.dumps(custom_entry(TURN, build_turn([("u0000001", sha)]).to_data(), "r1", "u0000001", "t")) + b"\n")
+        f.write(
+            orjson.dumps(
+                custom_entry(TURN, build_turn([("u0000001", sha)]).to_data(), "r1", "u0000001", "t")
+            )
+            + b"\n"
+        )
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
     assert reader.load(path).view.entry_to_commit == {"u0000001": sha}
 
@@ -121,10 +174,16 @@ def test_the_real_pi_fork_chain_resolves(tmp_path: Path) -> None:
     fork = session_file(root, "agent", "fork")
     clone = session_file(root, "agent", "clone")
     lineage = LineageReader().lineage(clone)
-    assert [l.path for l in lineage.links] == [clone.resolve(), fork.resolve(), session_file(root, "agent", "parent").resolve()]
+    assert [l.path for l in lineage.links] == [
+        clone.resolve(),
+        fork.resolve(),
+        session_file(root, "agent", "parent").resolve(),
+    ]
     assert lineage.warnings == []
     orphan_fork = session_file(root, "agent", "forkFromFirstUserMessage")
-    assert len(LineageReader().lineage(orphan_fork).links) == 1, "Pi wrote no parentSession (quirk 12.2)"
+    assert len(LineageReader().lineage(orphan_fork).links) == 1, (
+        "Pi wrote no parentSession (quirk 12.2)"
+    )
 
 
 @pytest.mark.parametrize("name", ["crossProjectFork", "handoff", "fork", "cloneWithOrphans"])

@@ -27,7 +27,9 @@ def test_the_sample_has_every_scenario() -> None:
 
 
 @pytest.mark.parametrize(("name", "relative"), CASES, ids=[c[0] for c in CASES])
-def test_reader_matches_pi_on_header_leaf_branch_and_labels(name: str, relative: Path, relocated: dict) -> None:
+def test_reader_matches_pi_on_header_leaf_branch_and_labels(
+    name: str, relative: Path, relocated: dict
+) -> None:
     path, expected = relocated[name]
     assert path.exists()
     session = read_session(path)
@@ -56,7 +58,10 @@ def test_reader_tree_matches_pi_get_tree(name: str, relative: Path, relocated: d
             "childIds": [child.id for child in session.children(entry.id)],
         }
         ours.append(node)
-    theirs = [{k: n[k] for k in ("depth", "id", "parentId", "type", "label", "childIds")} for n in expected["tree"]]
+    theirs = [
+        {k: n[k] for k in ("depth", "id", "parentId", "type", "label", "childIds")}
+        for n in expected["tree"]
+    ]
     assert ours == theirs
     # Per-type details Pi's flattening shows (role, text, toolName, command, customType, …).
     for (depth, entry), node in zip(session.tree(), expected["tree"]):
@@ -107,18 +112,26 @@ def test_legacy_inputs_migrate_in_memory_like_pi(version: str, tmp_path: Path) -
     pi_position = {e.id: i for i, e in enumerate(pis.entries)}
     for mine, theirs in zip(ours.entries, pis.entries):
         assert list(mine.raw) == list(theirs.raw), "keys in Pi's order"
-        assert {k: v for k, v in mine.raw.items() if k not in ("id", "parentId", "firstKeptEntryId")} == \
-            {k: v for k, v in theirs.raw.items() if k not in ("id", "parentId", "firstKeptEntryId")}
+        assert {
+            k: v for k, v in mine.raw.items() if k not in ("id", "parentId", "firstKeptEntryId")
+        } == {
+            k: v for k, v in theirs.raw.items() if k not in ("id", "parentId", "firstKeptEntryId")
+        }
         if mine.parent_id is None:
             assert theirs.parent_id is None
         else:
             assert position[mine.parent_id] == pi_position[theirs.parent_id]
         if "firstKeptEntryId" in theirs.raw:
-            assert position[mine.raw["firstKeptEntryId"]] == pi_position[theirs.raw["firstKeptEntryId"]]
+            assert (
+                position[mine.raw["firstKeptEntryId"]]
+                == pi_position[theirs.raw["firstKeptEntryId"]]
+            )
     if version == "v2":
         assert [e.id for e in ours.entries] == [e.id for e in pis.entries]
 
 
 def test_migrated_ids_are_stable_across_reads() -> None:
     source = SAMPLE / manifest()["scenarios"]["legacy"]["files"]["v1"]["input"]
-    assert [e.id for e in read_session(source).entries] == [e.id for e in read_session(source).entries]
+    assert [e.id for e in read_session(source).entries] == [
+        e.id for e in read_session(source).entries
+    ]

@@ -23,12 +23,14 @@ from tests.enginekit import Agent, fresh_index_tree, tree_of_commit
 def _session(repo: Path, agent_dir: Path) -> Agent:
     agent = Agent.start(repo, agent_dir)
     for n in range(3):
+
         def change(r: Path, n: int = n) -> None:
             (r / "src").mkdir(exist_ok=True)
             (r / "src" / f"m{n}.py").write_text(f"print({n})\n")
             (r / "README.md").write_text(f"hello {n}\n")
             (r / "run.sh").write_text("#!/bin/sh\n")
             (r / "run.sh").chmod(0o755 if n % 2 else 0o644)
+
         agent.prompt(f"step {n}", change)
     return agent
 
@@ -44,7 +46,9 @@ def _snapshot_files(store_repo: Path) -> set[str]:
     return set(Store(GitRepo.discover(store_repo)).snapshots())
 
 
-def test_export_import_into_a_fresh_clone_restores_every_point_byte_exactly(repo: Path, tmp_path: Path) -> None:
+def test_export_import_into_a_fresh_clone_restores_every_point_byte_exactly(
+    repo: Path, tmp_path: Path
+) -> None:
     agent = _session(repo, tmp_path / "agent")
     archive = tmp_path / "s.rewind"
     report = export_archive(GitRepo.discover(repo), agent.session_file, archive)
@@ -62,8 +66,17 @@ def test_export_import_into_a_fresh_clone_restores_every_point_byte_exactly(repo
     points = LineageReader().lineage(target).points(GitRepo.discover(clone).commit_exists)
     assert len(points) >= 6
     for entry_id, (sha, _link) in points.items():
-        result = run_process("restore", target, entry_id, "--mode", "files", "--yes", "--agent-dir", other_agent,
-                             cwd=clone)
+        result = run_process(
+            "restore",
+            target,
+            entry_id,
+            "--mode",
+            "files",
+            "--yes",
+            "--agent-dir",
+            other_agent,
+            cwd=clone,
+        )
         assert result.code == 0, result.err
         assert fresh_index_tree(clone) == tree_of_commit(clone, sha), entry_id
     again = import_archive(GitRepo.discover(clone), other_agent, archive)
@@ -72,8 +85,16 @@ def test_export_import_into_a_fresh_clone_restores_every_point_byte_exactly(repo
 
 def test_lineage_survives_an_exported_fork_chain(repo: Path, tmp_path: Path) -> None:
     agent = _session(repo, tmp_path / "agent")
-    result = run_process("fork", agent.session_file, agent.session().branch()[-2].id, "--json", "--yes",
-                         "--agent-dir", agent.agent_dir, cwd=repo)
+    result = run_process(
+        "fork",
+        agent.session_file,
+        agent.session().branch()[-2].id,
+        "--json",
+        "--yes",
+        "--agent-dir",
+        agent.agent_dir,
+        cwd=repo,
+    )
     assert result.code == 0, result.err
     child = Path(result.json_lines()[0]["child"])
     archive = tmp_path / "fork.rewind"
@@ -86,8 +107,9 @@ def test_lineage_survives_an_exported_fork_chain(repo: Path, tmp_path: Path) -> 
     assert [link.path for link in chain.links] == [child_copy.resolve(), parent_copy.resolve()]
     original = open_review(GitRepo.discover(repo), child)
     copy = open_review(GitRepo.discover(clone), child_copy)
-    assert [(s.entry_id, s.before, s.after) for s in copy.steps] == \
-           [(s.entry_id, s.before, s.after) for s in original.steps]
+    assert [(s.entry_id, s.before, s.after) for s in copy.steps] == [
+        (s.entry_id, s.before, s.after) for s in original.steps
+    ]
 
 
 def test_a_bare_repository_works_as_the_remote(repo: Path, tmp_path: Path) -> None:
@@ -100,13 +122,19 @@ def test_a_bare_repository_works_as_the_remote(repo: Path, tmp_path: Path) -> No
     assert git(bare, "for-each-ref", "refs/pi-rewind/").count("refs/pi-rewind/sessions/") == 1
     clone = tmp_path / "teammate"
     git(tmp_path, "clone", "-q", str(bare), str(clone))
-    imported = import_remote(GitRepo.discover(clone), tmp_path / "agent2", "origin", report.session_id[:13])
+    imported = import_remote(
+        GitRepo.discover(clone), tmp_path / "agent2", "origin", report.session_id[:13]
+    )
     assert imported.appended == report.snapshots
-    assert _snapshot_files(clone) >= _snapshot_files(repo) & set(Store(GitRepo.discover(clone)).snapshots())
+    assert _snapshot_files(clone) >= _snapshot_files(repo) & set(
+        Store(GitRepo.discover(clone)).snapshots()
+    )
     again = import_remote(GitRepo.discover(clone), tmp_path / "agent2", "origin", report.session_id)
     assert again.noop
     before = set(git(clone, "for-each-ref", "--format=%(refname)").split())
-    assert "refs/pi-rewind/store" in before and not any(r.startswith("refs/pi-rewind/sessions") for r in before)
+    assert "refs/pi-rewind/store" in before and not any(
+        r.startswith("refs/pi-rewind/sessions") for r in before
+    )
 
 
 def _tamper(archive: Path, out: Path, edit) -> Path:
@@ -128,10 +156,12 @@ def _state(clone: Path, agent_dir: Path) -> tuple[str, list[str]]:
     return refs, files + objects
 
 
-@pytest.mark.parametrize("attack", ["dotdot", "absolute", "symlink", "extra", "truncated", "not-snapshot",
-                                    "checksum"])
-def test_hostile_or_corrupt_archives_are_refused_with_nothing_written(repo: Path, tmp_path: Path,
-                                                                      attack: str) -> None:
+@pytest.mark.parametrize(
+    "attack", ["dotdot", "absolute", "symlink", "extra", "truncated", "not-snapshot", "checksum"]
+)
+def test_hostile_or_corrupt_archives_are_refused_with_nothing_written(
+    repo: Path, tmp_path: Path, attack: str
+) -> None:
     agent = _session(repo, tmp_path / "agent")
     archive = tmp_path / "good.rewind"
     export_archive(GitRepo.discover(repo), agent.session_file, archive)
@@ -156,18 +186,33 @@ def test_hostile_or_corrupt_archives_are_refused_with_nothing_written(repo: Path
         data = archive.read_bytes()
         bad.write_bytes(data[: len(data) * 2 // 3])
     elif attack == "checksum":
+
         def flip(members):
-            return [(i, d.replace(b"step 1", b"step X") if i.name == "sessions/0.jsonl" else d) for i, d in members]
+            return [
+                (i, d.replace(b"step 1", b"step X") if i.name == "sessions/0.jsonl" else d)
+                for i, d in members
+            ]
+
         _tamper(archive, bad, flip)
     else:  # a bundle whose commit is an ordinary commit, manifest rewritten to match
         from ledger.portable.archive import Manifest, sha256, write_archive
         from ledger.portable.objects import SNAPSHOT_REF_PREFIX, pack_objects
+
         contents = read_archive(archive)
         head = git(repo, "rev-parse", "HEAD").strip()
-        bundle = (b"# v2 git bundle\n" + f"{head} {SNAPSHOT_REF_PREFIX}{head}\n\n".encode()
-                  + pack_objects(GitRepo.discover(repo), [head]))
-        manifest = Manifest(**{**contents.manifest.__dict__, "snapshots": [head], "bundle_sha256": sha256(bundle),
-                               "bundle_size": len(bundle)})
+        bundle = (
+            b"# v2 git bundle\n"
+            + f"{head} {SNAPSHOT_REF_PREFIX}{head}\n\n".encode()
+            + pack_objects(GitRepo.discover(repo), [head])
+        )
+        manifest = Manifest(
+            **{
+                **contents.manifest.__dict__,
+                "snapshots": [head],
+                "bundle_sha256": sha256(bundle),
+                "bundle_size": len(bundle),
+            }
+        )
         write_archive(bad, manifest, contents.sessions, bundle)
     clone = tmp_path / "empty-clone"
     git(tmp_path, "init", "-q", str(clone))

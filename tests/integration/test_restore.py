@@ -31,8 +31,9 @@ def snapshot(repo: Path, settings: SnapshotSettings = NO_PROTECTION) -> str:
     return take_snapshot(GitRepo.discover(repo), settings, last_exact=None).commit
 
 
-def restore(repo: Path, commit: str, settings: SnapshotSettings = NO_PROTECTION,
-            **kwargs: object) -> RestoreOutcome:
+def restore(
+    repo: Path, commit: str, settings: SnapshotSettings = NO_PROTECTION, **kwargs: object
+) -> RestoreOutcome:
     gitrepo = GitRepo.discover(repo)
     return restore_commit(gitrepo, commit, settings, **kwargs)  # type: ignore[arg-type]
 
@@ -79,10 +80,22 @@ def git_restore_files(repo: Path, commit: str) -> dict[str, tuple[object, ...]]:
     with tempfile.TemporaryDirectory(prefix="oracle-") as tmp:
         work = Path(tmp) / "wt"
         work.mkdir()
-        env = {"GIT_DIR": str(repo / ".git"), "GIT_WORK_TREE": str(work),
-               "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git(work, "-c", "core.autocrlf=false", "restore", f"--source={commit}", "--worktree",
-            "--", ".", env=env)
+        env = {
+            "GIT_DIR": str(repo / ".git"),
+            "GIT_WORK_TREE": str(work),
+            "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+        }
+        git(
+            work,
+            "-c",
+            "core.autocrlf=false",
+            "restore",
+            f"--source={commit}",
+            "--worktree",
+            "--",
+            ".",
+            env=env,
+        )
         return files(work)
 
 
@@ -90,7 +103,8 @@ def git_restore_files(repo: Path, commit: str) -> dict[str, tuple[object, ...]]:
 
 
 def test_restore_brings_back_modified_and_deleted_files_and_removes_created_ones(
-        repo: Path) -> None:
+    repo: Path,
+) -> None:
     write(repo, "src/app.py", "print('v1')\n")
     write(repo, "src/deep/nested/mod.py", "x = 1\n")
     write(repo, "notes.txt", "untracked but captured\n")
@@ -121,8 +135,11 @@ def test_restore_writes_only_the_paths_that_differ(repo: Path) -> None:
         write(repo, f"pkg/m{i}.py", f"v = {i}\n")
     point = snapshot(repo)
     write(repo, "pkg/m3.py", "v = 'changed'\n")
-    untouched = {p: (p.stat().st_ino, p.stat().st_mtime_ns)
-                 for p in (repo / "pkg").iterdir() if p.name != "m3.py"}
+    untouched = {
+        p: (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in (repo / "pkg").iterdir()
+        if p.name != "m3.py"
+    }
 
     outcome = restore(repo, point)
 
@@ -183,10 +200,20 @@ def test_restore_switches_files_directories_and_symlinks_in_both_directions(repo
     assert files(repo) == before
 
 
-@pytest.mark.parametrize("name", [
-    "ünïcödé/ファイル.txt", "*.txt", "[ab].txt", ":(exclude)magic", "-dash.txt",
-    "with space/and tab\t.txt", "back\\slash", "new\nline.txt", "caf\u00e9 (NFC).txt",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ünïcödé/ファイル.txt",
+        "*.txt",
+        "[ab].txt",
+        ":(exclude)magic",
+        "-dash.txt",
+        "with space/and tab\t.txt",
+        "back\\slash",
+        "new\nline.txt",
+        "caf\u00e9 (NFC).txt",
+    ],
+)
 def test_restore_handles_unicode_and_pathspec_magic_names(repo: Path, name: str) -> None:
     write(repo, name, "original\n")
     write(repo, "ab.txt", "must not be matched by a glob\n")
@@ -275,8 +302,7 @@ def test_user_index_head_and_branch_are_never_touched(repo: Path) -> None:
     assert git(repo, "diff", "--cached", "--name-status") == staged
 
 
-def test_restoring_the_current_state_changes_nothing_and_takes_no_undo_snapshot(
-        repo: Path) -> None:
+def test_restoring_the_current_state_changes_nothing_and_takes_no_undo_snapshot(repo: Path) -> None:
     point = snapshot(repo)
     count = store_snapshots(repo)
     state = user_state(repo)
@@ -311,8 +337,9 @@ def test_undo_snapshot_reuses_the_latest_exact_snapshot(repo: Path) -> None:
     latest = take_snapshot(gitrepo, NO_PROTECTION, last_exact=None)
     count = store_snapshots(repo)
 
-    outcome = restore_commit(gitrepo, point, NO_PROTECTION,
-                             last_exact=LastExact(latest.commit, latest.tree))
+    outcome = restore_commit(
+        gitrepo, point, NO_PROTECTION, last_exact=LastExact(latest.commit, latest.tree)
+    )
 
     assert outcome.undo_commit == latest.commit and outcome.undo_reused
     assert store_snapshots(repo) == count
@@ -329,15 +356,17 @@ def test_plan_restore_lists_the_changes_and_changes_nothing(repo: Path) -> None:
 
     plan = plan_restore(GitRepo.discover(repo), point, NO_PROTECTION)
 
-    assert plan.to_json() == {"added": ["old.txt"], "modified": ["keep.txt"],
-                              "deleted": ["new.txt"]}
+    assert plan.to_json() == {
+        "added": ["old.txt"],
+        "modified": ["keep.txt"],
+        "deleted": ["new.txt"],
+    }
     assert not plan.noop and plan.target_commit == point
     assert plan.current_tree == fresh_tree(repo)
     assert user_state(repo)["worktree"] == state["worktree"]
 
 
-def test_restore_warns_when_the_point_was_recorded_on_another_branch_or_head(
-        repo: Path) -> None:
+def test_restore_warns_when_the_point_was_recorded_on_another_branch_or_head(repo: Path) -> None:
     write(repo, "a.txt", "on main\n")
     point = snapshot(repo)
     main_head = git(repo, "rev-parse", "HEAD").strip()

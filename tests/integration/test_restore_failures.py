@@ -65,7 +65,8 @@ def rich(repo: Path) -> tuple[Path, str]:
 @pytest.mark.parametrize("verify", ["paths", "capture"])
 @pytest.mark.parametrize("step", STEPS)
 def test_a_failure_at_any_step_leaves_the_work_tree_exactly_as_before(
-        rich: tuple[Path, str], step: str, verify: str) -> None:
+    rich: tuple[Path, str], step: str, verify: str
+) -> None:
     repo, point = rich
     _diverge(repo)
     before = files(repo)
@@ -92,7 +93,8 @@ def test_the_fault_hook_sees_every_step_in_order(rich: tuple[Path, str]) -> None
 
 
 def test_a_failing_rollback_leaves_the_journal_open_and_recovery_brings_every_byte_back(
-        rich: tuple[Path, str]) -> None:
+    rich: tuple[Path, str],
+) -> None:
     repo, point = rich
     _diverge(repo)
     before = files(repo)
@@ -131,15 +133,22 @@ def test_the_capture_index_stays_locked_for_the_whole_restore(rich: tuple[Path, 
     _diverge(repo)
     seen: list[str] = []
 
-    probe = ("import sys\nfrom pathlib import Path\nfrom ledger.errors import GitError\n"
-             "from ledger.git.index import PrivateIndex\ntry:\n"
-             "    with PrivateIndex(Path(sys.argv[1])).locked(timeout_s=0.05): print('acquired')\n"
-             "except GitError as exc: print(exc.message)\n")
+    probe = (
+        "import sys\nfrom pathlib import Path\nfrom ledger.errors import GitError\n"
+        "from ledger.git.index import PrivateIndex\ntry:\n"
+        "    with PrivateIndex(Path(sys.argv[1])).locked(timeout_s=0.05): print('acquired')\n"
+        "except GitError as exc: print(exc.message)\n"
+    )
 
     def try_lock(step: str) -> None:
         # Another process must be kept out for the whole restore (this one may re-enter).
-        other = subprocess.run([sys.executable, "-c", probe, str(repo / ".git")], capture_output=True,
-                               text=True, check=True, cwd=ROOT)
+        other = subprocess.run(
+            [sys.executable, "-c", probe, str(repo / ".git")],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        )
         assert "locked by another process" in other.stdout, (step, other.stdout, other.stderr)
         seen.append(step)
 
@@ -149,8 +158,7 @@ def test_the_capture_index_stays_locked_for_the_whole_restore(rich: tuple[Path, 
         pass  # released afterwards
 
 
-def test_a_directory_appearing_where_a_file_goes_stops_the_restore_and_survives(
-        repo: Path) -> None:
+def test_a_directory_appearing_where_a_file_goes_stops_the_restore_and_survives(repo: Path) -> None:
     write(repo, "restored.txt", "at the point\n")
     point = snapshot(repo)
     (repo / "restored.txt").unlink()
@@ -208,7 +216,8 @@ def test_capture_verification_sees_a_concurrent_edit_elsewhere_and_leaves_it(rep
 
 
 def test_a_failure_after_a_submodule_checkout_puts_its_head_back(
-        superproject: tuple[Path, dict[str, str]]) -> None:  # noqa: F811
+    superproject: tuple[Path, dict[str, str]],
+) -> None:
     sup, points = superproject
     head = git(sup / "nested", "rev-parse", "HEAD").strip()
 

@@ -54,7 +54,8 @@ def superproject(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def test_case_15_restore_checks_a_submodule_out_detached_at_its_gitlink_commit(
-        superproject: tuple[Path, dict[str, str]]) -> None:
+    superproject: tuple[Path, dict[str, str]],
+) -> None:
     sup, points = superproject
     write(sup, "top.txt", "changed in the superproject\n")
 
@@ -70,7 +71,8 @@ def test_case_15_restore_checks_a_submodule_out_detached_at_its_gitlink_commit(
 
 
 def test_case_16_restore_refuses_to_remove_a_submodule(
-        superproject: tuple[Path, dict[str, str]]) -> None:
+    superproject: tuple[Path, dict[str, str]],
+) -> None:
     sup, points = superproject
     state = user_state(sup)
     count = store_snapshots(sup)
@@ -85,8 +87,9 @@ def test_case_16_restore_refuses_to_remove_a_submodule(
     assert store_snapshots(sup) == count  # refused before the undo snapshot
 
 
-def test_restore_refuses_to_add_a_submodule(superproject: tuple[Path, dict[str, str]],
-                                            tmp_path: Path) -> None:
+def test_restore_refuses_to_add_a_submodule(
+    superproject: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     sup, points = superproject
     git(sup, "rm", "-q", "-r", "--cached", "nested")
     os.rename(sup / "nested", tmp_path / "moved-away")
@@ -101,7 +104,8 @@ def test_restore_refuses_to_add_a_submodule(superproject: tuple[Path, dict[str, 
 
 
 def test_restore_with_a_dirty_submodule_is_refused_before_any_change(
-        superproject: tuple[Path, dict[str, str]]) -> None:
+    superproject: tuple[Path, dict[str, str]],
+) -> None:
     sup, points = superproject
     write(sup / "nested", "file.txt", "dirty\n")
     state = user_state(sup)
@@ -148,7 +152,8 @@ def test_case_19_exact_bytes_with_core_autocrlf_enabled(repo: Path) -> None:
 
 
 def test_d2_an_untracked_file_renamed_since_the_point_exists_only_under_its_old_name(
-        repo: Path) -> None:
+    repo: Path,
+) -> None:
     write(repo, "old.txt", "identical content\n" * 10)
     point = snapshot(repo)
     (repo / "old.txt").rename(repo / "new.txt")
@@ -160,8 +165,7 @@ def test_d2_an_untracked_file_renamed_since_the_point_exists_only_under_its_old_
     assert outcome.plan.added == ("old.txt",) and outcome.plan.deleted == ("new.txt",)
 
 
-def test_d5_a_restore_started_from_a_subdirectory_covers_the_whole_repository(
-        repo: Path) -> None:
+def test_d5_a_restore_started_from_a_subdirectory_covers_the_whole_repository(repo: Path) -> None:
     write(repo, "sub/dir/inside.txt", "inside v1\n")
     write(repo, "outside.txt", "outside v1\n")
     write(repo, "other/file.txt", "other v1\n")
@@ -200,8 +204,7 @@ def test_d15_a_tracked_file_matching_an_ignore_rule_is_not_deleted(repo: Path) -
     assert git(repo, "ls-files", "build") == "build/keep.txt\n"
 
 
-def test_d6_an_embedded_repository_created_after_the_point_refuses_the_restore(
-        repo: Path) -> None:
+def test_d6_an_embedded_repository_created_after_the_point_refuses_the_restore(repo: Path) -> None:
     point = snapshot(repo)
     inner = repo / "vendor/lib"
     inner.mkdir(parents=True)

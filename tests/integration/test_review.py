@@ -22,6 +22,7 @@ def _write(rel: str, data: bytes | str, mode: int | None = None):
         path.write_bytes(data.encode() if isinstance(data, str) else data)
         if mode is not None:
             os.chmod(path, mode)
+
     return change
 
 
@@ -29,6 +30,7 @@ def _many(*changes):
     def change(repo: Path) -> None:
         for c in changes:
             c(repo)
+
     return change
 
 
@@ -38,6 +40,7 @@ def _symlink(rel: str, target: str):
         if path.is_symlink() or path.exists():
             path.unlink()
         path.symlink_to(target)
+
     return change
 
 
@@ -55,21 +58,40 @@ def recorded(repo: Path, tmp_path: Path) -> tuple[Agent, dict[str, object]]:
     agent = Agent.start(repo, tmp_path / "agent")
     body = "".join(f"line {i}\n" for i in range(40))
     ids: dict[str, object] = {}
-    ids["p1"] = agent.prompt("Create the files", _many(
-        _write("src/app.py", "def main():\n" + body), _write("notes.txt", "no newline at end"),
-        _write("empty.txt", ""), _write("tool.sh", "#!/bin/sh\necho hi\n")))
-    ids["p2"] = agent.prompt("Edit, binary, link, chmod", _many(
-        _write("src/app.py", "def main():\n" + body.replace("line 20\n", "LINE 20\n")),
-        _write("notes.txt", "still no newline"), _write("blob.bin", b"\x00\x01\x02binary"),
-        _symlink("link", "notes.txt"), lambda r: os.chmod(r / "tool.sh", 0o755)),
-        _many(_write("second.txt", "turn two\n"), _delete("empty.txt")))
-    ids["p3"] = agent.prompt("Rename and retarget", _many(
-        lambda r: (r / "second.txt").rename(r / "renamed.txt"), _symlink("link", "src/app.py"),
-        _write("blob.bin", b"\x00\x03other")))
+    ids["p1"] = agent.prompt(
+        "Create the files",
+        _many(
+            _write("src/app.py", "def main():\n" + body),
+            _write("notes.txt", "no newline at end"),
+            _write("empty.txt", ""),
+            _write("tool.sh", "#!/bin/sh\necho hi\n"),
+        ),
+    )
+    ids["p2"] = agent.prompt(
+        "Edit, binary, link, chmod",
+        _many(
+            _write("src/app.py", "def main():\n" + body.replace("line 20\n", "LINE 20\n")),
+            _write("notes.txt", "still no newline"),
+            _write("blob.bin", b"\x00\x01\x02binary"),
+            _symlink("link", "notes.txt"),
+            lambda r: os.chmod(r / "tool.sh", 0o755),
+        ),
+        _many(_write("second.txt", "turn two\n"), _delete("empty.txt")),
+    )
+    ids["p3"] = agent.prompt(
+        "Rename and retarget",
+        _many(
+            lambda r: (r / "second.txt").rename(r / "renamed.txt"),
+            _symlink("link", "src/app.py"),
+            _write("blob.bin", b"\x00\x03other"),
+        ),
+    )
     return agent, ids
 
 
-def test_every_step_patch_is_byte_for_byte_git_diff(recorded: tuple[Agent, dict[str, object]]) -> None:
+def test_every_step_patch_is_byte_for_byte_git_diff(
+    recorded: tuple[Agent, dict[str, object]],
+) -> None:
     agent, _ids = recorded
     review = open_review(GitRepo.discover(agent.repo), agent.session_file)
     kinds = [s.kind for s in review.steps]
@@ -80,7 +102,9 @@ def test_every_step_patch_is_byte_for_byte_git_diff(recorded: tuple[Agent, dict[
         assert diff.patch == _git_diff(agent.repo, step.before, step.after), step
 
 
-def test_a_prompt_spans_all_its_turns_and_a_turn_only_itself(recorded: tuple[Agent, dict[str, object]]) -> None:
+def test_a_prompt_spans_all_its_turns_and_a_turn_only_itself(
+    recorded: tuple[Agent, dict[str, object]],
+) -> None:
     agent, ids = recorded
     user2, (turn_a, turn_b) = ids["p2"]  # type: ignore[misc]
     repo = GitRepo.discover(agent.repo)
@@ -112,7 +136,9 @@ def test_renames_are_detected_only_when_asked(recorded: tuple[Agent, dict[str, o
     assert renamed.diff.patch == _git_diff(agent.repo, step.before, step.after, "-M")  # type: ignore[arg-type, union-attr]
 
 
-def test_entries_without_two_points_are_refused_with_a_hint(recorded: tuple[Agent, dict[str, object]]) -> None:
+def test_entries_without_two_points_are_refused_with_a_hint(
+    recorded: tuple[Agent, dict[str, object]],
+) -> None:
     agent, _ = recorded
     repo = GitRepo.discover(agent.repo)
     with pytest.raises(NoRewindPointError) as err:
@@ -121,7 +147,8 @@ def test_entries_without_two_points_are_refused_with_a_hint(recorded: tuple[Agen
 
 
 def test_log_text_lists_every_prompt_and_turn_and_colour_strips_to_the_plain_text(
-        recorded: tuple[Agent, dict[str, object]]) -> None:
+    recorded: tuple[Agent, dict[str, object]],
+) -> None:
     agent, ids = recorded
     review = open_review(GitRepo.discover(agent.repo), agent.session_file)
     plain = "".join(log_text(review, "patch"))
@@ -130,6 +157,7 @@ def test_log_text_lists_every_prompt_and_turn_and_colour_strips_to_the_plain_tex
         for turn in turn_ids:
             assert f"turn {turn} (prompt {user_id})" in plain
     import re
+
     coloured = "".join(log_text(review, "patch", color=True))
     assert "\x1b[32m+" in coloured
     assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == plain

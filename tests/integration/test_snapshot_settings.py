@@ -20,7 +20,9 @@ def _write(agent: Path, document: object) -> None:
 def test_missing_settings_file_gives_defaults_without_warnings(tmp_path: Path) -> None:
     settings, warnings = load_settings(tmp_path / "nowhere")
     assert warnings == []
-    assert settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES == 50 * 2**20
+    assert (
+        settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES == 50 * 2**20
+    )
     assert settings.snapshot.protected_dirs == DEFAULT_PROTECTED_DIRS
     assert settings.silent_checkpoints is False and settings.retention is None
 
@@ -33,11 +35,17 @@ def test_broken_json_gives_defaults_and_one_warning(tmp_path: Path) -> None:
 
 
 def test_valid_settings_are_read(tmp_path: Path) -> None:
-    _write(tmp_path, {"theme": "dark", "rewind": {
-        "silentCheckpoints": True,
-        "snapshot": {"maxUntrackedFileBytes": 0, "protectedDirs": []},
-        "retention": {"maxSnapshots": 10, "scanMode": "repo-sessions"},
-    }})
+    _write(
+        tmp_path,
+        {
+            "theme": "dark",
+            "rewind": {
+                "silentCheckpoints": True,
+                "snapshot": {"maxUntrackedFileBytes": 0, "protectedDirs": []},
+                "retention": {"maxSnapshots": 10, "scanMode": "repo-sessions"},
+            },
+        },
+    )
     settings, warnings = load_settings(tmp_path)
     assert warnings == []
     assert settings.silent_checkpoints is True
@@ -45,15 +53,22 @@ def test_valid_settings_are_read(tmp_path: Path) -> None:
     assert settings.snapshot.protected_dirs == ()
     assert settings.retention is not None and settings.retention.max_snapshots == 10
     assert settings.retention.scan_mode == "repo-sessions"
-    assert settings.retention.max_age_days is None and settings.retention.pin_labeled_entries is False
+    assert (
+        settings.retention.max_age_days is None and settings.retention.pin_labeled_entries is False
+    )
 
 
 def test_an_invalid_field_warns_with_its_own_default_and_keeps_the_others(tmp_path: Path) -> None:
-    _write(tmp_path, {"rewind": {"snapshot": {"maxUntrackedFileBytes": -5,
-                                              "protectedDirs": ["vendor"]},
-                                 "silentCheckpoints": "yes",
-                                 "retention": {"maxSnapshots": "many", "maxAgeDays": 7,
-                                               "scanMode": "everything"}}})
+    _write(
+        tmp_path,
+        {
+            "rewind": {
+                "snapshot": {"maxUntrackedFileBytes": -5, "protectedDirs": ["vendor"]},
+                "silentCheckpoints": "yes",
+                "retention": {"maxSnapshots": "many", "maxAgeDays": 7, "scanMode": "everything"},
+            }
+        },
+    )
     settings, warnings = load_settings(tmp_path)
     assert settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES
     assert settings.snapshot.protected_dirs == ("vendor",)
@@ -70,12 +85,18 @@ def test_an_invalid_field_warns_with_its_own_default_and_keeps_the_others(tmp_pa
 
 
 def test_wrong_shapes_never_crash(tmp_path: Path) -> None:
-    for document in ([1, 2], {"rewind": 3}, {"rewind": {"snapshot": "x"}},
-                     {"rewind": {"snapshot": {"protectedDirs": ["ok", "a/b", 3]}}},
-                     {"rewind": {"snapshot": {"maxUntrackedFileBytes": True}}},
-                     {"rewind": {"snapshot": {"maxUntrackedFileBytes": 1e400}}}):
+    for document in (
+        [1, 2],
+        {"rewind": 3},
+        {"rewind": {"snapshot": "x"}},
+        {"rewind": {"snapshot": {"protectedDirs": ["ok", "a/b", 3]}}},
+        {"rewind": {"snapshot": {"maxUntrackedFileBytes": True}}},
+        {"rewind": {"snapshot": {"maxUntrackedFileBytes": 1e400}}},
+    ):
         tmp_path.joinpath("settings.json").write_text(json.dumps(document))
         settings, warnings = load_settings(tmp_path)
-        assert settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES \
+        assert (
+            settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES
             or settings.snapshot.protected_dirs == DEFAULT_PROTECTED_DIRS
+        )
         assert warnings, document

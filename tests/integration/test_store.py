@@ -59,7 +59,8 @@ def test_snapshots_survive_gc_while_the_store_reaches_them(repo: Path) -> None:
     for commit in commits:
         git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
         git(repo, "cat-file", "-e", f"{commit}:untracked-only.txt") if commit == commits[
-            -1] else None
+            -1
+        ] else None
     store = Store(GitRepo.discover(repo))
     assert store.snapshots() == commits
     assert all(store.reaches(c) for c in commits)
@@ -117,7 +118,8 @@ def test_store_append_gives_up_after_bounded_attempts(repo: Path) -> None:
     try:
         with pytest.raises(StoreUpdateError, match="failed to update rewind store ref"):
             Store(gitrepo, attempts=3, sleep=lambda _: None).append(
-                commit, Identity("T", "t@e"), 1_700_000_000, 0)
+                commit, Identity("T", "t@e"), 1_700_000_000, 0
+            )
     finally:
         lock.unlink()
 

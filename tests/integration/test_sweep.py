@@ -36,9 +36,17 @@ def snapshot(repo: Path, name: str, text: str) -> str:
     return take_snapshot(GitRepo.discover(repo)).commit
 
 
-def session(agent_dir: Path, repo: Path, *, current: str | None = None, parent: Path | None = None,
-            cwd: Path | None = None) -> Path:
-    path = create_session_file(agent_dir / "sessions", str(cwd or repo), parent_session=str(parent) if parent else None)
+def session(
+    agent_dir: Path,
+    repo: Path,
+    *,
+    current: str | None = None,
+    parent: Path | None = None,
+    cwd: Path | None = None,
+) -> Path:
+    path = create_session_file(
+        agent_dir / "sessions", str(cwd or repo), parent_session=str(parent) if parent else None
+    )
     if current is not None:
         SessionAppender(path).append_custom(OP, build_op(current=current).to_data())
     return path
@@ -53,14 +61,21 @@ def store_head(repo: Path) -> str:
 
 
 def is_ancestor(repo: Path, commit: str) -> bool:
-    return subprocess.run(["git", "merge-base", "--is-ancestor", commit, STORE_REF], cwd=repo, check=False).returncode == 0
+    return (
+        subprocess.run(
+            ["git", "merge-base", "--is-ancestor", commit, STORE_REF], cwd=repo, check=False
+        ).returncode
+        == 0
+    )
 
 
 def retention(**fields: object) -> Settings:
     return Settings(retention=RetentionSettings(**fields))
 
 
-def engine_with(repo: Path, agent_dir: Path, path: Path, settings: Settings) -> tuple[Engine, SweepScheduler]:
+def engine_with(
+    repo: Path, agent_dir: Path, path: Path, settings: Settings
+) -> tuple[Engine, SweepScheduler]:
     host = FileHost(path, agent_dir / "sessions")
     scheduler = SweepScheduler(GitRepo.discover(repo), agent_dir, settings, lambda: host.session())
     return Engine(host, GitRepo.discover(repo), settings=settings, retention=scheduler), scheduler
@@ -71,7 +86,9 @@ def agent_dir(isolated_env: Path) -> Path:
     return isolated_env / ".pi" / "agent"
 
 
-def test_case_5_startup_leaves_the_store_alone_without_retention(repo: Path, agent_dir: Path) -> None:
+def test_case_5_startup_leaves_the_store_alone_without_retention(
+    repo: Path, agent_dir: Path
+) -> None:
     stale = snapshot(repo, "a.txt", "a\n")
     set_store(repo, stale)
     path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "b\n"))
@@ -99,13 +116,17 @@ def test_case_7_ancestor_only_ignores_unrelated_session_files(repo: Path, agent_
     session(agent_dir, repo, current=live)  # unrelated: no parent link
     set_store(repo, stale)
     path = session(agent_dir, repo)
-    engine, scheduler = engine_with(repo, agent_dir, path, retention(max_snapshots=10, scan_mode="ancestor-only"))
+    engine, scheduler = engine_with(
+        repo, agent_dir, path, retention(max_snapshots=10, scan_mode="ancestor-only")
+    )
     engine.session_start("startup")
     scheduler.wait()
     assert store_head(repo) == stale
 
 
-def test_case_8_a_live_snapshot_makes_the_sweep_rewrite_the_store(repo: Path, agent_dir: Path) -> None:
+def test_case_8_a_live_snapshot_makes_the_sweep_rewrite_the_store(
+    repo: Path, agent_dir: Path
+) -> None:
     live = snapshot(repo, "a.txt", "live\n")
     stale = snapshot(repo, "a.txt", "stale\n")
     set_store(repo, stale)
@@ -114,7 +135,7 @@ def test_case_8_a_live_snapshot_makes_the_sweep_rewrite_the_store(repo: Path, ag
     engine.session_start("startup")
     scheduler.wait(timeout=30)
     assert is_ancestor(repo, live)
-    (_, report), = scheduler.reports
+    ((_, report),) = scheduler.reports
     assert report.rewritten and report.plan.decisions[stale].reason == "unrecorded"
 
 
@@ -124,14 +145,22 @@ def test_repo_sessions_reads_every_session_of_the_repository(repo: Path, agent_d
     set_store(repo, stale)
     session(agent_dir, repo, current=live)
     path = session(agent_dir, repo)
-    report = run_sweep(GitRepo.discover(repo), path, agent_dir, scan_mode="repo-sessions", policy=Policy(),
-                       )
+    report = run_sweep(
+        GitRepo.discover(repo),
+        path,
+        agent_dir,
+        scan_mode="repo-sessions",
+        policy=Policy(),
+    )
     assert report.rewritten and is_ancestor(repo, live)
-    assert report.plan.decisions[stale].reason == "unrecorded", "young unreferenced snapshots stay a day"
+    assert report.plan.decisions[stale].reason == "unrecorded", (
+        "young unreferenced snapshots stay a day"
+    )
 
 
-def test_case_13_shutdown_waits_for_a_startup_sweep_in_flight(repo: Path, agent_dir: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_case_13_shutdown_waits_for_a_startup_sweep_in_flight(
+    repo: Path, agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     live = snapshot(repo, "a.txt", "live\n")
     path = session(agent_dir, repo, current=live)
     release, entered = threading.Event(), threading.Event()
@@ -165,7 +194,9 @@ def test_case_14_a_rewrite_that_races_an_append_keeps_both(repo: Path, agent_dir
     assert store.head() != since
     from ledger.git.snapshot import git_identity
 
-    result = store.rewrite([live], since=since, identity=git_identity(gitrepo), when_s=int(time.time()), offset_min=0)
+    result = store.rewrite(
+        [live], since=since, identity=git_identity(gitrepo), when_s=int(time.time()), offset_min=0
+    )
     assert is_ancestor(repo, live) and is_ancestor(repo, appended)
     assert result.arrived == [appended] and not is_ancestor(repo, stale)
 
@@ -192,29 +223,49 @@ def test_rewrites_racing_processes_that_append_snapshots_lose_none(repo: Path) -
     store = Store(gitrepo)
     snapshot(repo, "a.txt", "first\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    workers = [subprocess.Popen([sys.executable, "-c", _APPENDER, str(repo), f"w{n}", "15"], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, text=True) for n in range(2)]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _APPENDER, str(repo), f"w{n}", "15"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
     identity, rewrites, arrived = git_identity(gitrepo), 0, 0
     while any(w.poll() is None for w in workers):
         since = store.head()
-        result = store.rewrite(store.snapshots(), since=since, identity=identity, when_s=int(time.time()), offset_min=0)
+        result = store.rewrite(
+            store.snapshots(), since=since, identity=identity, when_s=int(time.time()), offset_min=0
+        )
         rewrites += 1
         arrived += len(result.arrived)
     outputs = [w.communicate()[0].split() for w in workers]
     assert all(w.returncode == 0 for w in workers)
     created = {sha for out in outputs for sha in out}
     assert len(created) >= 10 and rewrites > 30
-    assert created <= set(store.snapshots()), f"lost {len(created - set(store.snapshots()))} snapshots ({arrived} arrived)"
+    assert created <= set(store.snapshots()), (
+        f"lost {len(created - set(store.snapshots()))} snapshots ({arrived} arrived)"
+    )
 
 
-def test_after_a_sweep_and_gc_every_live_snapshot_is_restorable(repo: Path, agent_dir: Path) -> None:
+def test_after_a_sweep_and_gc_every_live_snapshot_is_restorable(
+    repo: Path, agent_dir: Path
+) -> None:
     points = [snapshot(repo, "a.txt", f"version {i}\n") for i in range(4)]
     path = session(agent_dir, repo, current=points[3])
     for sha in points[1:3]:
         SessionAppender(path).append_custom(OP, build_op(bindings=[("e", sha)]).to_data())
     two_days_later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
-    report = run_sweep(GitRepo.discover(repo), path, agent_dir, scan_mode="ancestor-only", policy=Policy(max_snapshots=1),
-                       clock=two_days_later)
+    report = run_sweep(
+        GitRepo.discover(repo),
+        path,
+        agent_dir,
+        scan_mode="ancestor-only",
+        policy=Policy(max_snapshots=1),
+        clock=two_days_later,
+    )
     assert report.rewritten and report.plan.decisions[points[0]].reason == "dropped: unreferenced"
     git(repo, "reflog", "expire", "--expire=now", "--all")
     git(repo, "gc", "--prune=now", "--quiet")
@@ -226,7 +277,9 @@ def test_after_a_sweep_and_gc_every_live_snapshot_is_restorable(repo: Path, agen
     assert not gitrepo.commit_exists(points[0]), "the dropped snapshot is gone after gc"
 
 
-def test_a_scan_meets_other_repositories_unreadable_files_and_cycles(repo: Path, agent_dir: Path, tmp_path: Path) -> None:
+def test_a_scan_meets_other_repositories_unreadable_files_and_cycles(
+    repo: Path, agent_dir: Path, tmp_path: Path
+) -> None:
     live = snapshot(repo, "a.txt", "live\n")
     other = tmp_path / "other"
     other.mkdir()
@@ -241,10 +294,15 @@ def test_a_scan_meets_other_repositories_unreadable_files_and_cycles(repo: Path,
     header = json.loads(lines[0])
     header["parentSession"] = str(second)  # first ⇄ second
     first.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
-    report = run_sweep(GitRepo.discover(repo), second, agent_dir, scan_mode="repo-sessions", policy=Policy())
+    report = run_sweep(
+        GitRepo.discover(repo), second, agent_dir, scan_mode="repo-sessions", policy=Policy()
+    )
     reasons = {Path(f).name: r for f, r in report.skipped}
     assert reasons[elsewhere.name] == "not a session of this repository"
-    assert "not a Pi session file" in reasons["not-a-session.jsonl"] and "no such file" in reasons["dangling.jsonl"]
+    assert (
+        "not a Pi session file" in reasons["not-a-session.jsonl"]
+        and "no such file" in reasons["dangling.jsonl"]
+    )
     assert any("cycle" in w for w in report.warnings)
     assert report.plan.live == [live]
 
@@ -253,11 +311,15 @@ def test_a_startup_sweep_over_budget_changes_nothing(repo: Path, agent_dir: Path
     stale = snapshot(repo, "a.txt", "stale\n")
     path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
     set_store(repo, stale)
-    engine, scheduler = engine_with(repo, agent_dir, path, retention(max_snapshots=10, startup_budget_ms=0))
+    engine, scheduler = engine_with(
+        repo, agent_dir, path, retention(max_snapshots=10, startup_budget_ms=0)
+    )
     engine.session_start("startup")
     scheduler.wait()
     assert store_head(repo) == stale
-    assert scheduler.drain_notices() == [("warning", "Rewind retention startup sweep skipped after exceeding 0ms budget")]
+    assert scheduler.drain_notices() == [
+        ("warning", "Rewind retention startup sweep skipped after exceeding 0ms budget")
+    ]
 
 
 def test_fifty_new_snapshots_trigger_a_sweep(repo: Path, agent_dir: Path) -> None:
@@ -270,4 +332,6 @@ def test_fifty_new_snapshots_trigger_a_sweep(repo: Path, agent_dir: Path) -> Non
         engine.snapshot()
     assert [reason for reason, _ in scheduler.reports] == ["startup", "new-snapshots"]
     engine.shutdown("quit")
-    assert [reason for reason, _ in scheduler.reports] == ["startup", "new-snapshots"], "a sweep already ran"
+    assert [reason for reason, _ in scheduler.reports] == ["startup", "new-snapshots"], (
+        "a sweep already ran"
+    )

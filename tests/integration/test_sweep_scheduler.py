@@ -34,7 +34,9 @@ def agent_dir(isolated_env: Path) -> Path:
 
 
 def scheduler_for(repo: Path, settings: Settings, source, **options: object) -> SweepScheduler:
-    return SweepScheduler(GitRepo.discover(repo), repo.parent / "agent", settings, source, **options)
+    return SweepScheduler(
+        GitRepo.discover(repo), repo.parent / "agent", settings, source, **options
+    )
 
 
 def test_without_retention_every_hook_is_a_no_op(repo: Path) -> None:
@@ -62,7 +64,9 @@ def test_a_sweep_starts_after_fifty_new_snapshots_not_before(repo: Path, agent_d
     assert scheduler.new_snapshots == 0 and scheduler.completed
 
 
-def test_shutdown_skips_when_a_sweep_completed_with_few_new_snapshots(repo: Path, agent_dir: Path) -> None:
+def test_shutdown_skips_when_a_sweep_completed_with_few_new_snapshots(
+    repo: Path, agent_dir: Path
+) -> None:
     path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
     scheduler = scheduler_for(repo, retention(max_snapshots=10), lambda: path)
     scheduler.on_session_start()
@@ -86,7 +90,9 @@ def test_shutdown_sweeps_again_after_an_empty_live_set(repo: Path, agent_dir: Pa
     assert is_ancestor(repo, live)
 
 
-def test_shutdown_sweeps_without_budget_after_a_startup_sweep_ran_out_of_it(repo: Path, agent_dir: Path) -> None:
+def test_shutdown_sweeps_without_budget_after_a_startup_sweep_ran_out_of_it(
+    repo: Path, agent_dir: Path
+) -> None:
     stale = snapshot(repo, "a.txt", "stale\n")
     live = snapshot(repo, "a.txt", "live\n")
     set_store(repo, stale)
@@ -100,7 +106,9 @@ def test_shutdown_sweeps_without_budget_after_a_startup_sweep_ran_out_of_it(repo
     assert is_ancestor(repo, live)
 
 
-def test_shutdown_waits_for_the_sweep_in_flight(repo: Path, agent_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shutdown_waits_for_the_sweep_in_flight(
+    repo: Path, agent_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
     release = threading.Event()
     real = scheduler_module.run_sweep
@@ -120,13 +128,17 @@ def test_shutdown_waits_for_the_sweep_in_flight(repo: Path, agent_dir: Path, mon
     assert [reason for reason, _ in scheduler.reports] == ["startup"]
 
 
-def test_failures_become_notices_never_exceptions(repo: Path, agent_dir: Path, tmp_path: Path) -> None:
+def test_failures_become_notices_never_exceptions(
+    repo: Path, agent_dir: Path, tmp_path: Path
+) -> None:
     def broken_source() -> None:
         raise OSError("session file vanished")
 
     scheduler = scheduler_for(repo, retention(), broken_source, background=False)
     scheduler.on_session_start()
-    assert scheduler.drain_notices() == [("warning", "Rewind retention could not read the session: session file vanished")]
+    assert scheduler.drain_notices() == [
+        ("warning", "Rewind retention could not read the session: session file vanished")
+    ]
     shutil.rmtree(repo)
     scheduler.on_snapshot_added(SWEEP_EVERY)
     scheduler.on_shutdown()
@@ -141,8 +153,10 @@ def test_the_plan_ages_references_with_the_schedulers_clock(repo: Path, agent_di
     for sha in points[:2]:
         SessionAppender(path).append_custom(OP, build_op(bindings=[("e", sha)]).to_data())
     ten_days_later = FixedClock(int(time.time() * 1000) + 10 * 86_400_000)
-    scheduler = scheduler_for(repo, retention(max_age_days=1), lambda: path, background=False, clock=ten_days_later)
+    scheduler = scheduler_for(
+        repo, retention(max_age_days=1), lambda: path, background=False, clock=ten_days_later
+    )
     scheduler.on_session_start()
-    (_, report), = scheduler.reports
+    ((_, report),) = scheduler.reports
     assert report.plan.live == [points[-1]], "only the pinned current survives ten days"
     assert {report.plan.decisions[sha].reason for sha in points[:2]} == {"dropped: too old"}

@@ -40,8 +40,9 @@ edit = st.one_of(
 
 
 def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True,
-                          env={**os.environ, **(env or {})}).stdout.decode()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, check=True, env={**os.environ, **(env or {})}
+    ).stdout.decode()
 
 
 def _fresh(repo: Path) -> str:
@@ -77,7 +78,11 @@ def _apply(repo: Path, op: str, name: str, arg: object) -> None:
             path.symlink_to(str(arg))
     elif op == "rename":
         target = repo / str(arg)
-        if (path.is_file() or path.is_symlink()) and not target.exists() and not target.is_symlink():
+        if (
+            (path.is_file() or path.is_symlink())
+            and not target.exists()
+            and not target.is_symlink()
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
     elif op in ("ignore", "attributes"):
@@ -87,8 +92,11 @@ def _apply(repo: Path, op: str, name: str, arg: object) -> None:
         rule_file.write_bytes(arg if isinstance(arg, bytes) else b"")
 
 
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(st.lists(edit, min_size=1, max_size=3), min_size=1, max_size=6))
 def test_capture_equals_fresh_index_after_any_edit_sequence(steps: list[list[tuple]]) -> None:
     root = Path(tempfile.mkdtemp(prefix="capture-prop-"))

@@ -26,8 +26,17 @@ from ledger.git.repo import GitRepo
 from ledger.settings import SnapshotSettings
 
 NONE = SnapshotSettings(max_untracked_file_bytes=0, protected_dirs=())
-FILES = ["a.txt", "A.txt", "b.md", "dir/c.txt", "dir/D.txt", "dir/sub/e.bin", "new/deep/f.txt",
-         "x*y.txt", "build/out.log"]
+FILES = [
+    "a.txt",
+    "A.txt",
+    "b.md",
+    "dir/c.txt",
+    "dir/D.txt",
+    "dir/sub/e.bin",
+    "new/deep/f.txt",
+    "x*y.txt",
+    "build/out.log",
+]
 DIRS = ["dir", "dir/sub", "new", "new/deep", "moved", "build"]
 CONTENTS = [b"", b"one\n", b"two\n", b"one\r\ntwo\r\n", b"\x00bin", b"eins\n"]
 IGNORES = [b"", b"*.md\n", b"dir/\n", b"sub/\n", b"*.txt\n!a.txt\n", b"build/\n", b"*.log\n"]
@@ -40,7 +49,9 @@ op = st.one_of(
     st.tuples(st.just("same-size"), st.sampled_from(FILES), st.sampled_from(CONTENTS)),
     st.tuples(st.just("delete"), st.sampled_from(FILES), st.none()),
     st.tuples(st.just("chmod"), st.sampled_from(FILES), st.none()),
-    st.tuples(st.just("symlink"), st.sampled_from(FILES), st.sampled_from([*FILES, *DIRS, "nowhere"])),
+    st.tuples(
+        st.just("symlink"), st.sampled_from(FILES), st.sampled_from([*FILES, *DIRS, "nowhere"])
+    ),
     st.tuples(st.just("rename"), st.sampled_from(FILES), st.sampled_from(FILES)),
     st.tuples(st.just("rename-dir"), st.sampled_from(DIRS), st.sampled_from(DIRS)),
     st.tuples(st.just("move-out"), st.sampled_from(DIRS), st.none()),
@@ -54,8 +65,9 @@ op = st.one_of(
 
 
 def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True,
-                          env={**os.environ, **(env or {})}).stdout.decode()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, check=True, env={**os.environ, **(env or {})}
+    ).stdout.decode()
 
 
 def fresh_tree(repo: Path) -> str:
@@ -105,14 +117,22 @@ def apply(repo: Path, outside: Path, kind: str, name: str, arg: object) -> None:
             path.symlink_to(target)
     elif kind == "rename":
         target = repo / str(arg)
-        if ((path.is_file() or path.is_symlink()) and not _exists(target)
-                and _clear_way(target, repo)):
+        if (
+            (path.is_file() or path.is_symlink())
+            and not _exists(target)
+            and _clear_way(target, repo)
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
     elif kind == "rename-dir":
         target = repo / str(arg)
-        if (path.is_dir() and not path.is_symlink() and not _exists(target)
-                and not str(arg).startswith(name + "/") and _clear_way(target, repo)):
+        if (
+            path.is_dir()
+            and not path.is_symlink()
+            and not _exists(target)
+            and not str(arg).startswith(name + "/")
+            and _clear_way(target, repo)
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
     elif kind == "move-out":
@@ -162,8 +182,11 @@ def fed_capture(feed: Feed, gitrepo: GitRepo) -> str:
     return tree
 
 
-@settings(max_examples=int(os.environ.get("FEED_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("FEED_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(op, min_size=1, max_size=14))
 def test_fed_captures_equal_fresh_index_trees(ops: list[tuple[str, str, object]]) -> None:
     base = Path(tempfile.mkdtemp(prefix="feed-prop-"))

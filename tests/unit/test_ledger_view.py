@@ -11,7 +11,13 @@ from ledger.session.model import Session
 from ledger.session.parse import parse_session_bytes
 
 S1, S2, S3, S4 = ("1" * 40, "2" * 40, "3" * 40, "4" * 40)
-HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-11-22T03:00:00.000Z", "cwd": "/repo"}
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "s1",
+    "timestamp": "2026-11-22T03:00:00.000Z",
+    "cwd": "/repo",
+}
 
 
 class Builder:
@@ -20,25 +26,52 @@ class Builder:
         self.leaf: str | None = None
         self.n = 0
 
-    def add(self, entry: dict, parent: str | None | bool = True) -> str:
+    def add(self, entry: dict, parent: str | bool | None = True) -> str:
         self.n += 1
-        entry = {**entry, "id": entry.get("id", f"e{self.n:07d}"),
-                 "parentId": self.leaf if parent is True else parent,
-                 "timestamp": f"2026-11-22T03:00:{self.n:02d}.000Z"}
+        entry = {
+            **entry,
+            "id": entry.get("id", f"e{self.n:07d}"),
+            "parentId": self.leaf if parent is True else parent,
+            "timestamp": f"2026-11-22T03:00:{self.n:02d}.000Z",
+        }
         self.lines.append(entry)
         self.leaf = entry["id"]
         return entry["id"]
 
-    def user(self, text: str, parent: str | None | bool = True) -> str:
-        return self.add({"type": "message", "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1}}, parent)
+    def user(self, text: str, parent: str | bool | None = True) -> str:
+        return self.add(
+            {
+                "type": "message",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": 1,
+                },
+            },
+            parent,
+        )
 
     def assistant(self, text: str) -> str:
-        return self.add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 2}})
+        return self.add(
+            {
+                "type": "message",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": text}],
+                    "timestamp": 2,
+                },
+            }
+        )
 
-    def record(self, custom_type: str, data: dict, parent: str | None | bool = True) -> str:
+    def record(self, custom_type: str, data: dict, parent: str | bool | None = True) -> str:
         self.n += 1
-        entry = custom_entry(custom_type, data, f"r{self.n:07d}", self.leaf if parent is True else parent,
-                             f"2026-11-22T03:00:{self.n:02d}.000Z")
+        entry = custom_entry(
+            custom_type,
+            data,
+            f"r{self.n:07d}",
+            self.leaf if parent is True else parent,
+            f"2026-11-22T03:00:{self.n:02d}.000Z",
+        )
         self.lines.append(entry)
         self.leaf = entry["id"]
         return entry["id"]
@@ -98,7 +131,10 @@ def test_fork_pending_latest_wins_and_is_not_a_retention_reference() -> None:
     b.record(FORK_PENDING, {"v": 2, "current": S1})
     b.record(FORK_PENDING, {"v": 2, "current": S2, "undo": S3})
     view = LedgerView.of(b.session())
-    assert view.fork_pending is not None and (view.fork_pending.current, view.fork_pending.undo) == (S2, S3)
+    assert view.fork_pending is not None and (
+        view.fork_pending.current,
+        view.fork_pending.undo,
+    ) == (S2, S3)
     assert view.snapshots == []
     assert all(not r.is_retention_reference for r in view.references)
 
@@ -108,7 +144,9 @@ def test_reference_examples_read_back_to_the_documented_state() -> None:
     b = Builder()
     u1 = b.user("Fork from here")
     summary = b.add({"type": "branch_summary", "fromId": u1, "summary": "s"}, parent=u1)
-    b.record(OP, {"v": 2, "snapshots": [S1, S2], "current": 0, "undo": 1, "bindings": [[summary, 0]]})
+    b.record(
+        OP, {"v": 2, "snapshots": [S1, S2], "current": 0, "undo": 1, "bindings": [[summary, 0]]}
+    )
     b.record(FORK_PENDING, {"v": 2, "current": S2, "undo": S1})
     parent = b.session()
     view = LedgerView.of(parent)

@@ -33,7 +33,11 @@ def test_ambiguous_and_unknown_session_names_list_candidates() -> None:
     assert err.value.ambiguous and len(err.value.candidates) == 2
     with pytest.raises(NameResolutionError) as err:
         resolve_session("zz", CANDIDATES, scope="repo")
-    assert not err.value.ambiguous and err.value.candidates == ["01a2-bbbb", "01a2-aaaa", "ffff-0000"]
+    assert not err.value.ambiguous and err.value.candidates == [
+        "01a2-bbbb",
+        "01a2-aaaa",
+        "ffff-0000",
+    ]
     with pytest.raises(NameResolutionError, match="no session matches '@'"):
         resolve_session("@", [], scope="repo")
 
@@ -41,7 +45,15 @@ def test_ambiguous_and_unknown_session_names_list_candidates() -> None:
 def session() -> Session:
     lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "t", "cwd": "/r"}]
     for n, entry_id in enumerate(["abc00001", "abc00002", "def00003"]):
-        lines.append({"type": "custom", "customType": "x", "id": entry_id, "parentId": lines[-1].get("id") if n else None, "timestamp": "t"})
+        lines.append(
+            {
+                "type": "custom",
+                "customType": "x",
+                "id": entry_id,
+                "parentId": lines[-1].get("id") if n else None,
+                "timestamp": "t",
+            }
+        )
     return Session(parse_session_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines)))
 
 

@@ -12,8 +12,14 @@ def sha(n: int) -> str:
     return f"{n:040x}"
 
 
-def ledger(name: str, refs: list[tuple[str, str, str, int]], *, current: str | None = None,
-           undo: str | None = None, labeled: dict[str, str] | None = None) -> LedgerInput:
+def ledger(
+    name: str,
+    refs: list[tuple[str, str, str, int]],
+    *,
+    current: str | None = None,
+    undo: str | None = None,
+    labeled: dict[str, str] | None = None,
+) -> LedgerInput:
     """refs: (entry, kind, snapshot, age in days)."""
     view = LedgerView(name, None)
     for i, (entry, kind, snapshot, age_days) in enumerate(refs):
@@ -31,15 +37,23 @@ def everything(_: str) -> bool:
 
 
 def test_no_limits_keep_every_referenced_snapshot() -> None:
-    plan = plan_retention([ledger("a", [("e1", "binding", sha(1), 400), ("e2", "binding", sha(2), 1)])],
-                          NOW, Policy(), everything)
+    plan = plan_retention(
+        [ledger("a", [("e1", "binding", sha(1), 400), ("e2", "binding", sha(2), 1)])],
+        NOW,
+        Policy(),
+        everything,
+    )
     assert set(plan.live) == {sha(1), sha(2)}
     assert {d.reason for d in plan.decisions.values()} == {"recent"}
 
 
 def test_snapshots_older_than_max_age_are_dropped() -> None:
-    plan = plan_retention([ledger("a", [("e1", "binding", sha(1), 31), ("e2", "binding", sha(2), 29)])],
-                          NOW, Policy(max_age_days=30), everything)
+    plan = plan_retention(
+        [ledger("a", [("e1", "binding", sha(1), 31), ("e2", "binding", sha(2), 29)])],
+        NOW,
+        Policy(max_age_days=30),
+        everything,
+    )
     assert plan.live == [sha(2)]
     assert plan.decisions[sha(1)].reason == "dropped: too old"
 
@@ -60,9 +74,15 @@ def test_max_snapshots_keeps_the_newest() -> None:
 def test_pins_survive_any_limit_in_the_reference_order() -> None:
     refs = [(f"e{i}", "binding", sha(i), 500 + i) for i in range(1, 6)]
     a = ledger("a", refs, current=sha(3), undo=sha(4), labeled={"e5": "keep"})
-    plan = plan_retention([a], NOW, Policy(max_snapshots=0, max_age_days=0, pin_labeled_entries=True), everything)
+    plan = plan_retention(
+        [a], NOW, Policy(max_snapshots=0, max_age_days=0, pin_labeled_entries=True), everything
+    )
     assert plan.live == [sha(5), sha(3), sha(4)]
-    assert [plan.decisions[s].reason for s in plan.live] == ["pinned: label", "pinned: current", "pinned: undo"]
+    assert [plan.decisions[s].reason for s in plan.live] == [
+        "pinned: label",
+        "pinned: current",
+        "pinned: undo",
+    ]
 
 
 def test_labeled_entries_are_not_pinned_unless_asked() -> None:

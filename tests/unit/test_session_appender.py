@@ -28,8 +28,10 @@ def test_appended_custom_entry_has_pi_bytes(tmp_path: Path) -> None:
     written = appender(path).append_custom("rewind-turn", build_turn([("e0000001", SHA)]).to_data())
     assert written["parentId"] == "e0000001"
     assert path.read_bytes() == HEADER + USER + (
-        b'{"type":"custom","customType":"rewind-turn","data":{"v":2,"snapshots":["' + SHA.encode()
-        + b'"],"bindings":[["e0000001",0]]},"id":"e0000003","parentId":"e0000001","timestamp":"2026-11-22T03:05:05.461Z"}\n')
+        b'{"type":"custom","customType":"rewind-turn","data":{"v":2,"snapshots":["'
+        + SHA.encode()
+        + b'"],"bindings":[["e0000001",0]]},"id":"e0000003","parentId":"e0000001","timestamp":"2026-11-22T03:05:05.461Z"}\n'
+    )
 
 
 def test_consecutive_appends_chain_and_see_other_writers(tmp_path: Path) -> None:
@@ -38,7 +40,11 @@ def test_consecutive_appends_chain_and_see_other_writers(tmp_path: Path) -> None
     ours = appender(path)
     first = ours.append_custom("x", {"n": 1})
     with path.open("ab") as other:  # another writer appends behind our back
-        other.write(b'{"type":"custom","customType":"x","data":{},"id":"abcdef01","parentId":"' + first["id"].encode() + b'","timestamp":"t"}\n')
+        other.write(
+            b'{"type":"custom","customType":"x","data":{},"id":"abcdef01","parentId":"'
+            + first["id"].encode()
+            + b'","timestamp":"t"}\n'
+        )
     second = ours.append_custom("x", {"n": 2})
     assert second["parentId"] == "abcdef01"
     assert read_session(path).leaf_id == second["id"]
@@ -101,22 +107,37 @@ def test_created_session_files_follow_pi_naming_and_headers(tmp_path: Path) -> N
     sessions = tmp_path / "sessions"
     parent = "/home/dev/.pi/agent/sessions/--home-dev-proj--/x.jsonl"
     entries = [orjson.loads(USER)]
-    path = create_session_file(sessions, "/home/dev/proj", entries, parent_session=parent,
-                               clock=FixedClock(START_MS), ids=SequentialIds(7))
+    path = create_session_file(
+        sessions,
+        "/home/dev/proj",
+        entries,
+        parent_session=parent,
+        clock=FixedClock(START_MS),
+        ids=SequentialIds(7),
+    )
     assert path.parent.name == "--home-dev-proj--" == encode_cwd("/home/dev/proj")
     assert path.name == "2026-11-22T03-05-05-461Z_00000000-0000-0000-0000-000000000007.jsonl"
     session = read_session(path)
-    assert session.header == {"type": "session", "version": 3, "id": "00000000-0000-0000-0000-000000000007",
-                              "timestamp": "2026-11-22T03:05:05.461Z", "cwd": "/home/dev/proj", "parentSession": parent}
+    assert session.header == {
+        "type": "session",
+        "version": 3,
+        "id": "00000000-0000-0000-0000-000000000007",
+        "timestamp": "2026-11-22T03:05:05.461Z",
+        "cwd": "/home/dev/proj",
+        "parentSession": parent,
+    }
     assert path.read_bytes().splitlines()[1] + b"\n" == USER
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize(("cwd", "encoded"), [
-    ("/home/dev/proj", "--home-dev-proj--"),
-    ("C:\\Users\\x", "--C--Users-x--"),
-    ("/a-b/c", "--a-b-c--"),
-    ("//srv/x", "---srv-x--"),
-])
+@pytest.mark.parametrize(
+    ("cwd", "encoded"),
+    [
+        ("/home/dev/proj", "--home-dev-proj--"),
+        ("C:\\Users\\x", "--C--Users-x--"),
+        ("/a-b/c", "--a-b-c--"),
+        ("//srv/x", "---srv-x--"),
+    ],
+)
 def test_cwd_encoding_matches_pi(cwd: str, encoded: str) -> None:
     assert encode_cwd(cwd) == encoded

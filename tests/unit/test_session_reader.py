@@ -15,8 +15,18 @@ HEADER = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-11-22T03:00
 
 
 def entry(i: int, parent: str | None) -> bytes:
-    return orjson.dumps({"type": "message", "id": f"e{i:07d}", "parentId": parent, "timestamp": "2026-11-22T03:00:01.000Z",
-                         "message": {"role": "user", "content": "x", "timestamp": 1}}) + b"\n"
+    return (
+        orjson.dumps(
+            {
+                "type": "message",
+                "id": f"e{i:07d}",
+                "parentId": parent,
+                "timestamp": "2026-11-22T03:00:01.000Z",
+                "message": {"role": "user", "content": "x", "timestamp": 1},
+            }
+        )
+        + b"\n"
+    )
 
 
 def digest(path: Path) -> str:
@@ -30,12 +40,18 @@ def write(tmp_path: Path, data: bytes) -> Path:
 
 
 def test_garbage_lines_are_skipped_and_reported(tmp_path: Path) -> None:
-    path = write(tmp_path, HEADER + entry(1, None) + b"not json\n[1,2]\n{\"type\":\"x\"}\n" + entry(2, "e0000001"))
+    path = write(
+        tmp_path,
+        HEADER + entry(1, None) + b'not json\n[1,2]\n{"type":"x"}\n' + entry(2, "e0000001"),
+    )
     before = digest(path)
     session = read_session(path)
     assert [e.id for e in session.entries] == ["e0000001", "e0000002"]
     assert [(s.line, s.reason) for s in session.skipped] == [
-        (3, "not valid JSON"), (4, "not a JSON object"), (5, "entry without a string id")]
+        (3, "not valid JSON"),
+        (4, "not a JSON object"),
+        (5, "entry without a string id"),
+    ]
     assert digest(path) == before
 
 
@@ -60,13 +76,25 @@ def test_non_utf8_bytes_are_replaced_like_pi_does(tmp_path: Path) -> None:
 
 
 def test_a_ten_megabyte_line_is_read(tmp_path: Path) -> None:
-    big = orjson.dumps({"type": "message", "id": "big00001", "parentId": None, "timestamp": "t",
-                        "message": {"role": "user", "content": "y" * 10_000_000, "timestamp": 1}}) + b"\n"
+    big = (
+        orjson.dumps(
+            {
+                "type": "message",
+                "id": "big00001",
+                "parentId": None,
+                "timestamp": "t",
+                "message": {"role": "user", "content": "y" * 10_000_000, "timestamp": 1},
+            }
+        )
+        + b"\n"
+    )
     session = read_session(write(tmp_path, HEADER + big))
     assert session.leaf_id == "big00001"
 
 
-@pytest.mark.parametrize("data", [b"", b"\n\n", b"garbage\n", entry(1, None), b'{"type":"session"}\n'])
+@pytest.mark.parametrize(
+    "data", [b"", b"\n\n", b"garbage\n", entry(1, None), b'{"type":"session"}\n']
+)
 def test_a_file_without_a_header_is_a_clear_error(tmp_path: Path, data: bytes) -> None:
     path = write(tmp_path, data)
     with pytest.raises(SessionFileError) as err:
@@ -91,15 +119,48 @@ def test_repeated_ids_keep_the_first_occurrence(tmp_path: Path) -> None:
 
 
 def test_parent_cycles_do_not_hang_branch_or_tree(tmp_path: Path) -> None:
-    a = orjson.dumps({"type": "custom", "customType": "x", "id": "aaaaaaaa", "parentId": "bbbbbbbb", "timestamp": "t"}) + b"\n"
-    b = orjson.dumps({"type": "custom", "customType": "x", "id": "bbbbbbbb", "parentId": "aaaaaaaa", "timestamp": "t"}) + b"\n"
+    a = (
+        orjson.dumps(
+            {
+                "type": "custom",
+                "customType": "x",
+                "id": "aaaaaaaa",
+                "parentId": "bbbbbbbb",
+                "timestamp": "t",
+            }
+        )
+        + b"\n"
+    )
+    b = (
+        orjson.dumps(
+            {
+                "type": "custom",
+                "customType": "x",
+                "id": "bbbbbbbb",
+                "parentId": "aaaaaaaa",
+                "timestamp": "t",
+            }
+        )
+        + b"\n"
+    )
     session = read_session(write(tmp_path, HEADER + a + b))
     assert [e.id for e in session.branch()] == ["aaaaaaaa", "bbbbbbbb"]
     assert sorted(e.id for _, e in session.tree()) == ["aaaaaaaa", "bbbbbbbb"]
 
 
 def test_unknown_entry_types_and_fields_are_kept(tmp_path: Path) -> None:
-    odd = orjson.dumps({"type": "future_thing", "id": "f0000001", "parentId": None, "timestamp": "t", "extra": {"k": [1]}}) + b"\n"
+    odd = (
+        orjson.dumps(
+            {
+                "type": "future_thing",
+                "id": "f0000001",
+                "parentId": None,
+                "timestamp": "t",
+                "extra": {"k": [1]},
+            }
+        )
+        + b"\n"
+    )
     session = read_session(write(tmp_path, HEADER + odd))
     assert session.entries[0].raw["extra"] == {"k": [1]}
     assert session.entries[0].type == "future_thing"
