@@ -272,7 +272,7 @@ class NothingToUndoError(LedgerError):
         )
 
 
-# --- review and portability (issue 15) ------------------------------------------------------
+# --- review and portability ----------------------------------------------------------------
 
 
 class CorruptArchiveError(LedgerError):

@@ -26,9 +26,8 @@ class SessionSummary:
     id: str
     file: Path
     entries: int
-    points: int
+    bound_entries: int
     parent_session: str | None
-    skipped_lines: int
 
 
 def summarize_sessions(
@@ -49,9 +48,8 @@ def summarize_sessions(
                 id=link.session_id,
                 file=info.path,
                 entries=len(link.session.entries),
-                points=link.view.points,
+                bound_entries=link.view.bound_entry_count,
                 parent_session=link.parent_session,
-                skipped_lines=len(link.session.skipped),
             )
         )
     return rows, warnings

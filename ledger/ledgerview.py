@@ -56,7 +56,8 @@ class Reference:
 
     @property
     def is_retention_reference(self) -> bool:
-        """Fork-pending records are a hand-off, not a reference that keeps a snapshot (§13)."""
+        """Fork-pending records are a hand-off, not a reference that keeps a snapshot
+        (docs/design.md#retention-references)."""
         return self.kind != "fork-pending"
 
 
@@ -136,9 +137,6 @@ class LedgerView:
 
     # --- questions ------------------------------------------------------------------------
 
-    def commit_for(self, entry_id: str) -> str | None:
-        return self.entry_to_commit.get(entry_id)
-
     @property
     def snapshots(self) -> list[str]:
         """Every distinct snapshot referenced (retention references only), first mention first."""
@@ -172,8 +170,8 @@ class LedgerView:
         return BranchState(current, current_from, undo, undo_from)
 
     @property
-    def points(self) -> int:
-        """Bound entry ids in this file (the footer's N)."""
+    def bound_entry_count(self) -> int:
+        """How many entries of this file a binding names (``rewind sessions``' ``points``)."""
         return len(self.entry_to_commit)
 
 

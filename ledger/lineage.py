@@ -2,7 +2,7 @@
 
 Why it exists: ``/fork`` copies entries with their ids into a child file, while their bindings
 stay in the parent's records. To find the exact rewind point of an entry in a forked or resumed
-session, look in the session itself, then its parent, grandparent, … (rewind-v2.md §11).
+session, look in the session itself, then its parent, grandparent, … (docs/design.md#lineage).
 
 Invariants:
 - The walk is cycle-safe: a visited set of canonical (realpath) file paths; the first repeat
@@ -74,12 +74,6 @@ class Lineage:
                 if entry_id not in found and exists(sha):
                     found[entry_id] = (sha, link)
         return found
-
-    def all_shas(self) -> set[str]:
-        shas: set[str] = set()
-        for link in self.links:
-            shas.update(link.view.entry_to_commit.values())
-        return shas
 
 
 _Key = tuple[int, int, int]

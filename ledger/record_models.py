@@ -2,7 +2,7 @@
 
 Why it exists: written records must match pi-rewind-hook v2 byte for byte: ``v`` first, fields
 in declaration order, absent optional fields omitted (never ``null``), ``bindings`` last
-(rewind-v2.md §3). The models enforce the shapes the reference writes; ``to_data()`` gives the
+(docs/formats.md#ledger-records, docs/formats.md#rewind-op). The models enforce the shapes the reference writes; ``to_data()`` gives the
 ``data`` object in the reference key order. Reading does not go through these models (see
 :func:`ledger.records.decode_record`, the reference's lenient validators).
 
@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from ledger.records import FORK_PENDING, OP, RECORD_VERSION, TURN
+from ledger.records import RECORD_VERSION
 
 Sha = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 EntryId = Annotated[str, StringConstraints(min_length=1)]
@@ -136,7 +136,3 @@ def _positions(pairs: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str,
             snapshots.append(sha)
         bindings.append((entry_id, snapshots.index(sha)))
     return snapshots, bindings
-
-
-def model_for(custom_type: str) -> type[_Record]:
-    return {TURN: RewindTurnData, OP: RewindOpData, FORK_PENDING: ForkPendingData}[custom_type]

@@ -99,7 +99,7 @@ def _sha_at(snapshots: list[Any], index: Any) -> str | None:
 def decode_record(
     custom_type: str, data: Any, record_id: str, parent_id: str | None, timestamp: Any
 ) -> DecodedRecord | InvalidRecord:
-    """Read one record's ``data`` with the reference validators (rewind-v2.md §3)."""
+    """Read one record's ``data`` with the reference validators (docs/formats.md#reading-records)."""
     if not isinstance(data, dict):
         return InvalidRecord(custom_type, record_id, "data is not an object")
     if not _is_v2(data):

@@ -20,12 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledger.errors import InterruptedRestoreError, LedgerError
 from ledger.git.journal import Journal, RestoreIntent, open_journals, restore_intent, settle
 from ledger.git.repo import GitRepo
 from ledger.ledgerview import LedgerView
 from ledger.session.store import read_session
+
+if TYPE_CHECKING:
+    # The engine imports this module to report interrupted restores; recovery needs the
+    # engine's type only for its signature, so no run-time dependency runs back to the engine.
+    from ledger.engine.engine import Engine
 
 
 def _recorded(journal: Journal) -> bool:
@@ -99,13 +105,11 @@ class RecoveryReport:
         }
 
 
-def recover(engine: object, journal: Journal) -> RecoveryReport:
+def recover(engine: Engine, journal: Journal) -> RecoveryReport:
     """Bring the work tree back to ``journal``'s undo snapshot and record it in the engine's
-    session (see the module docstring). ``engine`` is a :class:`~ledger.engine.engine.Engine`."""
-    from ledger.engine.engine import Engine
+    session (see the module docstring)."""
     from ledger.git.restore import restore_commit
 
-    assert isinstance(engine, Engine)
     session_file = engine.host.session_file
     intent = RestoreIntent(session=str(session_file) if session_file else None, operation="recover")
     with restore_intent(intent):
@@ -128,7 +132,7 @@ def recover(engine: object, journal: Journal) -> RecoveryReport:
         outcome.undo_commit,
     )
     # The branch's state is the pre-restore one again; the record also keeps that snapshot live.
-    report.record = engine._append_op(current=journal.undo, undo=outcome.undo_commit)
+    report.record = engine.append_op(current=journal.undo, undo=outcome.undo_commit)
     settle_journals(engine.repo)
     return report
 

@@ -1,7 +1,7 @@
 """The ``rewind`` settings from the agent dir's ``settings.json`` and the project's override.
 
-Why it exists: snapshot capture (protected paths, size limit) and, later, retention read their
-knobs from the same file Pi and the reference extension use (``<agent-dir>/settings.json``, key
+Why it exists: snapshot capture (protected paths, size limit) and retention read their knobs
+from the same file Pi and the reference extension use (``<agent-dir>/settings.json``, key
 ``rewind``). A settings file is edited by hand, so a bad value must never stop a capture.
 
 Invariants:
@@ -15,19 +15,21 @@ Invariants:
 - ``<repo>/.pi/settings.json`` (its ``rewind`` key) overrides the global file key by key, inside
   the ``snapshot`` and ``retention`` sections too (beyond the reference, which reads only the
   global file); :class:`EffectiveSettings` remembers which file set each value.
-- Defaults follow rewind-v2.md §14 (``silentCheckpoints`` false; no ``retention`` object = no
-  retention) plus the snapshot protections of issue 3.
+- Defaults follow the reference (``silentCheckpoints`` false; no ``retention`` object = no
+  retention, docs/formats.md#settings) plus our snapshot protections (docs/design.md#protected-paths).
+- Plain frozen dataclasses, not pydantic models: every capture reads settings, and importing
+  pydantic and building models cost more than the capture itself when nothing changed
+  (docs/capture.md#start-up). Validation is the small table below, one rule per field.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal, cast
 
 from ledger.safe_read import read_regular_file
 
@@ -44,39 +46,43 @@ DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
 )
 
 ScanMode = Literal["ancestor-only", "repo-sessions"]
+SCAN_MODES: tuple[ScanMode, ...] = ("ancestor-only", "repo-sessions")
 
 
-class SnapshotSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
+def _key(alias: str) -> dict[str, str]:
+    return {"alias": alias}
 
-    max_untracked_file_bytes: int = Field(
-        DEFAULT_MAX_UNTRACKED_FILE_BYTES, ge=0, alias="maxUntrackedFileBytes"
+
+@dataclass(frozen=True)
+class SnapshotSettings:
+    max_untracked_file_bytes: int = field(
+        default=DEFAULT_MAX_UNTRACKED_FILE_BYTES, metadata=_key("maxUntrackedFileBytes")
     )
     """Untracked files larger than this are not captured; 0 disables the limit."""
-    protected_dirs: tuple[str, ...] = Field(DEFAULT_PROTECTED_DIRS, alias="protectedDirs")
+    protected_dirs: tuple[str, ...] = field(
+        default=DEFAULT_PROTECTED_DIRS, metadata=_key("protectedDirs")
+    )
     """Untracked, non-ignored directories with one of these names are not captured."""
 
 
-class RetentionSettings(BaseModel):
+@dataclass(frozen=True)
+class RetentionSettings:
     """Present only when ``rewind.retention`` is a (truthy) object: retention is then on."""
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-    max_snapshots: int | None = Field(None, ge=0, alias="maxSnapshots")
+    max_snapshots: int | None = field(default=None, metadata=_key("maxSnapshots"))
     """None = unlimited."""
-    max_age_days: float | None = Field(None, ge=0, alias="maxAgeDays")
+    max_age_days: float | None = field(default=None, metadata=_key("maxAgeDays"))
     """None = unlimited."""
-    pin_labeled_entries: bool = Field(False, alias="pinLabeledEntries")
-    scan_mode: ScanMode = Field("ancestor-only", alias="scanMode")
-    startup_budget_ms: float | None = Field(None, ge=0, alias="startupBudgetMs")
+    pin_labeled_entries: bool = field(default=False, metadata=_key("pinLabeledEntries"))
+    scan_mode: ScanMode = field(default="ancestor-only", metadata=_key("scanMode"))
+    startup_budget_ms: float | None = field(default=None, metadata=_key("startupBudgetMs"))
     """None = no budget (startup sweeps only)."""
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-    silent_checkpoints: bool = Field(False, alias="silentCheckpoints")
-    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
+@dataclass(frozen=True)
+class Settings:
+    silent_checkpoints: bool = field(default=False, metadata=_key("silentCheckpoints"))
+    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
     retention: RetentionSettings | None = None
 
 
@@ -175,7 +181,8 @@ def resolve_settings(
             continue
         for key, value in layer.items():
             if key in ("snapshot", "retention") and isinstance(value, dict):
-                base = merged.get(key) if isinstance(merged.get(key), dict) else {}
+                earlier = merged.get(key)
+                base: dict[str, Any] = earlier if isinstance(earlier, dict) else {}
                 merged[key] = {**base, **value}
                 sources[f"rewind.{key}"] = str(path)
                 for inner in value:
@@ -215,7 +222,7 @@ def _apply_project_floor(
             )
     if not update:
         return settings
-    return settings.model_copy(update={"retention": retention.model_copy(update=update)})
+    return replace(settings, retention=replace(retention, **update))
 
 
 def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "settings") -> Settings:
@@ -244,65 +251,85 @@ def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "set
     return Settings(**fields)
 
 
-def _section(model: type[BaseModel], data: Any, prefix: str, warnings: list[str]) -> Any:
+_Section = type[SnapshotSettings] | type[RetentionSettings]
+
+
+def _section(model: _Section, data: Any, prefix: str, warnings: list[str]) -> Any:
     if not isinstance(data, dict):
         warnings.append(f"{prefix}: expected an object; using its defaults")
         return model()
     values: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        key = info.alias or name
+    for info in fields(model):
+        key = info.metadata["alias"]
         if key in data:
-            values[name] = _field(model, name, data[key], prefix, warnings)
+            values[info.name] = _field(model, info.name, data[key], prefix, warnings)
     return model(**values)
 
 
-def _field(model: type[BaseModel], name: str, value: Any, prefix: str, warnings: list[str]) -> Any:
-    info = model.model_fields[name]
-    key = f"{prefix}.{info.alias or name}"
-    default = info.get_default(call_default_factory=True)
-    checked = _strict_value(name, value)
+def _field(
+    model: _Section | type[Settings], name: str, value: Any, prefix: str, warnings: list[str]
+) -> Any:
+    info = next(f for f in fields(model) if f.name == name)
+    key = f"{prefix}.{info.metadata['alias']}"
+    default = info.default
+    checked = _RULES[name](value)
     if checked is _INVALID:
         warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
         return default
-    try:
-        validated = model.model_validate({info.alias or name: checked})
-    except ValueError:
-        warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
-        return default
-    return getattr(validated, name)
+    return checked
 
 
 _INVALID = object()
 
 
-def _strict_value(name: str, value: Any) -> Any:
-    """JSON-level type checks pydantic's lax mode would let through ("5" for a number, 1 for a
-    boolean, a string for a list of names)."""
-    if name in {"silent_checkpoints", "pin_labeled_entries"}:
-        return value if isinstance(value, bool) else _INVALID
-    if name in {"max_untracked_file_bytes"}:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return _INVALID
-        if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-            return _INVALID
-        return int(value)
-    if name in {"max_snapshots", "max_age_days", "startup_budget_ms"}:
-        if value is None:
-            return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            return _INVALID
-        if name == "max_snapshots":
-            return int(value) if value == int(value) else _INVALID
-        return value
-    if name == "protected_dirs":
-        if not isinstance(value, list) or not all(_valid_dir_name(v) for v in value):
-            return _INVALID
-        return tuple(dict.fromkeys(value))
-    return value
+# One rule per field: the value as JSON gave it → the setting, or _INVALID. Strict at the JSON
+# level: "5" is not a number, 1 is not a boolean, a string is not a list of names.
+def _boolean(value: Any) -> Any:
+    return value if isinstance(value, bool) else _INVALID
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _byte_count(value: Any) -> Any:
+    number = _number(value)
+    return int(number) if number is not None and number == int(number) else _INVALID
+
+
+def _optional_count(value: Any) -> Any:
+    return None if value is None else _byte_count(value)
+
+
+def _optional_amount(value: Any) -> Any:
+    if value is None:
+        return None
+    number = _number(value)
+    return _INVALID if number is None else float(number)
+
+
+def _scan_mode(value: Any) -> Any:
+    return cast(ScanMode, value) if value in SCAN_MODES else _INVALID
+
+
+def _dir_names(value: Any) -> Any:
+    if not isinstance(value, list) or not all(_valid_dir_name(v) for v in value):
+        return _INVALID
+    return tuple(dict.fromkeys(value))
+
+
+_RULES: dict[str, Callable[[Any], Any]] = {
+    "silent_checkpoints": _boolean,
+    "max_untracked_file_bytes": _byte_count,
+    "protected_dirs": _dir_names,
+    "max_snapshots": _optional_count,
+    "max_age_days": _optional_amount,
+    "pin_labeled_entries": _boolean,
+    "scan_mode": _scan_mode,
+    "startup_budget_ms": _optional_amount,
+}
 
 
 def _valid_dir_name(value: Any) -> bool:

@@ -6,14 +6,14 @@ and a test must not pass because of them.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+from tests.gitkit import FIXTURES, ROOT, git, one_commit_repo, source_repo
+
+# Re-exported for test modules not yet switched to ``tests.gitkit`` (import from there).
+__all__ = ["FIXTURES", "ROOT", "git", "source_repo"]
 
 _GIT_ENV_TO_DROP = (
     "GIT_DIR",
@@ -48,43 +48,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
-def git(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-    """Run real git in ``cwd`` and return stdout (text)."""
-    result = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
-    return result.stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A fresh git repository with an identity and one commit."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q")
-    git(path, "config", "user.name", "Rewind Test")
-    git(path, "config", "user.email", "rewind@example.com")
-    (path / "README.md").write_text("hello\n")
-    git(path, "add", "README.md")
-    git(path, "commit", "-q", "-m", "initial")
-    return path
-
-
-def source_repo(parent: Path, name: str = "source", text: str = "submodule v1\n") -> Path:
-    """A small repository with one commit of ``file.txt``, to add as a submodule."""
-    source = parent / name
-    source.mkdir()
-    git(source, "init", "-q")
-    git(source, "config", "user.name", "T")
-    git(source, "config", "user.email", "t@e")
-    (source / "file.txt").write_text(text)
-    git(source, "add", "-A")
-    git(source, "commit", "-qm", "v1")
-    return source
+    """A fresh git repository with an identity and one commit (``README.md``)."""
+    return one_commit_repo(tmp_path / "repo")

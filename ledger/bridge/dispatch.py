@@ -1,7 +1,10 @@
 """Each bridge event mapped onto the engine's event API.
 
-Why it exists: the protocol's event names and payloads are Pi's (pi-session-format.md §10); the
-engine's methods are host-agnostic. This table is the only place that knows both.
+Why it exists: the protocol's event names and payloads are Pi's
+(docs/design.md#pis-events-and-their-order); the engine's methods are host-agnostic. The
+:data:`ROUTES` table is the only place that knows both. :class:`BridgeState` is what the bridge
+keeps between events, :class:`Outcome` what one event produced; the server owns the one and puts
+the other on the wire.
 
 Invariants:
 - ``session_start`` (re)creates the engine: Pi runs a fresh extension instance after
@@ -10,19 +13,67 @@ Invariants:
 - Events before any ``session_start`` start the engine as a ``startup`` would.
 - Info notices are dropped when ``silentCheckpoints`` is on; warnings and errors never are.
 - Another writer of ledger records in this session (pi-rewind-hook, or a second copy of ours):
-  after its first record we warn once and stand aside (no records, no menus, footer untouched).
+  after its first record we warn once and stand aside (no records, no menus, footer untouched;
+  docs/defects.md#other-writer).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.bridge.protocol import EventMessage
+from ledger.bridge.host import BridgeHost
+from ledger.bridge.protocol import EventMessage, EventName
 from ledger.errors import NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 
 if TYPE_CHECKING:
-    from ledger.bridge.server import BridgeServer, Outcome
+    from ledger.engine.engine import Choose, Engine, EventResult, SessionStartReason
+    from ledger.git.repo import GitRepo
+    from ledger.retention.scheduler import SweepScheduler
+    from ledger.settings import Settings
+
+
+@dataclass
+class BridgeState:
+    """What the bridge keeps between the events of one extension instance (one Pi session)."""
+
+    host: BridgeHost
+    agent_dir: Path | None = None
+    engine: Engine | None = None
+    """None before the first event, and outside a git repository (rewind is off)."""
+    settings: Settings | None = None
+    """Set once an engine was started (stays set while the engine is off outside a repository)."""
+    scheduler: SweepScheduler | None = None
+    """The retention sweeps of this session; None when retention is off or after shutdown."""
+    passive: bool = False
+    """Another extension records this session: we record nothing and leave the footer alone."""
+
+
+@dataclass
+class Outcome:
+    """What one event produced, before it is put on the wire."""
+
+    result: dict[str, bool] = field(default_factory=dict)
+    notices: list[dict[str, str]] = field(default_factory=list)
+    panel: list[str] | None = None
+
+
+Handler = Callable[[BridgeState, "Engine", EventMessage], "EventResult | None"]
+"""Handle one event with the engine; None when the event has nothing to report."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """An event's handler, and how the dispatcher treats the event around it."""
+
+    handle: Handler
+    records: bool = True
+    """The event may record or show a menu: skipped while another writer records the session."""
+    ends_session: bool = False
+    """The engine ran its shutdown sweep: the scheduler is done once its notices are drained."""
 
 
 def _str(payload: dict[str, Any], key: str) -> str | None:
@@ -35,33 +86,39 @@ def _int(payload: dict[str, Any], key: str, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+_REASONS: dict[str, SessionStartReason] = {
+    "startup": "startup",
+    "resume": "resume",
+    "new": "new",
+    "fork": "fork",
+    "reload": "reload",
+}
+
+
 def start_engine(
-    server: BridgeServer, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
+    state: BridgeState, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
 ) -> None:
     from ledger.engine.engine import Engine
     from ledger.git.repo import GitRepo
     from ledger.session.discovery import resolve_agent_dir
     from ledger.settings import load_settings
 
-    server.engine = None
+    state.engine = None
     try:
         repo = GitRepo.discover(cwd or ".")
     except NotARepositoryError:
         return  # not in a git repository: rewind is off for this session (the reference's rule)
-    agent_dir = resolve_agent_dir(server.agent_dir)
+    agent_dir = resolve_agent_dir(state.agent_dir)
     settings, warnings = load_settings(agent_dir, repo.root)
-    server.settings = settings
+    state.settings = settings
     for warning in warnings:
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
-    server.scheduler = _scheduler(server, repo, agent_dir, settings)
-    server.engine = Engine(server.host, repo, settings=settings, retention=server.scheduler)
-    _absorb(
-        server,
-        server.engine.session_start(reason if reason in _REASONS else "startup", previous),
-        outcome,
-    )
-    server.host.watch_writers()
-    _retention_notices(server, outcome)
+    state.scheduler = _scheduler(state, repo, agent_dir, settings)
+    engine = Engine(state.host, repo, settings=settings, retention=state.scheduler)
+    state.engine = engine
+    _absorb(state, engine.session_start(_REASONS.get(reason, "startup"), previous), outcome)
+    state.host.watch_writers()
+    _retention_notices(state, outcome)
 
 
 LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})
@@ -71,47 +128,34 @@ OTHER_WRITER = (
     "prompt is recorded once. Keep one: remove the other from ~/.pi/agent/extensions/ or from "
     '"packages" in ~/.pi/agent/settings.json (pi remove <source>), then restart Pi or run /reload.'
 )
-_WATCHED = frozenset(
-    {
-        "turn_start",
-        "turn_end",
-        "agent_end",
-        "session_compact",
-        "session_before_tree",
-        "session_tree",
-        "session_before_fork",
-        "checkpoint_entry",
-        "session_shutdown",
-    }
-)
 
 
-def _other_writer(server: BridgeServer, outcome: Outcome) -> bool:
-    """True when another extension writes ledger records here: then we stand aside (D-dup)."""
-    if server.passive:
+def _other_writer(state: BridgeState, outcome: Outcome) -> bool:
+    """True when another extension writes ledger records here: then we stand aside
+    (docs/defects.md#other-writer)."""
+    if state.passive:
         return True
-    foreign = server.host.foreign_records(LEDGER_TYPES)
+    foreign = state.host.foreign_records(LEDGER_TYPES)
     if not foreign:
         return False
-    server.passive = True
+    state.passive = True
     outcome.notices.append({"level": "warning", "text": OTHER_WRITER})
     return True
 
 
-_REASONS = frozenset({"startup", "resume", "new", "fork", "reload"})
-
-
-def _scheduler(server: BridgeServer, repo: Any, agent_dir: Any, settings: Any) -> Any:
+def _scheduler(
+    state: BridgeState, repo: GitRepo, agent_dir: Path, settings: Settings
+) -> SweepScheduler | None:
     from ledger.retention.scheduler import SweepScheduler
 
     if settings.retention is None:
         return None
     # Pi owns the session and may not have written it yet: sweep from the mirrored entries.
-    return SweepScheduler(repo, agent_dir, settings, server.host.session)
+    return SweepScheduler(repo, agent_dir, settings, state.host.session)
 
 
-def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
-    silent = server.settings is not None and server.settings.silent_checkpoints
+def _absorb(state: BridgeState, result: EventResult, outcome: Outcome) -> None:
+    silent = state.settings is not None and state.settings.silent_checkpoints
     for notice in result.notices:
         if notice.level == "info" and silent:
             continue
@@ -124,7 +168,13 @@ def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
         outcome.panel = list(result.panel)
 
 
-def _latest_assistant(engine: Any) -> str | None:
+def _retention_notices(state: BridgeState, outcome: Outcome) -> None:
+    if state.scheduler is not None:
+        for level, text in state.scheduler.drain_notices():
+            outcome.notices.append({"level": level, "text": text})
+
+
+def _latest_assistant(engine: Engine) -> str | None:
     session = engine.session()
     for entry in reversed(session.branch(engine.host.leaf_id())):
         if entry.type == "message" and entry.role == "assistant":
@@ -134,93 +184,135 @@ def _latest_assistant(engine: Any) -> str | None:
     return None
 
 
-def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
-    from ledger.bridge.server import Outcome
+def _choose(state: BridgeState, message: EventMessage) -> Choose | None:
+    return state.host.select if message.ctx.has_ui else None
 
+
+# --- the handlers ---------------------------------------------------------------------------
+
+
+def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    result = engine.before_agent_start(_str(message.payload, "prompt") or "")
+    if not state.passive:
+        result.panel = []  # a new prompt: the last rewind action's panel has been read
+    return result
+
+
+def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    return engine.turn_start(_int(message.payload, "turnIndex"))
+
+
+def _message_end(state: BridgeState, engine: Engine, message: EventMessage) -> None:
+    return None  # the entry is written after this event; turn_end binds it
+
+
+def _turn_end(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult | None:
+    # Pi's assistant message is matched by its timestamp (the reference's rule); a host that
+    # sends only the role gets the latest assistant message of the prompt on the branch.
+    payload = message.payload
+    turn_index = _int(payload, "turnIndex")
+    value = payload.get("message")
+    if isinstance(value, dict) and value.get("timestamp") is not None:
+        return engine.turn_end(turn_index, message=value)
+    if payload.get("role", "assistant") != "assistant":
+        return None
+    return engine.turn_end(turn_index, assistant_entry_id=_latest_assistant(engine))
+
+
+def _agent_end(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    return engine.agent_end()
+
+
+def _session_compact(
+    state: BridgeState, engine: Engine, message: EventMessage
+) -> EventResult | None:
+    entry = _str(message.payload, "compactionEntryId")
+    return engine.compact(entry) if entry is not None else None
+
+
+def _session_before_tree(
+    state: BridgeState, engine: Engine, message: EventMessage
+) -> EventResult | None:
+    target = _str(message.payload, "targetId")
+    if target is None:
+        return None
+    return engine.before_tree(target, _choose(state, message), has_ui=message.ctx.has_ui)
+
+
+def _session_tree(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    payload = message.payload
+    return engine.record_navigation(
+        _str(payload, "newLeafId"), summary_entry_id=_str(payload, "summaryEntryId")
+    )
+
+
+def _session_before_fork(
+    state: BridgeState, engine: Engine, message: EventMessage
+) -> EventResult | None:
+    entry = _str(message.payload, "entryId")
+    if entry is None:
+        return None
+    return engine.before_fork(entry, _choose(state, message), has_ui=message.ctx.has_ui)
+
+
+def _session_shutdown(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    return engine.shutdown(_str(message.payload, "reason") or "quit")
+
+
+def _checkpoint_entry(
+    state: BridgeState, engine: Engine, message: EventMessage
+) -> EventResult | None:
+    entry = _str(message.payload, "entryId")
+    if entry is None:
+        return None
+    return engine.checkpoint_entry(entry, _str(message.payload, "source"))
+
+
+def _fork_preference(state: BridgeState, engine: Engine, message: EventMessage) -> None:
+    payload = message.payload
+    engine.fork_preference(_str(payload, "mode") or "", _str(payload, "source") or "")
+
+
+ROUTES: dict[EventName, Route] = {
+    "before_agent_start": Route(_before_agent_start, records=False),
+    "turn_start": Route(_turn_start),
+    "message_end": Route(_message_end, records=False),
+    "turn_end": Route(_turn_end),
+    "agent_end": Route(_agent_end),
+    "session_compact": Route(_session_compact),
+    "session_before_tree": Route(_session_before_tree),
+    "session_tree": Route(_session_tree),
+    "session_before_fork": Route(_session_before_fork),
+    "session_shutdown": Route(_session_shutdown, ends_session=True),
+    "checkpoint_entry": Route(_checkpoint_entry),
+    "fork_preference": Route(_fork_preference, records=False),
+}
+"""Every event that needs the engine (all but ``ping`` and ``session_start``)."""
+
+
+def dispatch(state: BridgeState, message: EventMessage) -> Outcome:
     outcome = Outcome()
-    payload, event, ctx = message.payload, message.event, message.ctx
+    event, ctx = message.event, message.ctx
     if event == "ping":
         return outcome
     if event == "session_start":
-        start_engine(
-            server,
-            ctx.cwd,
-            _str(payload, "reason") or "startup",
-            _str(payload, "previousSessionFile"),
-            outcome,
-        )
+        payload = message.payload
+        reason = _str(payload, "reason") or "startup"
+        start_engine(state, ctx.cwd, reason, _str(payload, "previousSessionFile"), outcome)
         return outcome
-    if server.engine is None and server.settings is None:
-        start_engine(server, ctx.cwd, "startup", None, outcome)
-    engine = server.engine
+    if state.engine is None and state.settings is None:
+        start_engine(state, ctx.cwd, "startup", None, outcome)
+    engine = state.engine
     if engine is None:
         return outcome
-    if event in _WATCHED and _other_writer(server, outcome):
+    route = ROUTES[event]
+    if route.records and _other_writer(state, outcome):
         return outcome
-    choose = server.host.select if ctx.has_ui else None
-    if event == "before_agent_start":
-        result = engine.before_agent_start(_str(payload, "prompt") or "")
-        if not server.passive:
-            outcome.panel = []  # a new prompt: the last rewind action's panel has been read
-    elif event == "turn_start":
-        result = engine.turn_start(_int(payload, "turnIndex"))
-    elif event == "message_end":
-        return outcome  # the entry is written after this event (§10.2); turn_end binds it
-    elif event == "turn_end":
-        # Pi's assistant message is matched by its timestamp (the reference's rule); a host that
-        # sends only the role gets the latest assistant message of the prompt on the branch.
-        message_value = payload.get("message")
-        if isinstance(message_value, dict) and message_value.get("timestamp") is not None:
-            result = engine.turn_end(_int(payload, "turnIndex"), message=message_value)
-        elif payload.get("role", "assistant") != "assistant":
-            return outcome
-        else:
-            result = engine.turn_end(
-                _int(payload, "turnIndex"), assistant_entry_id=_latest_assistant(engine)
-            )
-    elif event == "agent_end":
-        result = engine.agent_end()
-    elif event == "session_compact":
-        entry = _str(payload, "compactionEntryId")
-        if entry is None:
-            return outcome
-        result = engine.compact(entry)
-    elif event == "session_before_tree":
-        target = _str(payload, "targetId")
-        if target is None:
-            return outcome
-        result = engine.before_tree(target, choose, has_ui=ctx.has_ui)
-    elif event == "session_tree":
-        result = engine.tree(
-            _str(payload, "newLeafId"), summary_entry_id=_str(payload, "summaryEntryId")
-        )
-    elif event == "session_before_fork":
-        entry = _str(payload, "entryId")
-        if entry is None:
-            return outcome
-        result = engine.before_fork(entry, choose, has_ui=ctx.has_ui)
-    elif event == "session_shutdown":
-        result = engine.shutdown(_str(payload, "reason") or "quit")
-        _absorb(server, result, outcome)
-        _retention_notices(server, outcome)
-        server.scheduler = None  # the engine ran its shutdown sweep
+    result = route.handle(state, engine, message)
+    if result is None:
         return outcome
-    elif event == "checkpoint_entry":
-        entry = _str(payload, "entryId")
-        if entry is None:
-            return outcome
-        result = engine.checkpoint_entry(entry, _str(payload, "source"))
-    elif event == "fork_preference":
-        engine.fork_preference(_str(payload, "mode") or "", _str(payload, "source") or "")
-        return outcome
-    else:  # pragma: no cover - EVENT_NAMES and this table are kept in step by a test
-        return outcome
-    _absorb(server, result, outcome)
-    _retention_notices(server, outcome)
+    _absorb(state, result, outcome)
+    _retention_notices(state, outcome)
+    if route.ends_session:
+        state.scheduler = None  # the engine ran its shutdown sweep
     return outcome
-
-
-def _retention_notices(server: BridgeServer, outcome: Outcome) -> None:
-    if server.scheduler is not None:
-        for level, text in server.scheduler.drain_notices():
-            outcome.notices.append({"level": level, "text": text})

@@ -1,7 +1,8 @@
 """The session host of a running agent, reached through the bridge's calls.
 
-Why it exists: while Pi runs, Pi owns the session file (pi-session-format.md §11 rule 5): it keeps
-its entries in memory, writes the file lazily (not before the first assistant message, §12.3) and
+Why it exists: while Pi runs, Pi owns the session file
+(docs/formats.md#who-may-write-a-session-file): it keeps its entries in memory, writes the file
+lazily (not before the first assistant message, docs/formats.md#when-pi-writes-the-file) and
 never re-reads it. So the engine must see the session as Pi sees it and append through
 ``pi.appendEntry``. This host asks the extension for exactly that, and mirrors the entries
 incrementally so that an event costs one small round trip, not a re-read of the session.
@@ -19,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger.errors import LedgerError
 from ledger.session.model import Session
 from ledger.session.parse import Entry, ParsedSession
-from ledger.session.store import UNSET
+from ledger.session.store import UNSET, ParentRequest
 
 Call = Callable[[str, dict[str, Any]], Any]
 """Send a call to the extension and wait for its result (raises on an error reply)."""
@@ -141,7 +142,7 @@ class BridgeHost:
         ]
 
     def append_custom(
-        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+        self, custom_type: str, data: dict[str, Any], *, parent_id: ParentRequest = UNSET
     ) -> str:
         answer = self._call("appendEntry", {"customType": custom_type, "data": data})
         entry_id = answer.get("entryId") if isinstance(answer, dict) else None
@@ -154,7 +155,7 @@ class BridgeHost:
         self._own.add(entry_id)
         return entry_id
 
-    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
+    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> NoReturn:
         raise HostCallError("a running agent creates its own forks", hint="use /fork in the agent")
 
     def select(self, title: str, options: list[str]) -> str | None:

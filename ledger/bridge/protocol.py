@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ledger.engine.messages import Level
+
 PROTOCOL_VERSION = 1
 
 EventName = Literal[
@@ -84,8 +86,9 @@ class CallMessage(_Model):
     params: dict[str, Any]
 
 
+# ledger.engine.messages.Notice on the wire (a docstring here would enter the JSON Schema).
 class Notice(_Model):
-    level: Literal["info", "warning", "error"]
+    level: Level
     text: str
 
 
@@ -101,10 +104,14 @@ class ResultMessage(_Model):
     absent leaves them as they are."""
 
 
+ErrorCode = Literal["bad-json", "bad-message", "unknown-event", "failed", "internal"]
+"""Why an event or message got an ``error``: unparsable JSON, a message of the wrong shape (or out
+of turn), an unknown event, a refusal of the engine (a :class:`~ledger.errors.LedgerError`), or
+an unexpected failure inside the bridge."""
+
+
 class ErrorBody(_Model):
-    code: Literal[
-        "bad-json", "bad-message", "unknown-event", "no-session", "failed", "internal", "closed"
-    ]
+    code: ErrorCode
     message: str
 
 

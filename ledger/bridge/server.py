@@ -16,15 +16,15 @@ Invariants:
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
+from ledger.bridge.dispatch import BridgeState, Outcome, dispatch
 from ledger.bridge.host import BridgeHost, HostCallError
-from ledger.bridge.protocol import EVENT_NAMES, EventMessage, ReplyMessage
+from ledger.bridge.protocol import EVENT_NAMES, ErrorCode, EventMessage, ReplyMessage
 from ledger.errors import LedgerError
 
 _HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessage | ReplyMessage)
@@ -32,15 +32,6 @@ _HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessa
 
 class BridgeClosed(Exception):
     """The host closed its end while the bridge waited for a reply."""
-
-
-@dataclass
-class Outcome:
-    """What one event produced, before it is put on the wire."""
-
-    result: dict[str, Any] = field(default_factory=dict)
-    notices: list[dict[str, str]] = field(default_factory=list)
-    panel: list[str] | None = None
 
 
 class BridgeServer:
@@ -51,16 +42,10 @@ class BridgeServer:
     ) -> None:
         self.reader = reader
         self.writer = writer
-        self.agent_dir = agent_dir
-        self.host = BridgeHost(self._call)
-        self.engine: Any = None
-        self.settings: Any = None
-        self.scheduler: Any = None
+        self.state = BridgeState(BridgeHost(self._call), agent_dir)
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int, str | None] | None = None
-        self.passive = False
-        """Another extension records this session: we record nothing and leave the footer alone."""
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -68,7 +53,7 @@ class BridgeServer:
         self.writer.write(orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
         self.writer.flush()
 
-    def _error(self, event_id: Any, code: str, message: str) -> None:
+    def _error(self, event_id: int | str | None, code: ErrorCode, message: str) -> None:
         self._send({"type": "error", "id": event_id, "error": {"code": code, "message": message}})
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
@@ -89,7 +74,7 @@ class BridgeServer:
                 return message.result
             # The host must answer our call before sending anything else (one event at a time).
             self._error(
-                getattr(message, "id", None),
+                message.id,
                 "bad-message",
                 f"expected the reply to call {call_id} ({method}) first",
             )
@@ -155,37 +140,36 @@ class BridgeServer:
             "result": outcome.result,
             "notices": outcome.notices,
         }
-        if not self.passive:
+        if not self.state.passive:
             reply["status"] = self._footer()
         if outcome.panel is not None:
             reply["panel"] = outcome.panel
         self._send(reply)
 
     def _finish(self) -> None:
-        if self.scheduler is not None:
-            self.scheduler.wait()  # the host is gone: finish a sweep in flight, start none
+        if self.state.scheduler is not None:
+            self.state.scheduler.wait()  # the host is gone: finish a sweep in flight, start none
 
     # --- events -----------------------------------------------------------------------------
 
     def _dispatch(self, message: EventMessage) -> Outcome:
-        from ledger.bridge.dispatch import dispatch
-
-        self.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
-        return dispatch(self, message)
+        self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
+        return dispatch(self.state, message)
 
     def _footer(self) -> str | None:
-        """``◆ N points / M snapshots`` (rewind-v2.md §14); None when silent or outside a
+        """``◆ N points / M snapshots`` (docs/design.md#the-footer); None when silent or outside a
         repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
         live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
         points, which it can restore), M the distinct snapshots among them. Recomputed only when
         the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo)."""
-        if self.engine is None or self.settings is None or self.settings.silent_checkpoints:
+        engine, settings = self.state.engine, self.state.settings
+        if engine is None or settings is None or settings.silent_checkpoints:
             return None
-        session = self.host.session_for_status()
-        leaf = self.host.known_leaf()
+        session = self.state.host.session_for_status()
+        leaf = self.state.host.known_leaf()
         key = (id(session), len(session.entries), leaf)
         if key != self._status_key:
-            points = self.engine.reader.lineage(session).points(self.engine.repo.commit_exists)
+            points = engine.reader.lineage(session).points(engine.repo.commit_exists)
             on_branch = [
                 points[entry.id][0] for entry in session.branch(leaf) if entry.id in points
             ]

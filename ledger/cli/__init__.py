@@ -19,21 +19,51 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
 
-COMMAND_MODULES = (
-    "ledger.cli.inspect",
-    "ledger.cli.snapshot",
-    "ledger.cli.restore",
-    "ledger.cli.demo",
-    "ledger.cli.maintain",
-    "ledger.cli.serve",
-    "ledger.cli.review",
-    "ledger.cli.portable",
+# Every command, in the order ``rewind --help`` lists them: (name, module, one-line help).
+# Only the module of the command being run is imported, so ``rewind --help`` and each command
+# start without importing the others (issue: a CLI that starts fast). A unit test checks that
+# each module registers exactly the commands and help lines listed here.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("sessions", "ledger.cli.inspect", "list the repository's sessions, newest first"),
+    ("log", "ledger.cli.inspect", "the ledger: one line per snapshot reference"),
+    ("tree", "ledger.cli.inspect", "draw the session tree with its rewind points"),
+    (
+        "snapshot",
+        "ledger.cli.snapshot",
+        "capture the work tree as a snapshot commit kept by refs/pi-rewind/store",
+    ),
+    ("restore", "ledger.cli.restore", "restore files and/or conversation to an entry"),
+    ("undo", "ledger.cli.restore", "undo the last file rewind of the session"),
+    ("fork", "ledger.cli.restore", "fork the session at an entry (Pi's /fork)"),
+    ("checkpoint", "ledger.cli.restore", "snapshot now and bind it to an entry"),
+    ("diff", "ledger.cli.restore", "what a restore to an entry would change"),
+    ("demo", "ledger.cli.demo", "a narrated tour on a throwaway repository"),
+    ("sweep", "ledger.cli.maintain", "drop old snapshots from refs/pi-rewind/store"),
+    ("config", "ledger.cli.maintain", "print the effective settings and where each came from"),
+    (
+        "doctor",
+        "ledger.cli.maintain",
+        "check the store, the ledger references and the capture index",
+    ),
+    (
+        "serve",
+        "ledger.cli.serve",
+        "serve the engine to a running agent over stdin/stdout (Pi's extension)",
+    ),
+    ("show", "ledger.cli.review", "what one prompt or turn changed, like git show"),
+    ("report", "ledger.cli.review", "write a self-contained HTML review of a session"),
+    ("export", "ledger.cli.portable", "write a session with its rewind points to one file"),
+    ("import", "ledger.cli.portable", "import a session archive (or a remote's session)"),
 )
+COMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
+_MODULE_OF = {name: module for name, module, _ in COMMANDS}
+_OPTIONS_WITH_VALUE = ("--repo", "--agent-dir")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -113,7 +143,12 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; ``commands`` names the commands whose modules are loaded (default: all).
+
+    The other commands get a placeholder that lists them in ``--help`` and captures their
+    arguments unparsed; :func:`_parse` loads the real one when a placeholder is chosen.
+    """
     parser = _Parser(
         prog="rewind",
         description="Exact, undoable rewind of files and conversation for AI coding agents, on git.",
@@ -125,29 +160,62 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     common = _common_options(suppress=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub, common)
+    wanted = COMMAND_MODULES if commands is None else {_MODULE_OF[c] for c in commands}
+    loaded: set[str] = set()
+    for name, module, help_line in COMMANDS:
+        if module in wanted:
+            if module not in loaded:
+                loaded.add(module)
+                importlib.import_module(module).register(sub, common)
+            continue
+        placeholder = sub.add_parser(name, help=help_line, add_help=False)
+        placeholder.add_argument("unparsed", nargs=argparse.REMAINDER)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _guess_command(args: Sequence[str]) -> str | None:
+    """The command word in ``args``: the first known command name not taken as an option value."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _OPTIONS_WITH_VALUE:
+            skip = True
+        elif arg == "--":
+            return None
+        elif arg in _MODULE_OF:
+            return arg
+    return None
+
+
+def _parse(args: Sequence[str]) -> argparse.Namespace:
+    guess = _guess_command(args)
+    namespace = build_parser([guess] if guess else []).parse_args(args)
+    if getattr(namespace, "run", None) is None:
+        # A placeholder was chosen (the guess was wrong, e.g. an abbreviated option took the
+        # value): parse again with the chosen command's module loaded.
+        namespace = build_parser([namespace.command]).parse_args(args)
+    return namespace
+
+
+def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
+    """Run one command; ``cwd`` (default: the process's) is where relative paths start."""
     # A short-lived process that builds large object graphs (100k-entry sessions): full cyclic
     # collections would cost more than the work; refcounting still frees everything.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _main(argv)
+        return _main(argv, cwd)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, cwd: Path | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    ctx = CliContext(repo_option=None, agent_dir_option=None, json="--json" in args_list)
+    ctx = CliContext(repo_option=None, agent_dir_option=None, json="--json" in args_list, cwd=cwd)
     try:
-        parser = build_parser()
-        args = parser.parse_args(args_list)
+        args = _parse(args_list)
         ctx.repo_option = args.repo
         ctx.agent_dir_option = args.agent_dir
         ctx.json = bool(args.json)

@@ -12,49 +12,68 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
 
 from ledger.errors import LedgerError
 
+# Not `from typing import TYPE_CHECKING`: importing typing alone costs ~5 ms of start-up, and
+# mypy treats this spelling the same way (docs/capture.md#start-up).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
 
-@dataclass
+    from ledger.git.repo import GitRepo
+
+
 class CliContext:
-    repo_option: str | None
-    agent_dir_option: str | None
-    json: bool
-    cwd: Path = field(default_factory=lambda: Path(os.getcwd()))
-    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
-    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
-    _repo: Any = None
+    """Global options and the output channels of one CLI invocation.
+
+    A plain class rather than a dataclass: ``dataclasses`` costs milliseconds at start-up.
+    """
+
+    def __init__(
+        self,
+        repo_option: str | None,
+        agent_dir_option: str | None,
+        json: bool,
+        cwd: Path | None = None,
+        stdout: IO[str] | None = None,
+        stderr: IO[str] | None = None,
+    ) -> None:
+        self.repo_option = repo_option
+        self.agent_dir_option = agent_dir_option
+        self.json = json
+        self.cwd = cwd if cwd is not None else Path(os.getcwd())
+        self._cwd_given = cwd is not None
+        self.stdout: IO[str] = stdout if stdout is not None else sys.stdout
+        self.stderr: IO[str] = stderr if stderr is not None else sys.stderr
+        self._repo: GitRepo | None = None
 
     # --- look-ups -------------------------------------------------------------------------
 
-    def repo(self, *, near: Path | None = None) -> Any:
+    def repo(self, *, near: Path | None = None) -> GitRepo:
         """The git repository: ``--repo``, else the one containing the cwd, else ``near``.
 
-        Returns a :class:`ledger.git.repo.GitRepo`; raises ``NotARepositoryError``.
+        Raises ``NotARepositoryError``.
         """
         if self._repo is not None:
             return self._repo
         from ledger.git.repo import GitRepo
 
         if self.repo_option is not None:
-            self._repo = GitRepo.discover(Path(self.repo_option))
-            return self._repo
-        try:
-            self._repo = GitRepo.discover(self.cwd)
-        except LedgerError:
-            if near is None:
-                raise
-            self._repo = GitRepo.discover(near)
-        return self._repo
+            repo = GitRepo.discover(self.cwd / self.repo_option)
+        else:
+            try:
+                repo = GitRepo.discover(self.cwd)
+            except LedgerError:
+                if near is None:
+                    raise
+                repo = GitRepo.discover(near)
+        self._repo = repo
+        return repo
 
-    def try_repo(self, *, near: Path | None = None) -> Any | None:
+    def try_repo(self, *, near: Path | None = None) -> GitRepo | None:
         try:
             return self.repo(near=near)
         except LedgerError:
@@ -65,7 +84,16 @@ class CliContext:
     def agent_dir(self) -> Path:
         from ledger.session.discovery import resolve_agent_dir
 
-        return resolve_agent_dir(self.agent_dir_option)
+        option = self.agent_dir_option
+        return resolve_agent_dir(str(self.path(option)) if option else None)
+
+    def path(self, value: str | os.PathLike[str]) -> Path:
+        """A path argument as the user meant it: relative paths are relative to ``cwd``.
+
+        Without an explicit ``cwd`` a relative path stays relative (it means the same thing),
+        so messages echo the path as the user typed it."""
+        path = Path(value).expanduser()
+        return self.cwd / path if self._cwd_given else path
 
     # --- output ---------------------------------------------------------------------------
 
@@ -87,6 +115,8 @@ class CliContext:
 
 
 def dumps(payload: Any) -> str:
+    import orjson  # here, not at module level: only commands that print JSON pay for it
+
     return orjson.dumps(payload, default=_default).decode("utf-8")
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from ledger.cli.context import CliContext
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "demo",
         parents=[common],
@@ -54,7 +56,7 @@ def run_demo(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.errors import LedgerError
 
     if args.keep:
-        root = Path(args.keep).resolve()
+        root = ctx.path(args.keep).resolve()
         if root.exists():
             raise LedgerError(
                 f"{root} already exists", hint="--keep needs a directory that does not exist yet"

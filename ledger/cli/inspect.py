@@ -14,7 +14,9 @@ from pathlib import Path
 from ledger.cli.context import CliContext
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "sessions",
         parents=[common],
@@ -89,12 +91,15 @@ def resolve_session_path(ctx: CliContext, name: str) -> Path:
     from ledger.session.discovery import looks_like_path, repo_sessions, resolve_session
 
     if looks_like_path(name):
-        return Path(name)
+        return ctx.path(name)
     repo = ctx.repo()
     agent_dir = ctx.agent_dir()
     candidates = repo_sessions(agent_dir, repo.root)
     return resolve_session(
-        name, candidates, scope=f"the sessions of {repo.root} (agent dir {agent_dir})"
+        name,
+        candidates,
+        scope=f"the sessions of {repo.root} (agent dir {agent_dir})",
+        cwd=ctx.cwd,
     )
 
 
@@ -116,12 +121,13 @@ def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
             "id": row.id,
             "file": str(row.file),
             "entries": row.entries,
-            "points": row.points,
+            "points": row.bound_entries,
             "parentSession": row.parent_session,
         }
         parent = f"  parent={row.parent_session}" if row.parent_session else ""
         ctx.emit_line(
-            payload, f"{row.id}  entries={row.entries}  points={row.points}  {row.file}{parent}"
+            payload,
+            f"{row.id}  entries={row.entries}  points={row.bound_entries}  {row.file}{parent}",
         )
     return 0
 

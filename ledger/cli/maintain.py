@@ -7,14 +7,26 @@ Why it exists: thin commands over :mod:`ledger.retention.sweep`, :mod:`ledger.se
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
 
 from ledger.cli.context import CliContext
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the library
+# itself is imported when a command runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.doctor import DoctorReport
+    from ledger.git.repo import GitRepo
+    from ledger.retention.sweep import SweepReport
+    from ledger.settings import ScanMode, Settings
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "sweep",
         parents=[common],
@@ -83,7 +95,7 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-def _settings(ctx: CliContext, repo: Any) -> Any:
+def _settings(ctx: CliContext, repo: GitRepo) -> Settings:
     from ledger.settings import load_settings
 
     settings, warnings = load_settings(ctx.agent_dir(), repo.root)
@@ -100,7 +112,11 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
     settings = _settings(ctx, repo)
     start = _start_session(ctx, repo, args.session)
     retention = settings.retention
-    scan = args.scan or (retention.scan_mode if retention is not None else "ancestor-only")
+    scan: ScanMode = "ancestor-only"
+    if args.scan:
+        scan = args.scan
+    elif retention is not None:
+        scan = retention.scan_mode
     policy = policy_from(
         settings,
         max_snapshots=args.max_snapshots,
@@ -126,7 +142,7 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _start_session(ctx: CliContext, repo: Any, name: str) -> Any:
+def _start_session(ctx: CliContext, repo: GitRepo, name: str) -> Path | None:
     """SESSION as a path; ``@`` in a repository without sessions is no session (the sweep then
     reads nothing, or only the other files with ``repo-sessions``, and changes nothing)."""
     from ledger.cli.inspect import resolve_session_path
@@ -137,7 +153,7 @@ def _start_session(ctx: CliContext, repo: Any, name: str) -> Any:
     return resolve_session_path(ctx, name)
 
 
-def _progress(ctx: CliContext) -> Any:
+def _progress(ctx: CliContext) -> Callable[[int, int], None] | None:
     if ctx.json or not ctx.stderr.isatty():
         return None
 
@@ -153,7 +169,7 @@ def _progress(ctx: CliContext) -> Any:
     return show
 
 
-def _sweep_text(report: Any) -> str:
+def _sweep_text(report: SweepReport) -> str:
     s = report.plan.summary()
     verb = "would keep" if report.dry_run else "kept"
     if not report.sessions_read:
@@ -237,7 +253,7 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _doctor_text(report: Any) -> str:
+def _doctor_text(report: DoctorReport) -> str:
     chain = "ok" if not report.chain_problems else "BROKEN"
     lines = [
         f"store        {chain}: {report.keepalives} keepalives, {report.snapshots} snapshots"

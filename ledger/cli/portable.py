@@ -10,14 +10,15 @@ usage errors (neither ``-o`` nor ``--remote``, or both) exit 2.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ledger.cli.context import CliContext
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "export",
         parents=[common],
@@ -60,7 +61,7 @@ def run_export(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.remote:
         report = export_remote(repo, path, args.remote)
     else:
-        output = Path(args.output)
+        output = ctx.path(args.output)
         if output.is_dir():
             from ledger.errors import LedgerError
 
@@ -87,7 +88,7 @@ def run_import(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.remote:
         report = import_remote(repo, agent_dir, args.remote, args.archive)
     else:
-        report = import_archive(repo, agent_dir, Path(args.archive))
+        report = import_archive(repo, agent_dir, ctx.path(args.archive))
     for warning in report.warnings:
         ctx.warn(warning)
 

@@ -14,12 +14,32 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError, SessionAppendError
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the engine
+# itself is imported when a command runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from ledger.engine.engine import Engine
+    from ledger.engine.operations import RestoreReport
+    from ledger.git.journal import Journal
+
+    class Changes(Protocol):
+        """What a plan or a report lists: the paths a restore adds, modifies and deletes."""
+
+        @property
+        def added(self) -> Sequence[str]: ...
+        @property
+        def modified(self) -> Sequence[str]: ...
+        @property
+        def deleted(self) -> Sequence[str]: ...
+
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
@@ -38,7 +58,9 @@ class Declined(LedgerError):
         super().__init__("cancelled: nothing was changed")
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "restore",
         parents=[common],
@@ -103,7 +125,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 # --- shared ---------------------------------------------------------------------------------
 
 
-def open_engine(ctx: CliContext, session_name: str) -> Any:
+def open_engine(ctx: CliContext, session_name: str) -> Engine:
     """The engine on a session file, in the repository of the session's cwd."""
     from ledger.cli.inspect import resolve_session_path
     from ledger.engine.engine import Engine
@@ -132,7 +154,7 @@ def open_engine(ctx: CliContext, session_name: str) -> Any:
 
 @contextlib.contextmanager
 def restoring(
-    ctx: CliContext, engine: Any, operation: str, entry: str | None = None
+    ctx: CliContext, engine: Engine, operation: str, entry: str | None = None
 ) -> Iterator[None]:
     """Around an operation that may change files: the journal's intent (session, entry, agent
     dir), and SIGTERM/SIGHUP turned into an interruption so that the restore rolls back (and its
@@ -171,7 +193,7 @@ def restoring(
             signal.signal(sig, handler)
 
 
-def check_interrupted(ctx: CliContext, engine: Any, *, refuse: bool) -> None:
+def check_interrupted(ctx: CliContext, engine: Engine, *, refuse: bool) -> None:
     """An interrupted restore of this work tree refuses a new restore (``refuse``); journals of
     recorded restores are closed on the way."""
     from ledger.recovery import interruption_error, settle_journals
@@ -181,7 +203,7 @@ def check_interrupted(ctx: CliContext, engine: Any, *, refuse: bool) -> None:
         raise interruption_error(left[-1])
 
 
-def resolve_entry_name(engine: Any, name: str) -> str:
+def resolve_entry_name(engine: Engine, name: str) -> str:
     from ledger.session.discovery import resolve_entry
 
     return resolve_entry(engine.session(), name)
@@ -200,7 +222,7 @@ def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: s
         raise Declined()
 
 
-def plan_lines(report: Any) -> list[str]:
+def plan_lines(report: Changes) -> list[str]:
     lines = (
         [f"  A {p}" for p in report.added]
         + [f"  M {p}" for p in report.modified]
@@ -209,10 +231,15 @@ def plan_lines(report: Any) -> list[str]:
     return lines or ["  (no file changes)"]
 
 
-def _summary(report: Any) -> str:
+def _summary(report: Changes) -> str:
     return (
         f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted"
     )
+
+
+def _short(sha: str | None) -> str:
+    """A snapshot's 12-digit abbreviation (a report of file changes always names one)."""
+    return sha[:12] if sha else "(none)"
 
 
 def _warn_all(ctx: CliContext, warnings: list[str]) -> None:
@@ -268,17 +295,17 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _restore_text(report: Any, session_name: str) -> str:
+def _restore_text(report: RestoreReport, session_name: str) -> str:
     lines = []
     if report.mode in ("both", "files"):
         if report.changed:
             lines.append(
-                f"restored the files of entry {report.entry} (snapshot {report.target[:12]}): {_summary(report)}"
+                f"restored the files of entry {report.entry} (snapshot {_short(report.target)}): {_summary(report)}"
             )
             lines.extend(plan_lines(report))
         else:
             lines.append(
-                f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed"
+                f"files already equal entry {report.entry}'s snapshot {_short(report.target)}: nothing changed"
             )
     if report.mode in ("both", "conversation"):
         where = f"entry {report.position}" if report.position else "a new root"
@@ -318,7 +345,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
         report.to_json(),
         lambda: "\n".join(
             [
-                f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}",
+                f"undid the last file rewind (files now at {_short(report.target)}): {_summary(report)}",
                 *plan_lines(report),
                 "undo again to swap back",
             ]
@@ -327,7 +354,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
-def _recover(args: argparse.Namespace, ctx: CliContext, engine: Any, journal: Any) -> int:
+def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal: Journal) -> int:
     """``rewind undo`` after an interrupted restore: back to the state before it."""
     from ledger.git.restore import plan_restore
     from ledger.recovery import recover
@@ -429,7 +456,7 @@ def run_diff(args: argparse.Namespace, ctx: CliContext) -> int:
         report.to_json(),
         lambda: "\n".join(
             [
-                f"restoring entry {entry} (snapshot {report.target[:12]}) would change {_summary(report)}",
+                f"restoring entry {entry} (snapshot {_short(report.target)}) would change {_summary(report)}",
                 *plan_lines(report),
             ]
         ),

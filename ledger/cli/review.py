@@ -18,16 +18,25 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the library
+# itself is imported when a command runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
+
+    from ledger.git.repo import GitRepo
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
 
 
-def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
     p = sub.add_parser(
         "show",
         parents=[common],
@@ -99,7 +108,7 @@ def use_color(ctx: CliContext, args: argparse.Namespace) -> bool:
     return _isatty(ctx.stdout)
 
 
-def _isatty(stream: Any) -> bool:
+def _isatty(stream: IO[str]) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
@@ -153,16 +162,18 @@ def paged(ctx: CliContext, args: argparse.Namespace) -> Iterator[None]:
         proc.wait()
 
 
-def _tolerate_raw_bytes(stream: Any) -> None:
+def _tolerate_raw_bytes(stream: IO[str]) -> None:
     """Patches may hold bytes that are not UTF-8 (kept as surrogates): write them back as bytes."""
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        stream.reconfigure(errors="surrogateescape")
+    reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper's; a pipe may lack it
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="surrogateescape")
 
 
 # --- commands -----------------------------------------------------------------------------------
 
 
-def _session_repo(ctx: CliContext, session_name: str) -> tuple[Path, Any]:
+def _session_repo(ctx: CliContext, session_name: str) -> tuple[Path, GitRepo]:
     from ledger.cli.inspect import resolve_session_path
     from ledger.session.store import read_header
 
@@ -223,7 +234,7 @@ def run_report(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.review.html import write_report
 
     path, repo = _session_repo(ctx, args.session)
-    output = Path(args.output)
+    output = ctx.path(args.output)
     if output.is_dir():
         raise LedgerError(f"{output} is a directory", hint="pass a file name such as review.html")
     result = write_report(

@@ -16,11 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+
+from ledger.cli.context import CliContext
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
         "serve",
         parents=[common],
         help="serve the engine to a running agent over stdin/stdout (Pi's extension)",
@@ -38,22 +41,22 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CliContext) -> int:
     import gc
 
     from ledger.bridge.server import serve_stdio
 
     gc.enable()  # main() pauses the collector for short commands; this process lives long
 
-    feed = None
-    if os.environ.get("REWIND_FEED", "1") != "0":
+    use_feed = os.environ.get("REWIND_FEED", "1") != "0"
+    if use_feed:
         from ledger.git import feed
 
         feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-        feed.start_for(Path(getattr(args, "repo", None) or os.getcwd()))
-    option = getattr(args, "agent_dir", None)
+        feed.start_for(ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd)
+    option = ctx.agent_dir_option
     try:
         return serve_stdio(Path(option) if option else None)
     finally:
-        if feed is not None:
+        if use_feed:
             feed.disable()

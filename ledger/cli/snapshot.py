@@ -7,11 +7,20 @@ leaves out. Thin: the work is :func:`ledger.git.snapshot.take_snapshot`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+from ledger.cli.context import CliContext
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the library
+# itself is imported when a command runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.git.snapshot import SnapshotReport
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
-    parser = subparsers.add_parser(
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    parser = sub.add_parser(
         "snapshot",
         parents=[common],
         help="capture the work tree as a snapshot commit kept by refs/pi-rewind/store",
@@ -22,7 +31,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, ctx: Any) -> int:
+def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.git.snapshot import take_snapshot
     from ledger.settings import load_settings
 
@@ -40,7 +49,7 @@ def run(args: argparse.Namespace, ctx: Any) -> int:
     return 0
 
 
-def _text(report: Any) -> str:
+def _text(report: SnapshotReport) -> str:
     lines = [
         f"snapshot {report.commit}{' (reused)' if report.reused else ''}",
         f"tree     {report.tree}",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ledger.session.model import Session, entry_text
+from ledger.session.model import Session, content_text, entry_text
 from ledger.session.parse import Entry
 
 ForkPosition = Literal["before", "at"]
@@ -63,25 +63,12 @@ def assistant_entry(
                 inner = entry.raw.get("message")
                 if isinstance(inner, dict) and inner.get("timestamp") == stamp:
                     return entry
-    text = _message_text(message)
+    text = content_text(message.get("content"))
     if text:
         for entry in reversed(branch):
             if entry.type == "message" and entry.role == "assistant" and entry_text(entry) == text:
                 return entry
     return None
-
-
-def _message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(
-            b["text"]
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        )
-    return ""
 
 
 def is_reasked(entry: Entry) -> bool:
@@ -128,8 +115,8 @@ def fork_path(
             else:
                 setter.pop(entry.raw["targetId"], None)
     leaf = copied[-1]["id"] if copied else None
-    for entry in list(copied):
-        source = setter.get(entry["id"])
+    for copy in list(copied):
+        source = setter.get(copy["id"])
         if source is not None:
             copied.append({**source.raw, "parentId": leaf})
             leaf = source.id

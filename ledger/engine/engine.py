@@ -1,7 +1,8 @@
 """The rewind engine: an agent's lifecycle events in, ledger records and file restores out.
 
-Why it exists: this is the behaviour of pi-rewind-hook v2 (rewind-v2.md §6–§12) as a library
-that any host can drive — our CLI through a session file, Pi through the bridge, a Python agent
+Why it exists: this is the behaviour of pi-rewind-hook v2 (docs/design.md#engine-events,
+docs/design.md#recording-a-prompt, docs/design.md#the-fork-hand-off) as a library that any host
+can drive — our CLI through a session file, Pi through the bridge, a Python agent
 directly — with the reference's defects fixed:
 
 - D1: the pre-prompt snapshot is taken at ``turn_start`` of turn 0 and bound to **this**
@@ -21,8 +22,13 @@ directly — with the reference's defects fixed:
   which a host keeps on screen through its redraw.
 
 Invariants: the engine never prints; every handler returns the notices to show. Every handler
-that changes the work tree goes through ``restore_commit``, which snapshots first and rolls back
-on failure. Records are appended only through the host.
+that changes the work tree goes through :meth:`Engine.restore_files` (``restore_commit``), which
+snapshots first and rolls back on failure. Records are appended only through the host.
+
+The public surface for command-style operations (:mod:`ledger.engine.operations`,
+:mod:`ledger.recovery`): :meth:`Engine.snapshot`, :meth:`Engine.restore_files`,
+:meth:`Engine.append_op`, :meth:`Engine.prepare_fork` / :meth:`Engine.settle_fork` and
+:meth:`Engine.for_host`.
 """
 
 from __future__ import annotations
@@ -30,11 +36,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
+from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
 from ledger.errors import LedgerError
 from ledger.git.objects import tree_of
@@ -44,13 +51,17 @@ from ledger.ledgerview import BranchState, LedgerView
 from ledger.lineage import LineageReader
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.model import Session, is_restorable
+from ledger.session.store import UNSET, ParentRequest
 from ledger.settings import Settings
+
+if TYPE_CHECKING:
+    from ledger.git.restore import RestoreOutcome
 
 Choose = Callable[[str, list[str]], "str | None"]
 
 
 class RetentionHooks(Protocol):
-    """When the engine asks for retention sweeps (rewind-v2.md §13): never raises."""
+    """When the engine asks for retention sweeps (docs/design.md#when-sweeps-run): never raises."""
 
     def on_session_start(self) -> None: ...
 
@@ -110,12 +121,6 @@ class _Collector:
         return {entry_id for entry_id, _ in self.pairs}
 
 
-@dataclass
-class _FileState:
-    current: str
-    undo: str | None = None
-
-
 class Engine:
     """One session's rewind state. Create it at session start; feed it the host's events."""
 
@@ -136,14 +141,14 @@ class Engine:
         self.settings = settings or Settings()
         self.clock = clock or SystemClock()
         self.reader = reader or LineageReader()
-        self.prompt_text: str | None = None
         self.last_exact: LastExact | None = None
-        self.new_snapshots = 0
         self._collector: _Collector | None = None
-        self._pending_tree: _FileState | None = None
+        self._pending_tree: FileState | None = None
         self._fork_preference: str | None = None
-        self._unconsumed_fork: tuple[str, _FileState] | None = None
+        self._unconsumed_fork: FileState | None = None
+        """A fork prepared here (its record written) that has not happened yet."""
         self.boomerang_collapse = False
+        """The host collapses a navigation back and forth (boomerang): keep the files, no menu."""
         self.restore_fault: Callable[[str], None] | None = None
         """Test seam: called at each step of a restore; raising there injects a failure."""
 
@@ -189,36 +194,38 @@ class Engine:
             self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock
         )
         self.last_exact = LastExact(report.commit, report.tree)
-        if not report.reused:
-            self.new_snapshots += 1
-            if self.retention is not None:
-                self.retention.on_snapshot_added(1)
+        if not report.reused and self.retention is not None:
+            self.retention.on_snapshot_added(1)
         return report.commit
 
-    def _append(
-        self, custom_type: str, data: dict[str, Any], *, parent_id: Any = None, at_leaf: bool = True
-    ) -> str:
-        if at_leaf:
-            return self.host.append_custom(custom_type, data)
-        return self.host.append_custom(custom_type, data, parent_id=parent_id)
+    def _try_snapshot(self, when: str, result: EventResult) -> str | None:
+        """:meth:`snapshot`, where a failed capture is a warning that says ``when``, not an error."""
+        try:
+            return self.snapshot()
+        except LedgerError as exc:
+            result.warn(f"Rewind: could not snapshot {when} ({exc.message})")
+            return None
 
-    def _append_op(
+    def append_op(
         self,
         *,
         current: str | None = None,
         undo: str | None = None,
         bindings: list[tuple[str, str]] | None = None,
-        parent_id: Any = None,
-        at_leaf: bool = True,
+        parent_id: ParentRequest = UNSET,
     ) -> str:
+        """Append a ``rewind-op`` record (at the leaf, or under ``parent_id``: ``None`` = a new
+        root) and make its ``current`` the dedup candidate; returns the record's id."""
         from ledger.record_models import build_op
 
         data = build_op(current=current, undo=undo, bindings=bindings).to_data()
-        record = self._append(OP, data, parent_id=parent_id, at_leaf=at_leaf)
+        record = self.host.append_custom(OP, data, parent_id=parent_id)
         self._reconstruct()
         return record
 
-    def _restore(self, commit: str) -> Any:
+    def restore_files(self, commit: str) -> RestoreOutcome:
+        """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure),
+        journaled with the session the op record goes to. Appends nothing."""
         from ledger.git.journal import RestoreIntent, current_intent, restore_intent
         from ledger.git.restore import restore_commit
 
@@ -301,24 +308,22 @@ class Engine:
         if not pending.current or not self.repo.commit_exists(pending.current):
             return
         undo = pending.undo if pending.undo and self.repo.commit_exists(pending.undo) else None
-        self._append_op(current=pending.current, undo=undo)
+        self.append_op(current=pending.current, undo=undo)
         if undo is not None:
             result.show(M.PANEL_FORK_RESTORED, M.UNDO_HINT)
 
     def before_agent_start(self, prompt: str) -> EventResult:
-        self.prompt_text = prompt
+        """A prompt is about to run (nothing to do before its ``turn_start``)."""
         return EventResult()
 
     def turn_start(self, turn_index: int) -> EventResult:
         result = EventResult()
         if turn_index != 0:
             return result
-        self._settle_unconsumed_fork()
-        try:
-            commit = self.snapshot()
-        except LedgerError as exc:
+        self.settle_fork(happened=False)
+        commit = self._try_snapshot("before this prompt", result)
+        if commit is None:
             self._collector = None
-            result.warn(f"Rewind: could not snapshot before this prompt ({exc.message})")
             return result
         self._collector = _Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
         return result
@@ -360,10 +365,8 @@ class Engine:
             entry = assistant_entry(session, message, self.host.leaf_id())
         if entry is None:
             return result
-        try:
-            commit = self.snapshot()
-        except LedgerError as exc:
-            result.warn(f"Rewind: could not snapshot after this turn ({exc.message})")
+        commit = self._try_snapshot("after this turn", result)
+        if commit is None:
             return result
         if entry.id not in self._collector.bound:
             self._collector.pairs.append((entry.id, commit))
@@ -376,11 +379,10 @@ class Engine:
         self._bind_pending_user(final=True, result=result)
         pairs = self._collector.pairs
         self._collector = None
-        self.prompt_text = None
         if pairs:
             from ledger.record_models import build_turn
 
-            self._append(TURN, build_turn(pairs).to_data())
+            self.host.append_custom(TURN, build_turn(pairs).to_data())
             self._reconstruct()
         return result
 
@@ -390,12 +392,9 @@ class Engine:
 
     def _bind_now(self, entry_id: str, when: str, result: EventResult) -> EventResult:
         """Snapshot now and bind it to ``entry_id``; a failed capture is a warning, not an error."""
-        try:
-            commit = self.snapshot()
-        except LedgerError as exc:
-            result.warn(f"Rewind: could not snapshot {when} ({exc.message})")
-            return result
-        self._append_op(bindings=[(entry_id, commit)])
+        commit = self._try_snapshot(when, result)
+        if commit is not None:
+            self.append_op(bindings=[(entry_id, commit)])
         return result
 
     def checkpoint_entry(self, entry_id: str, source: str | None = None) -> EventResult:
@@ -423,11 +422,11 @@ class Engine:
         self, target_id: str, choose: Choose | None = None, *, has_ui: bool = True
     ) -> EventResult:
         result = EventResult()
-        self._settle_unconsumed_fork()
+        self.settle_fork(happened=False)
         try:
             if self.boomerang_collapse or not has_ui or choose is None:
                 # D12: headless navigation keeps the files, and says so in the ledger.
-                self._pending_tree = _FileState(self.snapshot())
+                self._pending_tree = FileState(self.snapshot())
                 return result
             entry = self.session().get(target_id)
             target = (
@@ -447,21 +446,17 @@ class Engine:
             elif choice == M.UNDO and undo is not None:
                 # Files undone; the conversation stays where it is (the navigation is cancelled,
                 # as in the reference): the op is recorded at the current leaf.
-                outcome = self._restore(undo)
-                self._append_op(current=undo, undo=outcome.undo_commit)
-                result.info(M.FILES_RESTORED_BEFORE_REWIND)
-                result.cancel = True
-                result.show(M.panel_undone(outcome.plan, stay=M.STAY_TREE), M.UNDO_HINT_AGAIN)
+                self._undo_files(undo, M.STAY_TREE, result)
             elif choice == M.TREE_KEEP:
-                self._pending_tree = _FileState(self.snapshot())
+                self._pending_tree = FileState(self.snapshot())
                 result.show(M.PANEL_KEPT)
             elif choice == M.TREE_RESTORE:
                 if target is None:
                     result.failed(M.TREE_NOT_RESTORABLE)
                     result.cancel = True
                 else:
-                    outcome = self._restore(target)
-                    self._pending_tree = _FileState(target, outcome.undo_commit)
+                    outcome = self.restore_files(target)
+                    self._pending_tree = FileState(target, outcome.undo_commit)
                     result.info(M.FILES_RESTORED_TO_POINT)
                     result.show(
                         M.panel_restored(
@@ -481,6 +476,15 @@ class Engine:
             result.cancel = True
         return result
 
+    def _undo_files(self, undo: str, stay: str, result: EventResult) -> None:
+        """The menus' "Undo last file rewind": restore ``undo``, record it at the leaf (undoable
+        again) and cancel the navigation or fork; ``stay`` says what became of the conversation."""
+        outcome = self.restore_files(undo)
+        self.append_op(current=undo, undo=outcome.undo_commit)
+        result.info(M.FILES_RESTORED_BEFORE_REWIND)
+        result.cancel = True
+        result.show(M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
+
     def _describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
         from ledger.session.model import entry_text
@@ -496,20 +500,20 @@ class Engine:
             text = text[:39] + "…"
         return f'{kind} "{text}" ({entry_id})' if text else f"{kind} {entry_id}"
 
-    def tree(self, new_leaf_id: str | None, *, summary_entry_id: str | None = None) -> EventResult:
-        """After navigation: record the files of the new position at the new leaf."""
+    def record_navigation(
+        self, new_leaf_id: str | None, *, summary_entry_id: str | None = None
+    ) -> EventResult:
+        """``session_tree`` (after a ``/tree`` navigation): record the files chosen in
+        :meth:`before_tree` at the new leaf (``None``: a new root), binding the branch summary
+        entry to them when Pi wrote one."""
         result = EventResult()
         state, self._pending_tree = self._pending_tree, None
         if state is None:
             self._reconstruct()
             return result
         bindings = [(summary_entry_id, state.current)] if summary_entry_id else None
-        self._append_op(
-            current=state.current,
-            undo=state.undo,
-            bindings=bindings,
-            parent_id=new_leaf_id,
-            at_leaf=False,
+        self.append_op(
+            current=state.current, undo=state.undo, bindings=bindings, parent_id=new_leaf_id
         )
         return result
 
@@ -519,16 +523,16 @@ class Engine:
         self, entry_id: str, choose: Choose | None = None, *, has_ui: bool = True
     ) -> EventResult:
         result = EventResult()
-        self._settle_unconsumed_fork()
+        self.settle_fork(happened=False)
         forced, self._fork_preference = self._fork_preference, None
         try:
             if not has_ui or choose is None:
-                self._write_fork_pending(_FileState(self.snapshot()))
+                self.prepare_fork(FileState(self.snapshot()))
                 return result
             target = self.resolve_point(entry_id)
             undo = self.undo_point()
             if forced is not None:
-                self._write_fork_pending(_FileState(self.snapshot()))
+                self.prepare_fork(FileState(self.snapshot()))
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
             choice = choose(
@@ -542,13 +546,9 @@ class Engine:
             elif choice == M.UNDO and undo is not None:
                 # Pi 0.73.1 cannot fork "without the conversation": undoing is a file action, so
                 # it happens here, is recorded here (undoable again) and the fork is cancelled.
-                outcome = self._restore(undo)
-                self._append_op(current=undo, undo=outcome.undo_commit)
-                result.info(M.FILES_RESTORED_BEFORE_REWIND)
-                result.cancel = True
-                result.show(M.panel_undone(outcome.plan, stay=M.STAY_FORK), M.UNDO_HINT_AGAIN)
+                self._undo_files(undo, M.STAY_FORK, result)
             elif choice == M.FORK_CONVERSATION_ONLY:
-                self._write_fork_pending(_FileState(self.snapshot()))
+                self.prepare_fork(FileState(self.snapshot()))
             elif choice in (M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY):
                 if target is None:
                     result.failed(M.NO_EXACT_POINT)
@@ -556,9 +556,9 @@ class Engine:
                 elif choice == M.FORK_CODE_ONLY:
                     # Pi 0.73.1 ignores skipConversationRestore: forking would drop the user into a
                     # new, empty session (and lose the undo). "Keep conversation" means: stay here.
-                    outcome = self._restore(target)
+                    outcome = self.restore_files(target)
                     if outcome.changed or self.branch_state().current != target:
-                        self._append_op(current=target, undo=outcome.undo_commit)
+                        self.append_op(current=target, undo=outcome.undo_commit)
                     result.info(M.FILES_RESTORED_FROM_POINT)
                     result.cancel = True
                     result.show(
@@ -568,8 +568,8 @@ class Engine:
                         M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,
                     )
                 else:
-                    outcome = self._restore(target)
-                    self._write_fork_pending(_FileState(target, outcome.undo_commit))
+                    outcome = self.restore_files(target)
+                    self.prepare_fork(FileState(target, outcome.undo_commit))
                     result.info(M.FILES_RESTORED_FROM_POINT)
             else:
                 result.info(M.REWIND_CANCELLED)
@@ -581,30 +581,33 @@ class Engine:
             result.cancel = True
         return result
 
-    def _write_fork_pending(self, state: _FileState) -> None:
+    def prepare_fork(self, state: FileState) -> str:
+        """Hand ``state`` to the fork about to be made: append the ``rewind-fork-pending``
+        record the child imports, and remember the fork until :meth:`settle_fork`."""
         from ledger.record_models import ForkPendingData
 
         data = ForkPendingData(v=2, current=state.current, undo=state.undo).to_data()
-        record = self._append(FORK_PENDING, data)
-        self._unconsumed_fork = (record, state)
+        record = self.host.append_custom(FORK_PENDING, data)
+        self._unconsumed_fork = state
+        return record
 
-    def _settle_unconsumed_fork(self) -> None:
-        """D13: a fork we prepared did not happen (we are still in the parent): record its file
-        state here, so that a restore it made can be undone."""
-        pending, self._unconsumed_fork = self._unconsumed_fork, None
-        if pending is None:
-            return
-        _, state = pending
-        if state.undo is not None:
-            self._append_op(current=state.current, undo=state.undo)
+    def settle_fork(self, *, happened: bool) -> None:
+        """The fork prepared by :meth:`prepare_fork` (if any) was made, or not. D13: one that did
+        not happen (we are still in the parent) has its file state recorded here, so that a
+        restore it made can be undone; one that happened is the child's to import."""
+        state, self._unconsumed_fork = self._unconsumed_fork, None
+        if not happened and state is not None and state.undo is not None:
+            self.append_op(current=state.current, undo=state.undo)
+
+    def for_host(self, host: SessionHost) -> Engine:
+        """An engine on another session (a fork's child) with this one's repository, settings,
+        clock and lineage reader."""
+        return Engine(host, self.repo, settings=self.settings, clock=self.clock, reader=self.reader)
 
     def shutdown(self, reason: str = "quit") -> EventResult:
         """``session_shutdown``. With ``reason="fork"`` the prepared fork is happening: the child
         imports its state; otherwise a prepared fork did not happen and is recorded here."""
-        if reason == "fork":
-            self._unconsumed_fork = None
-        else:
-            self._settle_unconsumed_fork()
+        self.settle_fork(happened=reason == "fork")
         if self.retention is not None:
             self.retention.on_shutdown()  # waits for a sweep in flight, then sweeps
         return EventResult()

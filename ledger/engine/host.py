@@ -3,14 +3,17 @@
 Why it exists: the same engine serves our CLI, which owns the session file while it runs, and a
 running agent (Pi through the bridge, or a Python agent), which owns its session and must do
 every write itself. The engine only ever asks a host for the session's entries and live leaf,
-to append a custom entry, and to create a forked session file.
+to append a custom entry, and to create a forked session (a new file, with its own host).
 
 Invariants:
 - ``append_custom`` returns the new entry's id, and the entry becomes the host's leaf.
 - ``parent_id`` is a request: a running agent appends at its own leaf and may refuse a
   different parent; the file host honours it (that is how ``rewind restore --mode
-  conversation`` moves the leaf durably, pi-session-format.md §11 rule 4).
+  conversation`` moves the leaf durably: docs/formats.md#appending-rules,
+  docs/design.md#conversation-moves).
 - ``session()`` reflects every append made through the host.
+- ``create_fork`` returns a :class:`FileHost`: the child file is new, written by us, and open in
+  no agent, so the file host is the one that may append to it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from typing import Any, Protocol
 
 from ledger.clock import Clock, IdSource, RandomIds, SystemClock
 from ledger.session.model import Session
-from ledger.session.store import UNSET, SessionAppender, create_session_file, read_session
+from ledger.session.store import (
+    UNSET,
+    ParentRequest,
+    SessionAppender,
+    create_session_file,
+    read_session,
+)
 
 
 class SessionHost(Protocol):
@@ -39,13 +48,14 @@ class SessionHost(Protocol):
         ...
 
     def append_custom(
-        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+        self, custom_type: str, data: dict[str, Any], *, parent_id: ParentRequest = UNSET
     ) -> str:
         """Append a ``custom`` entry; returns its id."""
         ...
 
-    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
-        """Write a new session file whose ``parentSession`` is this session's file."""
+    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> FileHost:
+        """Write a new session file whose ``parentSession`` is this session's file, holding
+        ``entries``; returns the host of the new session."""
         ...
 
 
@@ -53,7 +63,7 @@ class FileHost:
     """A session file that we own for the duration of a command (the CLI's host).
 
     Never use it on a file that a running Pi process has open: Pi keeps its entries in memory
-    and would chain its next append off its own leaf (pi-session-format.md §11 rule 5).
+    and would chain its next append off its own leaf (docs/formats.md#who-may-write-a-session-file).
     """
 
     def __init__(
@@ -88,14 +98,14 @@ class FileHost:
         return self.session().leaf_id
 
     def append_custom(
-        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+        self, custom_type: str, data: dict[str, Any], *, parent_id: ParentRequest = UNSET
     ) -> str:
         entry = self._appender.append_custom(custom_type, data, parent_id=parent_id)
         self._session = None
         return str(entry["id"])
 
-    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> Path:
-        return create_session_file(
+    def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> FileHost:
+        path = create_session_file(
             self.sessions_dir,
             cwd,
             entries,
@@ -103,3 +113,4 @@ class FileHost:
             clock=self.clock,
             ids=self.ids,
         )
+        return FileHost(path, self.sessions_dir, clock=self.clock, ids=self.ids)

@@ -1,4 +1,5 @@
-"""The reference extension's exact menu labels, titles and messages (rewind-v2.md §9–§12).
+"""The reference extension's exact menu labels, titles and messages
+(docs/design.md#menus-and-messages).
 
 Why it exists: users of pi-rewind-hook know these words, and hosts (Pi's UI, our CLI) show them
 verbatim. Keeping them in one place pins them for golden tests and for the bridge.
@@ -33,10 +34,6 @@ TREE_NOT_RESTORABLE = "Exact file rewind is only available for user, assistant, 
 TREE_FAILED = "Rewind failed before tree navigation: {error}"
 FORK_FAILED = "Rewind failed before fork: {error}"
 FORCED_CONVERSATION_ONLY = "Rewind: using conversation-only fork (keep current files) ({source})"
-RETENTION_STARTUP_FAILED = "Rewind retention startup sweep failed: {error}"
-RETENTION_BUDGET_EXCEEDED = (
-    "Rewind retention startup sweep skipped after exceeding {budget}ms budget"
-)
 
 Level = Literal["info", "warning", "error"]
 

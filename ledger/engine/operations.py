@@ -17,13 +17,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.engine.conversation import fork_path, rewind_parent
-from ledger.engine.engine import Engine, _FileState
+from ledger.engine.engine import Engine
+from ledger.engine.filestate import FileState
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
 from ledger.git.objects import tree_of
 from ledger.session.model import is_restorable
+from ledger.session.parse import Entry
+
+if TYPE_CHECKING:
+    from ledger.git.restore import RestorePlan
 
 RestoreMode = Literal["both", "files", "conversation"]
 ForkMode = Literal["conversation", "all", "code"]
@@ -64,7 +69,7 @@ class RestoreReport:
         }
 
 
-def _entry(engine: Engine, entry_id: str) -> Any:
+def _entry(engine: Engine, entry_id: str) -> Entry:
     entry = engine.session().get(entry_id)
     if entry is None:
         raise NoRewindPointError(entry_id, reason="no such entry")
@@ -78,7 +83,7 @@ def _point(engine: Engine, entry_id: str) -> str:
     return target
 
 
-def _fill_plan(report: RestoreReport, plan: Any) -> None:
+def _fill_plan(report: RestoreReport, plan: RestorePlan) -> None:
     report.added, report.modified, report.deleted = (
         list(plan.added),
         list(plan.modified),
@@ -87,7 +92,7 @@ def _fill_plan(report: RestoreReport, plan: Any) -> None:
     report.warnings.extend(plan.warnings)
 
 
-def plan_for(engine: Engine, target: str) -> Any:
+def plan_for(engine: Engine, target: str) -> RestorePlan:
     from ledger.git.restore import plan_restore
 
     return plan_restore(engine.repo, target, engine.settings.snapshot)
@@ -107,7 +112,7 @@ def restore(
             return report
         kept = engine.snapshot()
         report.target = kept
-        report.record = engine._append_op(current=kept, parent_id=position, at_leaf=False)
+        report.record = engine.append_op(current=kept, parent_id=position)
         return report
     target = _point(engine, entry_id)
     report.target = target
@@ -116,16 +121,16 @@ def restore(
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
-    outcome = engine._restore(target)
+    outcome = engine.restore_files(target)
     report.changed = outcome.changed
     report.undo = outcome.undo_commit
     if mode == "both":
-        report.record = engine._append_op(
-            current=target, undo=outcome.undo_commit, parent_id=position, at_leaf=False
+        report.record = engine.append_op(
+            current=target, undo=outcome.undo_commit, parent_id=position
         )
         report.leaf = report.record
     elif outcome.changed or engine.branch_state().current != target:
-        report.record = engine._append_op(current=target, undo=outcome.undo_commit)
+        report.record = engine.append_op(current=target, undo=outcome.undo_commit)
         report.leaf = report.record
     return report
 
@@ -141,10 +146,10 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
     _fill_plan(report, plan_for(engine, state.undo))
     if dry_run:
         return report
-    outcome = engine._restore(state.undo)
+    outcome = engine.restore_files(state.undo)
     report.changed = outcome.changed
     report.undo = outcome.undo_commit
-    report.record = engine._append_op(current=state.undo, undo=outcome.undo_commit)
+    report.record = engine.append_op(current=state.undo, undo=outcome.undo_commit)
     report.leaf = report.record
     return report
 
@@ -172,8 +177,6 @@ class ForkReport:
 
 def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> ForkReport:
     """Pi's ``/fork`` from ``entry_id`` into a new session file, with the reference's options."""
-    from ledger.engine.host import FileHost
-
     session = engine.session()
     entry = _entry(engine, entry_id)
     cwd = session.cwd
@@ -184,34 +187,26 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
         )
     restored: RestoreReport | None = None
     if mode == "conversation":
-        state = _FileState(engine.snapshot())
+        state = FileState(engine.snapshot())
     else:
         target = _point(engine, entry.id)
         restored = RestoreReport(mode=mode, entry=entry.id, target=target)
         _fill_plan(restored, plan_for(engine, target))
-        outcome = engine._restore(target)
+        outcome = engine.restore_files(target)
         restored.changed, restored.undo = outcome.changed, outcome.undo_commit
-        state = _FileState(target, outcome.undo_commit)
-    engine._write_fork_pending(state)
+        state = FileState(target, outcome.undo_commit)
+    engine.prepare_fork(state)
     try:
         entries = fork_path(session, entry.id, "before")
-        child_path = engine.host.create_fork(entries, cwd=cwd)
+        child_host = engine.host.create_fork(entries, cwd=cwd)
     except LedgerError:
-        engine._settle_unconsumed_fork()  # D13: the fork did not happen; keep the restore undoable
+        engine.settle_fork(happened=False)  # D13: keep the restore undoable
         raise
-    engine._unconsumed_fork = None
+    engine.settle_fork(happened=True)
     parent_file = engine.host.session_file
-    child_host = FileHost(
-        child_path,
-        getattr(engine.host, "sessions_dir", child_path.parent.parent),
-        clock=engine.clock,
-        ids=getattr(engine.host, "ids", None),
-    )
-    child = Engine(
-        child_host, engine.repo, settings=engine.settings, clock=engine.clock, reader=engine.reader
-    )
+    child = engine.for_host(child_host)
     child.session_start("fork", str(parent_file) if parent_file else None)
-    report = ForkReport(mode=mode, entry=entry.id, child=child_path, restore=restored)
+    report = ForkReport(mode=mode, entry=entry.id, child=child_host.path, restore=restored)
     if not any(
         e.get("type") == "message" and (e.get("message") or {}).get("role") == "assistant"
         for e in entries
@@ -254,7 +249,7 @@ def checkpoint(engine: Engine, entry_id: str | None = None) -> CheckpointReport:
                 hint="choose a user, assistant, custom message, compaction or summary entry",
             )
     commit = engine.snapshot()
-    record = engine._append_op(bindings=[(entry.id, commit)])
+    record = engine.append_op(bindings=[(entry.id, commit)])
     return CheckpointReport(entry.id, commit, record)
 
 
@@ -287,7 +282,7 @@ def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
     plan = plan_for(engine, target)
     text = None
     if patch:
-        from ledger.git.restore import patch as make_patch
+        from ledger.git.trees import patch as make_patch
 
         text = make_patch(
             engine.repo, plan.current_tree, tree_of(engine.repo, target) or plan.target_tree

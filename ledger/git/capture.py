@@ -3,28 +3,32 @@
 Why it exists: a snapshot tree must equal, byte for byte, what ``git -c core.autocrlf=false add
 -A`` into a fresh, empty index followed by ``git write-tree`` gives at the repository root (tracked
 and untracked non-ignored files, tracked files matching an ignore rule left out, exec bits,
-symlinks, ``.gitattributes`` conversions, gitlinks at their HEAD), minus the protected paths of
-issue 3. The reference gets this by re-hashing everything every time; we refresh a private index
+symlinks, ``.gitattributes`` conversions, gitlinks at their HEAD), minus the protected paths
+(docs/design.md#protected-paths; the contract: docs/design.md#the-exactness-contract). The
+reference gets this by re-hashing everything every time; we refresh a private index
 (:mod:`ledger.git.index`) and re-hash only what changed.
 
 One capture, under the private index's lock:
 
-1. Fingerprint what can change results without changing any file's stat data: configuration,
-   global ignore/attribute files, our settings. A change (or ``core.ignoreCase``, whose renames
-   git cannot see in a kept index) means: start from an empty index.
-2. Compare the saved signatures of each directory's ``.gitignore``/``.gitattributes``/``.git``.
+1. Fingerprint what can change results without changing any file's stat data
+   (:mod:`ledger.git.fingerprint`). A change (or ``core.ignoreCase``, whose renames git cannot
+   see in a kept index) means: start from an empty index.
+2. Compare the saved signatures of each directory's ``.gitignore``/``.gitattributes``/``.git``
+   (:mod:`ledger.git.capture_state`).
 3. Drop entries that stopped or started being repositories, and old-mtime racy entries listed
-   by the previous capture (see :mod:`ledger.git.index`).
+   by the previous capture (:mod:`ledger.git.racy`).
 4. ``git status --porcelain=v2 -uall`` on the private index with our settings (trustctime,
    default checkStat, no ignoreStat, no fsmonitor, untracked cache) lists what changed.
-5. Classify: protected directories, too-large untracked files, embedded repositories without a
-   commit are skipped; a dirty submodule or embedded repository is an error.
+5. Parse and classify it (:mod:`ledger.git.capture_plan`): protected directories, too-large
+   untracked files, embedded repositories without a commit are skipped; a dirty submodule or
+   embedded repository is an error.
 6. Few plain changes (up to :data:`LAZY_MAX_PATHS` paths differing from the index): hash them and
    edit the index's tree with pygit2, leaving the index as it is (:mod:`ledger.git.treeedit`).
    Otherwise ``update-index --add --remove --replace`` them; remove entries newly ignored
    (``ls-files -c -i`` under directories whose ignore rules changed); ``add --renormalize``
    under directories whose attributes changed; ``write-tree`` (skipped when nothing changed).
-7. Keep the entries recorded within this capture's seconds under git's racy check.
+7. Keep the entries recorded within this capture's seconds under git's racy check
+   (:mod:`ledger.git.racy`).
 
 Invariants: only the private index, its lock/state files and git objects are written. The
 user's index is read only through read-only commands (``GIT_OPTIONAL_LOCKS=0``). All git commands
@@ -35,33 +39,30 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from ledger.errors import CaptureIndexError, DirtySubmoduleError, GitError
-from ledger.git.index import (
+from ledger.git.capture_plan import CapturePlan, SkippedPath, classify, parse_status
+from ledger.git.capture_state import (
     CaptureState,
-    PrivateIndex,
-    chunks,
-    covers,
     dir_signatures,
-    global_fingerprint,
     parent_dirs,
-    protected_prefix,
-    recent_entries,
     same_content,
     topmost,
 )
+from ledger.git.fingerprint import global_fingerprint
+from ledger.git.index import IndexUnusable, PrivateIndex
+from ledger.git.racy import guard_racy_entries, old_racy_entries
 from ledger.git.repo import GitRepo
-from ledger.git.runner import GitRunner, decode_path, nul_join
+from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.settings import SnapshotSettings
 
@@ -89,24 +90,10 @@ PRIVATE_CONFIG: tuple[tuple[str, str], ...] = (
     ("advice.addEmbeddedRepo", "false"),
 )
 
-GITLINK_MODE = "160000"
 LAZY_MAX_PATHS = 32
 """Up to this many paths differing from the private index, a capture hashes them and edits the
 tree instead of rewriting the index (see :mod:`ledger.git.treeedit`); beyond, it records them."""
-RACY_BACKDATE_LIMIT_S = 900
-"""Racy entries whose mtime is older than this are dropped and re-hashed instead of moving the
-index timestamp back that far (which would make git compare every newer file's content)."""
 _NO_SPACE = "No space left on device"
-_MANY_UNTRACKED = 2000
-
-
-@dataclass(frozen=True)
-class SkippedPath:
-    """A path a capture left out on purpose (directories end with ``/``)."""
-
-    path: str
-    reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit"
-    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,21 +105,6 @@ class CaptureResult:
     updated: int = 0
     """Index entries added, re-hashed or removed."""
     ms: float = 0.0
-
-
-@dataclass
-class _Plan:
-    update: list[str] = field(default_factory=list)  # update-index --add --remove
-    add: list[str] = field(default_factory=list)  # new paths (files or gitlinks)
-    force_remove: list[str] = field(default_factory=list)
-    skipped: dict[str, SkippedPath] = field(default_factory=dict)
-    new_gitlinks: list[str] = field(default_factory=list)
-    gone_gitlinks: set[str] = field(default_factory=set)
-    gitlinks_changed: list[str] = field(default_factory=list)
-
-
-class _IndexUnusable(Exception):
-    """The private index cannot be read or written into a tree: rebuild it."""
 
 
 class Capturer:
@@ -191,7 +163,7 @@ class Capturer:
                 result = self.full_capture()
                 if feed is not None:
                     feed.after_full(self, result, epoch)
-        except _IndexUnusable as exc:
+        except IndexUnusable as exc:
             raise _index_error(self.index.dir, str(exc), None) from None
         except OSError as exc:
             raise _index_error(self.index.dir, exc.strerror or str(exc), exc.errno) from None
@@ -208,12 +180,12 @@ class Capturer:
         self.facts_ignore_case = facts.ignore_case
         state = self.index.load_state()
         fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
-        if fresh:
+        if state is None or fresh:
             self.index.reset()
             state = CaptureState(fingerprint=fingerprint)
         try:
             return self._capture(state, fresh=fresh)
-        except (_IndexUnusable, GitError) as exc:
+        except (IndexUnusable, GitError) as exc:
             # A kept index that git cannot read, or that references pruned objects, is
             # rebuilt once; a failure on a fresh index is the real error.
             if isinstance(exc, DirtySubmoduleError):
@@ -230,28 +202,28 @@ class Capturer:
         updated = 0
         modified = False
         self.index.begin()
-        saved_dirs = {rel: list(sig) for rel, sig in state.dirs.items()}
+        saved_dirs = dict(state.dirs)
 
         # Rule files and embedded .git directories, compared before status runs: a change
         # after this point is seen by the next capture.
         ignore_dirs, attr_dirs, repo_dirs = [], [], []
         for rel, previous in list(state.dirs.items()):
             current = dir_signatures(self._root_s, rel, previous)
-            if not same_content(previous[0], current[0]):
+            if not same_content(previous.ignore, current.ignore):
                 ignore_dirs.append(rel)
-            if not same_content(previous[1], current[1]):
+            if not same_content(previous.attributes, current.attributes):
                 attr_dirs.append(rel)
-            if rel and current[2] and not (len(previous) > 2 and previous[2]):
+            if rel and current.has_git and not previous.has_git:
                 repo_dirs.append(rel)
             state.dirs[rel] = current
 
         # Entries that became embedded repositories or stopped being repositories leave the
         # index, so that the status below lists them as they are now.
-        stale = [g for g in state.gitlinks if not self._has_dotgit(g)]
+        stale = [g for g in state.gitlinks if not self.has_dotgit(g)]
         drop: list[str] = list(stale)
         if repo_dirs:
-            drop += self._ls_private(topmost(repo_dirs))
-        drop += self._old_racy_entries(state)
+            drop += self.ls_private(topmost(repo_dirs))
+        drop += old_racy_entries(self._root_s, state)
 
         if drop:
             modified = True
@@ -260,7 +232,14 @@ class Capturer:
             state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
 
         status_started_ns = time.time_ns()
-        plan = self._plan(state)
+        plan = classify(
+            parse_status(self._status()),
+            self.settings,
+            self,
+            gitlinks=state.gitlinks,
+            kept_protected=state.kept_protected,
+        )
+        state.kept_protected = plan.kept_protected
         try:
             self._check_dirty(state, plan)
         except DirtySubmoduleError:
@@ -269,26 +248,28 @@ class Capturer:
             state.dirs = saved_dirs
             if modified:
                 state.tree = None
-            self._guard_racy_entries(state, start_s)
+            guard_racy_entries(self.index.index_path, state, start_s)
             self.index.save_state(state)
             raise
 
         new_dirs = self._new_dirs(state, plan.add)
         since = status_started_ns - 1_000_000_000
         recheck = set(ignore_dirs) | {
-            d for d in new_dirs if (sig := state.dirs[d][0]) is not None and sig[2] >= since
+            d
+            for d in new_dirs
+            if (sig := state.dirs[d].ignore) is not None and sig.ctime_ns >= since
         }
         if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
             lazy_tree = self._lazy_tree(state, plan)
             if lazy_tree is not None:
-                self._guard_racy_entries(state, start_s)
+                guard_racy_entries(self.index.index_path, state, start_s)
                 self.index.save_state(state)
                 self.last_state = state
                 return CaptureResult(
                     lazy_tree,
                     tuple(plan.skipped.values()),
                     fresh,
-                    len(plan.update) + len(plan.add) + len(plan.force_remove),
+                    len(plan.paths),
                 )
         if plan.force_remove or plan.update or plan.add:
             modified = True
@@ -304,7 +285,7 @@ class Capturer:
         # seen now whose .gitignore changed around the time status read it (a second of margin
         # for coarse file timestamps).
         if recheck:
-            ignored = self._ls_private(topmost(recheck), ignored=True)
+            ignored = self.ls_private(topmost(recheck), ignored=True)
             if ignored:
                 modified = True
                 self._update_index(["--force-remove"], ignored)
@@ -324,18 +305,18 @@ class Capturer:
 
         if modified or state.tree is None:
             state.tree = self._write_tree()
-        self._guard_racy_entries(state, start_s)
+        guard_racy_entries(self.index.index_path, state, start_s)
         self.index.save_state(state)
         self.last_state = state
         return CaptureResult(state.tree, tuple(plan.skipped.values()), fresh, updated)
 
     # --- steps ---------------------------------------------------------------------------
 
-    def _lazy_tree(self, state: CaptureState, plan: _Plan) -> str | None:
+    def _lazy_tree(self, state: CaptureState, plan: CapturePlan) -> str | None:
         """The capture's tree from the index's tree plus the paths status listed, without
         rewriting the index (:mod:`ledger.git.treeedit`), when the change set is small and
         plain; ``None`` to take the ordinary path."""
-        paths = plan.update + plan.add + plan.force_remove
+        paths = plan.paths
         if not paths:
             return state.tree
         if (
@@ -361,58 +342,6 @@ class Capturer:
         except LazyUnsupported:
             return None
 
-    def _old_racy_entries(self, state: CaptureState) -> list[str]:
-        """Racy entries with old mtimes, listed by the previous capture: dropped so that they
-        are hashed again, unless their ctime moved past the recording second since (git then
-        sees the change by itself)."""
-        out = []
-        for rel in state.danger:
-            try:
-                st = os.lstat(os.path.join(self._root_s, rel))
-            except OSError:
-                continue
-            if int(st.st_ctime) <= state.danger_until:
-                out.append(rel)
-        return out
-
-    def _guard_racy_entries(self, state: CaptureState, start_s: int) -> None:
-        """Keep entries recorded during this capture under git's racy check (see
-        :mod:`ledger.git.index`): move the index timestamp back to their oldest mtime, or, for
-        entries whose mtime is too old for that, list them for the next capture to drop."""
-        end_s = int(time.time())
-        path = self.index.index_path
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:  # nothing was ever written: nothing recorded
-            state.danger = []
-            return
-        except OSError as exc:
-            raise _IndexUnusable(str(exc)) from exc
-        try:
-            if st.st_mtime_ns == state.index_mtime_set_ns and state.index_mtime_set_ns:
-                # Nothing wrote the index in this capture, so nothing was recorded: the racy
-                # entries and the timestamp chosen by the previous capture still hold.
-                return
-            racy = recent_entries(path, start_s, end_s)
-        except (ValueError, OSError) as exc:
-            raise _IndexUnusable(str(exc)) from exc
-        # A timestamp we did not set means git wrote the index since: that write is the real
-        # one, which the timestamp may be restored to when nothing is racy.
-        if st.st_mtime_ns != state.index_mtime_set_ns:
-            state.index_mtime_real_ns = st.st_mtime_ns
-        floor = end_s - RACY_BACKDATE_LIMIT_S
-        recent = [m for _, m in racy if m >= floor]
-        state.danger = [p for p, m in racy if m < floor]
-        state.danger_until = end_s
-        target_ns = state.index_mtime_real_ns
-        if recent:
-            # git compares whole seconds: an entry is racy when its mtime second is not
-            # before the index's.
-            target_ns = min(target_ns, max(1, min(recent)) * 1_000_000_000)
-        if target_ns != st.st_mtime_ns:
-            os.utime(path, ns=(st.st_atime_ns, target_ns))
-        state.index_mtime_set_ns = target_ns
-
     def _status(self) -> list[bytes]:
         try:
             result = self.git.run(
@@ -430,116 +359,10 @@ class Capturer:
                 optional_locks=True,
             )
         except GitError as exc:
-            raise _IndexUnusable(str(exc)) from exc
+            raise IndexUnusable(str(exc)) from exc
         return result.lines_z()
 
-    def _plan(self, state: CaptureState) -> _Plan:
-        plan = _Plan()
-        limit = self.settings.max_untracked_file_bytes
-        protected = set(self.settings.protected_dirs)
-        known_gitlinks = set(state.gitlinks)
-        big: dict[str, int] = {}
-        protected_groups: dict[str, list[str]] = {}
-        embedded: list[str] = []
-        records = self._status()
-        protected_probe = (
-            re.compile("|".join(re.escape(n) for n in sorted(protected))) if protected else None
-        )
-        # Many untracked paths (a first capture, a big checkout): skip the size check for what
-        # the user's git tracks, which is captured whatever its size, instead of one lstat each.
-        untracked_count = sum(1 for r in records if r[:2] == b"? ")
-        user_tracked = (
-            self._user_tracked_all() if limit and untracked_count > _MANY_UNTRACKED else frozenset()
-        )
-
-        for record in records:
-            kind = record[:2]
-            if kind == b"1 ":
-                if record[3:4] == b".":  # no work-tree change (index vs HEAD only)
-                    continue
-                fields = record.split(b" ", 8)
-                worktree, mode_index, mode_work = fields[1][1:2], fields[4], fields[5]
-                path = decode_path(fields[8])
-                if GITLINK_MODE.encode() in (mode_index, mode_work):
-                    if mode_work != GITLINK_MODE.encode():
-                        plan.gone_gitlinks.add(path)
-                    else:
-                        plan.gitlinks_changed.append(path)
-                    plan.update.append(path)
-                    continue
-                size = self._regular_size(path) if limit and worktree != b"D" else None
-                if size is not None and size > limit:
-                    big[path] = size
-                plan.update.append(path)
-            elif kind == b"? ":
-                raw = decode_path(record[2:])
-                is_dir = raw.endswith("/")
-                path = raw.rstrip("/")
-                prefix = (
-                    protected_prefix(path, protected, include_last=is_dir)
-                    if protected_probe is not None and protected_probe.search(path)
-                    else None
-                )
-                if prefix is not None:
-                    protected_groups.setdefault(prefix, []).append(raw)
-                    continue
-                if is_dir:
-                    embedded.append(path)
-                    continue
-                if limit and path not in user_tracked:
-                    size = self._regular_size(path)
-                    if size is not None and size > limit:
-                        big[path] = size
-                plan.add.append(path)
-            elif kind in (b"2 ", b"u "):
-                raise GitError("snapshot", f"unexpected status record {record[:60]!r}")
-
-        # Protected directories and large files are skipped only when the user's git does not
-        # track anything there: tracked content is always captured.
-        candidates = list(protected_groups) + list(big) + list(state.kept_protected)
-        tracked = self._user_tracked(candidates) if candidates else set()
-        kept = []
-        for prefix, raws in protected_groups.items():
-            if covers(tracked, prefix):
-                kept.append(prefix)
-                for raw in raws:
-                    if raw.endswith("/"):
-                        embedded.append(raw.rstrip("/"))
-                    else:
-                        plan.add.append(raw)
-            else:
-                plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
-        for prefix in state.kept_protected:
-            if prefix in protected_groups:
-                continue
-            if covers(tracked, prefix):
-                kept.append(prefix)
-            elif (self.root / prefix).is_dir():
-                plan.force_remove += self._ls_private([prefix])
-                plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
-        state.kept_protected = sorted(set(kept))
-        for path, size in big.items():
-            if path in tracked:
-                continue
-            plan.skipped[path] = SkippedPath(path, "too-large", size)
-            if path in plan.add:
-                plan.add.remove(path)
-            elif path in plan.update:
-                plan.update.remove(path)
-                plan.force_remove.append(path)
-
-        for path in embedded:
-            if self._repo_has_commit(path):
-                plan.add.append(path)
-                plan.new_gitlinks.append(path)
-            else:
-                plan.skipped[path + "/"] = SkippedPath(path + "/", "embedded-repo-without-commit")
-        plan.gone_gitlinks |= {
-            g for g in known_gitlinks if g in plan.update and not self._has_dotgit(g)
-        }
-        return plan
-
-    def _check_dirty(self, state: CaptureState, plan: _Plan) -> None:
+    def _check_dirty(self, state: CaptureState, plan: CapturePlan) -> None:
         """A submodule or embedded repository with uncommitted changes fails the capture (D6)."""
         known = [g for g in state.gitlinks if g not in plan.gone_gitlinks]
         for chunk in chunks(known):
@@ -595,10 +418,10 @@ class Capturer:
                 config=PRIVATE_CONFIG,
             )
         except GitError as exc:  # e.g. objects only our index referenced were pruned
-            raise _IndexUnusable(str(exc)) from exc
+            raise IndexUnusable(str(exc)) from exc
         return result.text.strip()
 
-    # --- small git helpers ----------------------------------------------------------------
+    # --- small git helpers (also the :class:`~ledger.git.capture_plan.Probe` of classify) ---
 
     def _update_index(self, options: list[str], paths: Sequence[str]) -> None:
         self.git.run(
@@ -610,13 +433,15 @@ class Capturer:
             optional_locks=True,
         )
 
-    def _ls_private(self, dirs: Sequence[str], *, ignored: bool = False) -> list[str]:
+    def ls_private(self, dirs: Sequence[str], *, ignored: bool = False) -> list[str]:
         """Entries of the private index under ``dirs`` (``""`` = all); only ignored ones if
         ``ignored``."""
         options = ["-c", "-i", "--exclude-standard"] if ignored else ["-c"]
         specs = [d for d in dirs if d]
         out: list[str] = []
-        groups = [[]] if (not specs or len(specs) < len(dirs)) else list(chunks(specs))
+        groups: list[list[str]] = (
+            [[]] if (not specs or len(specs) < len(dirs)) else list(chunks(specs))
+        )
         for chunk in groups:
             result = self.git.run(
                 ["ls-files", "-z", *options, "--", *chunk],
@@ -627,7 +452,7 @@ class Capturer:
             out += [decode_path(p) for p in result.lines_z()]
         return out
 
-    def _user_tracked(self, paths: Sequence[str]) -> set[str]:
+    def user_tracked(self, paths: Sequence[str]) -> set[str]:
         """Which of ``paths`` (files or directories) the user's own index tracks, as the set
         of tracked paths found under them. Read-only on ``.git/index``."""
         found: set[str] = set()
@@ -638,21 +463,24 @@ class Capturer:
             found.update(decode_path(p) for p in result.lines_z())
         return found
 
-    def _user_tracked_all(self) -> frozenset[str]:
+    def user_tracked_all(self) -> frozenset[str]:
         result = self.git.run(["ls-files", "-z", "--cached"], operation="git ls-files (user index)")
         return frozenset(decode_path(p) for p in result.lines_z())
 
-    def _regular_size(self, path: str) -> int | None:
+    def regular_size(self, path: str) -> int | None:
         try:
             st = os.lstat(os.path.join(self._root_s, path))
         except OSError:
             return None
         return st.st_size if stat.S_ISREG(st.st_mode) else None
 
-    def _has_dotgit(self, rel: str) -> bool:
-        return bool(rel) and os.path.lexists(os.path.join(self._root_s, rel, ".git"))
+    def has_dotgit(self, path: str) -> bool:
+        return bool(path) and os.path.lexists(os.path.join(self._root_s, path, ".git"))
 
-    def _repo_has_commit(self, path: str) -> bool:
+    def is_dir(self, path: str) -> bool:
+        return (self.root / path).is_dir()
+
+    def repo_has_commit(self, path: str) -> bool:
         try:
             nested = pygit2.Repository(str(self.root / path))
             return not nested.head_is_unborn

@@ -9,8 +9,8 @@ How a fed capture stays exact. The *base* is the tree of a capture (full scan or
 dirty set was taken at epoch E. Every path changed after that moment is in the watcher's dirty
 set (inotify queues events inside the changing system call, and :meth:`InotifyWatcher.sync`
 reads the queue to the end). If the watcher is still at epoch E (no overflow, no failed watch),
-the current work tree is base + the dirty paths re-read now. Each dirty path is classified the
-way ``git add -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did
+the current work tree is base + the dirty paths re-read now (:mod:`ledger.git.feed_tree`). Each
+dirty path is classified the way ``git add -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did
 not change: any ``.gitignore``/``.gitattributes`` event, configuration change, settings change or
 user index change with kept protected directories sends the capture to a full scan); a new path
 is asked to ``git check-ignore --no-index``; its bytes come from ``git hash-object`` (attributes
@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -47,24 +46,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pygit2
-
-from ledger.git.index import common_dir, private_dir
-from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
+from ledger.git.feed_tree import NeedScan, fed_tree
+from ledger.git.index import private_dir
 from ledger.git.watch_inotify import InotifyWatcher
 
 if TYPE_CHECKING:
-    from ledger.git.capture import Capturer, CaptureResult, SkippedPath
+    from ledger.git.capture import Capturer, CaptureResult
+    from ledger.git.capture_plan import SkippedPath
     from ledger.git.repo import GitRepo
 
-FED_MAX_PATHS = 5_000
-"""More dirty paths than this: a full scan (hash-object and tree edits would cost more)."""
 VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
-GITLINK = 0o160000
-TREE = 0o040000
 _ENV_PREFIXES = ("GIT_",)
 _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
@@ -251,8 +245,8 @@ class Feed:
             self.counters.fed += 1
             return CaptureResult(base.tree, base.skipped, False, 0)
         try:
-            tree, count = self._fed_tree(capturer, base, dirty)
-        except _NeedScan as exc:
+            tree, count = fed_tree(capturer, base.tree, base.skipped, base.filemode, dirty)
+        except NeedScan as exc:
             with self.watcher.lock:  # the paths are re-read by the full scan's status
                 self.watcher.dirty |= dirty
             self._fallback(str(exc))
@@ -332,7 +326,7 @@ class Feed:
         directories and too-large files are captured)."""
         if refresh or not self._origins:
             self._origins = _config_origins(capturer)
-        common = common_dir(self.git_dir)
+        common = capturer.repo.common_dir
         home = os.environ.get("HOME", "")
         xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
         files = [
@@ -370,94 +364,6 @@ class Feed:
         return self._identity
 
     # --- the fed tree -----------------------------------------------------------------------
-
-    def _fed_tree(self, capturer: Capturer, base: _Base, dirty: set[str]) -> tuple[str, int]:
-        if len(dirty) > FED_MAX_PATHS:
-            raise _NeedScan(f"{len(dirty)} changed paths")
-        from ledger.git.capture import PRIVATE_CONFIG
-        from ledger.git.index import protected_prefix as _protected_prefix
-
-        repo = capturer.repo.pygit2
-        root = capturer.root_s
-        settings = capturer.settings
-        limit = settings.max_untracked_file_bytes
-        protected = set(settings.protected_dirs)
-        tree = repo.get(base.tree)
-        if not isinstance(tree, pygit2.Tree):
-            raise _NeedScan("base tree missing")
-        skipped_files = {s.path for s in base.skipped if not s.path.endswith("/")}
-        skipped_dirs = {s.path[:-1]: s.reason for s in base.skipped if s.path.endswith("/")}
-        dirs: dict[str, str] = {}
-        changes: dict[str, Any] = {}
-        known: list[str] = []
-        new: list[str] = []
-        for path in sorted(dirty):
-            parts = path.split("/")
-            if ".git" in parts:
-                raise _NeedScan(f"{path}: a nested repository changed")
-            if parts[-1] in (".gitignore", ".gitattributes"):
-                raise _NeedScan(f"{path}: ignore or attribute rules changed")
-            if path in skipped_files or path in skipped_dirs:
-                raise _NeedScan(f"{path}: a skipped path changed")
-            under = _under_skipped(parts, skipped_dirs)
-            if under is not None:
-                if under[1] != "protected-dir" or not _real_dir(root, under[0]):
-                    raise _NeedScan(f"{path}: changed under skipped {under[0]}/")
-                continue  # still skipped: the user's index is watched (see _env_signature)
-            parent = _parent_state(root, parts, dirs)
-            if parent == "repo":
-                raise _NeedScan(f"{path}: inside a nested repository")
-            if parent == "gone":
-                changes[path] = None
-                continue
-            try:
-                st = os.lstat(os.path.join(root, path))
-            except FileNotFoundError:
-                changes[path] = None
-                continue
-            existing = _entry(tree, path)
-            if stat.S_ISDIR(st.st_mode):
-                if os.path.lexists(os.path.join(root, path, ".git")):
-                    raise _NeedScan(f"{path}: a nested repository")
-                if existing is not None and existing[0] != TREE:
-                    if existing[0] == GITLINK:
-                        raise _NeedScan(f"{path}: a gitlink changed")
-                    changes[path] = None  # a file became a directory: its files follow
-                continue
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-                raise _NeedScan(f"{path}: not a file, symlink or directory")
-            if existing is not None and existing[0] == GITLINK:
-                raise _NeedScan(f"{path}: a gitlink changed")
-            if limit and stat.S_ISREG(st.st_mode) and st.st_size > limit:
-                raise _NeedScan(f"{path}: larger than the untracked size limit")
-            if existing is not None and existing[0] != TREE:
-                known.append(path)
-            else:
-                new.append(path)
-        if new:
-            ignored = _check_ignore(capturer, new)
-            for path in new:
-                if path in ignored:
-                    changes[path] = None
-                elif protected and _protected_prefix(path, protected, include_last=False):
-                    raise _NeedScan(f"{path}: in a protected directory")
-                else:
-                    known.append(path)
-        try:
-            if known:
-                changes.update(
-                    current_entries(
-                        capturer.git,
-                        repo,
-                        root,
-                        known,
-                        filemode=base.filemode,
-                        config=PRIVATE_CONFIG,
-                    )
-                )
-            return edit_tree(repo, base.tree, changes), len(changes)
-        except LazyUnsupported as exc:
-            raise _NeedScan(f"tree edit unsupported: {exc}") from None
 
     # --- verification -----------------------------------------------------------------------
 
@@ -535,7 +441,9 @@ class Feed:
     def _mismatch(self, repo: GitRepo, fed: str, scan: str) -> None:
         paths: list[str] = []
         with contextlib.suppress(Exception):
-            diff = repo.pygit2.diff(repo.pygit2.get(fed), repo.pygit2.get(scan))
+            fed_tree, scan_tree = repo.peel_tree(fed), repo.peel_tree(scan)
+            assert fed_tree is not None and scan_tree is not None
+            diff = fed_tree.diff_to_tree(scan_tree)
             paths = sorted(
                 {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
             )
@@ -565,10 +473,6 @@ class Feed:
             os.replace(tmp, path)
 
 
-class _NeedScan(Exception):
-    """The dirty set holds something the feed does not model: scan fully."""
-
-
 def _settings_key(capturer: Capturer) -> tuple[Any, ...]:
     s = capturer.settings
     return (s.max_untracked_file_bytes, tuple(sorted(s.protected_dirs)))
@@ -592,64 +496,3 @@ def _config_origins(capturer: Capturer) -> list[str]:
             name = os.fsdecode(record[5:])
             out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
     return sorted(out)
-
-
-def _check_ignore(capturer: Capturer, paths: list[str]) -> set[str]:
-    """Which of ``paths`` git's exclude rules ignore (``check-ignore`` refuses literal pathspec
-    mode, and would read a leading ``:`` as pathspec magic)."""
-    if any(p.startswith(":") for p in paths):
-        raise _NeedScan("a new path starts with ':'")
-    data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    result = capturer.git.run(
-        ["check-ignore", "--no-index", "-z", "--stdin"],
-        input=data,
-        operation="git check-ignore",
-        check=False,
-        extra_env={"GIT_LITERAL_PATHSPECS": "0"},
-    )
-    if result.returncode not in (0, 1):
-        raise _NeedScan("git check-ignore failed")
-    return {os.fsdecode(p) for p in result.lines_z()}
-
-
-def _entry(tree: pygit2.Tree, path: str) -> tuple[int, str] | None:
-    try:
-        obj = tree[path]
-    except (KeyError, ValueError):
-        return None
-    return int(obj.filemode), str(obj.id)
-
-
-def _under_skipped(parts: list[str], skipped_dirs: dict[str, str]) -> tuple[str, str] | None:
-    for i in range(1, len(parts)):
-        prefix = "/".join(parts[:i])
-        if prefix in skipped_dirs:
-            return prefix, skipped_dirs[prefix]
-    return None
-
-
-def _real_dir(root: str, rel: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(os.path.join(root, rel)).st_mode)
-    except OSError:
-        return False
-
-
-def _parent_state(root: str, parts: list[str], cache: dict[str, str]) -> str:
-    """``ok`` (every ancestor is a real directory without ``.git``), ``gone`` (one is not a
-    directory: the path is not in the work tree), or ``repo`` (one is a nested repository)."""
-    for i in range(1, len(parts)):
-        rel = "/".join(parts[:i])
-        state = cache.get(rel)
-        if state is None:
-            full = os.path.join(root, rel)
-            if not _real_dir(root, rel):
-                state = "gone"
-            elif os.path.lexists(os.path.join(full, ".git")):
-                state = "repo"
-            else:
-                state = "ok"
-            cache[rel] = state
-        if state != "ok":
-            return state
-    return "ok"

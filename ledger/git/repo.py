@@ -1,20 +1,24 @@
-"""Finding a repository and asking it about objects.
+"""Finding a repository and asking it about objects, configuration and paths.
 
-Why it exists: the rest of the package needs to know where a work tree's root is and whether a
-snapshot commit still exists, without importing pygit2 itself.
+Why it exists: the rest of the package needs to know where a work tree's root is, whether a
+snapshot commit still exists and what tree it holds, without importing pygit2 itself; and the git
+layer needs one place for the "look the id up, swallow a malformed or missing id, check the type"
+dance (:func:`lookup_commit`, :func:`peel_tree`) and for "is this path inside that root"
+(:func:`is_inside`).
 
 Invariants: read-only. Opening a repository here never writes the index or any ref. A bare
-repository, or a directory outside any work tree, is a :class:`NotARepositoryError`.
+repository, or a directory outside any work tree, is a :class:`NotARepositoryError`. A missing or
+malformed object id gives ``None``, never an exception.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable
 from pathlib import Path
 
 import pygit2
+from pygit2 import Commit, Object, Tree
 
 from ledger.errors import NotARepositoryError, UnsafeLayoutError
 
@@ -75,17 +79,44 @@ class GitRepo:
         """Whether ``path`` (resolved) is the work tree root or lies inside it."""
         return is_inside(os.path.realpath(path), self.root)
 
+    # --- objects --------------------------------------------------------------------------
+
+    def object(self, sha: str) -> Object | None:
+        """The object ``sha`` (a full id or a unique prefix), or ``None``."""
+        return lookup_object(self._repo, sha)
+
+    def commit(self, sha: str) -> Commit | None:
+        """The commit ``sha``, or ``None`` when it is malformed, missing or not a commit."""
+        return lookup_commit(self._repo, sha)
+
     def commit_exists(self, sha: str) -> bool:
         """``git cat-file -e <sha>^{commit}``: the object exists and is a commit."""
-        try:
-            obj = self._repo.get(sha)
-        except (ValueError, TypeError, pygit2.GitError):
-            return False
-        return obj is not None and obj.type == pygit2.enums.ObjectType.COMMIT
+        return lookup_commit(self._repo, sha) is not None
 
-    def missing_commits(self, shas: Iterable[str]) -> set[str]:
-        """The subset of ``shas`` that are not existing commits."""
-        return {sha for sha in set(shas) if not self.commit_exists(sha)}
+    def tree_of(self, sha: str) -> str | None:
+        """The tree id of the commit ``sha``, or ``None`` when it is not an existing commit."""
+        commit = lookup_commit(self._repo, sha)
+        return str(commit.tree_id) if commit is not None else None
+
+    def peel_tree(self, sha: str) -> Tree | None:
+        """The tree ``sha`` names (a commit's tree, or a tree itself), or ``None``."""
+        return peel_tree(self._repo, sha)
+
+    def has_tree(self, oid: str) -> bool:
+        """The object exists and is a tree (read from its header only: its content is not
+        parsed, so a corrupt tree is found later, entry by entry)."""
+        return object_kind(self._repo, oid) == pygit2.enums.ObjectType.TREE
+
+    # --- configuration --------------------------------------------------------------------
+
+    def config_bool(self, key: str, default: bool) -> bool:
+        """A boolean of the repository's configuration as git reads it (``key`` absent,
+        or a value that is not a boolean: ``default``). pygit2 parses git's booleans: a key
+        without ``=`` is true, an empty value (``key =``) is false."""
+        try:
+            return bool(self._repo.config.get_bool(key))
+        except (KeyError, ValueError, pygit2.GitError):
+            return default
 
 
 def _locate(probe: Path) -> tuple[Path, Path, Path] | None:
@@ -140,3 +171,42 @@ def is_inside(path: Path | str, root: Path | str) -> bool:
     """Whether ``path`` is ``root`` or lies inside it (both already resolved)."""
     p, r = os.fspath(path), os.fspath(root).rstrip(os.sep) or os.sep
     return p == r or p.startswith(r + os.sep) or r == os.sep
+
+
+# --- object look-ups on any pygit2 repository (also a quarantine's view) ------------------
+
+
+def lookup_object(repository: pygit2.Repository, sha: str) -> pygit2.Object | None:
+    """The object ``sha`` in ``repository``, or ``None`` when it is malformed or missing."""
+    try:
+        return repository.get(sha)
+    except (ValueError, TypeError, pygit2.GitError):
+        return None
+
+
+def lookup_commit(repository: pygit2.Repository, sha: str) -> pygit2.Commit | None:
+    """The commit ``sha`` in ``repository``, or ``None`` (malformed, missing, not a commit)."""
+    obj = lookup_object(repository, sha)
+    return obj if isinstance(obj, pygit2.Commit) else None
+
+
+def peel_tree(repository: pygit2.Repository, sha: str) -> pygit2.Tree | None:
+    """The tree ``sha`` names in ``repository``: a commit's tree or a tree; else ``None``."""
+    obj = lookup_object(repository, sha)
+    if isinstance(obj, pygit2.Commit):
+        try:
+            tree = obj.tree
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return tree if isinstance(tree, pygit2.Tree) else None
+    return obj if isinstance(obj, pygit2.Tree) else None
+
+
+def object_kind(repository: pygit2.Repository, oid: str) -> int | None:
+    """The type of object ``oid`` from its header (``pygit2.enums.ObjectType``), or ``None``
+    when it is missing or the id is malformed."""
+    try:
+        kind, _size = repository.odb.read_header(oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return int(kind)

@@ -1,17 +1,17 @@
-"""What a restore may touch: tree diffs with hostile-tree checks, work-tree checks, safe deletes.
+"""What a restore may touch: hostile-tree rules, work-tree checks, deletes that never follow links.
 
 Why it exists: a snapshot commit is data. It can come from another tool, another machine or an
 attacker who can write objects, and git's own protections (``verify_path``, leading-symlink checks)
 act only while git is already writing, so a refusal half-way would leave the user between two
-states. Every check here runs on the trees (pygit2) and on the work tree (``lstat``) *before* the
-first change; the deletes that follow never traverse a symlink.
+states. Every check here runs on the trees (while :mod:`ledger.git.trees` reads them) and on the
+work tree (``lstat``) *before* the first change; the deletes that follow never traverse a symlink
+(docs/design.md#restore).
 
 Invariants:
-- :func:`tree_changes` compares two trees without rename detection (D2), skipping identical
-  subtrees, so its cost grows with the changes, not with the repository. With ``validate=True``
-  every entry of every target-side tree it reads is checked: names (empty, ``.``/``..``, ``/``
-  inside a name, ``.git`` in any spelling git itself refuses), modes, duplicate names (a symlink
-  and a directory under one name), object types. Problems are collected, never partly acted on.
+- :class:`EntryCheck` judges every entry of every target-side tree level that is read: names
+  (empty, ``.``/``..``, ``/`` inside a name, ``.git`` in any spelling git itself refuses), modes,
+  duplicate names (a symlink and a directory under one name), names that differ only in case
+  when the file system ignores case. Problems are collected, never partly acted on.
 - :class:`WorktreeGuard` decides from ``lstat`` alone (never following a link) whether each path
   to delete or write is reachable through real directories only. A leading component may be a
   symlink or a file only when the restore deletes it first (the current capture holds it). A
@@ -30,15 +30,12 @@ import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import pygit2
+from pygit2.enums import FileMode
 
-TREE_MODE = 0o040000
-BLOB_MODE = 0o100644
-EXEC_MODE = 0o100755
-LINK_MODE = 0o120000
-GITLINK_MODE = 0o160000
-LEAF_MODES = frozenset({BLOB_MODE, EXEC_MODE, LINK_MODE})
-VALID_MODES = LEAF_MODES | {TREE_MODE, GITLINK_MODE}
+VALID_MODES = frozenset(
+    {FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.TREE, FileMode.COMMIT}
+)
+"""The modes git writes into trees; anything else in a snapshot is refused."""
 
 # Code points HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there.
 _HFS_IGNORABLE = frozenset(
@@ -46,30 +43,6 @@ _HFS_IGNORABLE = frozenset(
 )
 # Files git refuses to check out as symlinks (verify_path, git ≥ 2.32).
 _NO_SYMLINK_NAMES = (".gitmodules", ".gitattributes", ".gitignore", ".mailmap")
-
-
-@dataclass(frozen=True)
-class Entry:
-    mode: int
-    oid: str
-
-
-@dataclass(frozen=True)
-class Change:
-    """One leaf path that differs. ``old``/``new`` are ``None`` where the side has no leaf
-    (absent, or a directory there: a file↔directory change is a delete plus adds)."""
-
-    path: str
-    old: Entry | None
-    new: Entry | None
-
-    @property
-    def kind(self) -> str:
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "deleted"
-        return "modified"
 
 
 @dataclass(frozen=True)
@@ -101,189 +74,43 @@ def name_problem(raw: bytes, mode: int) -> str | None:
     core = _dotgit_core(raw)
     if core in (".git", "git~1"):
         return "a .git component"
-    if mode == LINK_MODE and core in _NO_SYMLINK_NAMES:
+    if mode == FileMode.LINK and core in _NO_SYMLINK_NAMES:
         return f"a symlinked {core}"
     return None
 
 
-# --- tree diff ----------------------------------------------------------------------------
+class EntryCheck:
+    """The rules for the entries of one target-side tree level, applied as they are read (the
+    order of the problems is the order of the entries: the first one names the refusal)."""
 
-
-class TreeReader:
-    """Reads tree levels as ``{raw name: Entry}`` from the raw objects (libgit2 would hide
-    non-canonical modes and make duplicate names unreachable), checking them when asked."""
-
-    def __init__(self, repo: pygit2.Repository, *, ignore_case: bool = False) -> None:
-        self.repo = repo
+    def __init__(self, prefix: bytes, problems: list[Problem], *, ignore_case: bool) -> None:
+        self.prefix = prefix
+        self.problems = problems
         self.ignore_case = ignore_case
+        self._folded: dict[bytes, bytes] = {}
 
-    def entries(
-        self, oid: str, prefix: bytes, problems: list[Problem] | None
-    ) -> dict[bytes, Entry]:
-        """The entries of tree ``oid`` at ``prefix``. With ``problems`` (validation), unsafe
-        entries are reported there; without, modes are canonicalized as git does and a
-        missing or corrupt tree raises ``KeyError``."""
-        where = os.fsdecode(prefix.rstrip(b"/")) or "."
-        try:
-            kind, data = self.repo.odb.read(oid)
-        except (KeyError, ValueError, pygit2.GitError):
-            kind, data = None, b""
-        if kind != pygit2.enums.ObjectType.TREE:
-            if problems is None:
-                raise KeyError(f"tree {oid} of {where} is missing")
+    def entry(self, raw: bytes, mode: int, *, duplicate: bool) -> None:
+        """Check one entry; ``duplicate``: its name was already read in this level."""
+        problems = self.problems
+        path = os.fsdecode(self.prefix + raw)
+        reason = name_problem(raw, mode)
+        if reason:
+            problems.append(Problem(f"unsafe path in the snapshot ({reason})", path))
+        if mode not in VALID_MODES:
             problems.append(
-                Problem(
-                    "the snapshot is incomplete (a tree object is missing or not a tree)", where
-                )
+                Problem(f"unsafe entry in the snapshot (unsupported mode {mode:o})", path)
             )
-            return {}
-        out: dict[bytes, Entry] = {}
-        folded: dict[bytes, bytes] = {}
-        pos, size = 0, len(data)
-        while pos < size:
-            space = data.find(b" ", pos)
-            nul = data.find(b"\0", space + 1) if space >= 0 else -1
-            try:
-                if nul < 0 or nul + 21 > size:
-                    raise ValueError
-                mode = int(data[pos:space], 8)
-            except ValueError:
-                if problems is None:
-                    raise KeyError(f"tree {oid} of {where} is corrupt") from None
+        if duplicate:
+            problems.append(
+                Problem("unsafe entry in the snapshot (a name used twice in one tree)", path)
+            )
+        if self.ignore_case:
+            key = raw.lower()
+            if key in self._folded and self._folded[key] != raw:
                 problems.append(
-                    Problem("the snapshot is incomplete (a tree object is corrupt)", where)
+                    Problem("unsafe entry in the snapshot (names that differ only in case)", path)
                 )
-                return out
-            raw = data[space + 1 : nul]
-            entry = Entry(mode, data[nul + 1 : nul + 21].hex())
-            pos = nul + 21
-            if problems is not None:
-                path = os.fsdecode(prefix + raw)
-                reason = name_problem(raw, mode)
-                if reason:
-                    problems.append(Problem(f"unsafe path in the snapshot ({reason})", path))
-                if mode not in VALID_MODES:
-                    problems.append(
-                        Problem(f"unsafe entry in the snapshot (unsupported mode {mode:o})", path)
-                    )
-                if raw in out:
-                    problems.append(
-                        Problem(
-                            "unsafe entry in the snapshot (a name used twice in one tree)", path
-                        )
-                    )
-                if self.ignore_case:
-                    key = raw.lower()
-                    if key in folded and folded[key] != raw:
-                        problems.append(
-                            Problem(
-                                "unsafe entry in the snapshot (names that differ only in case)",
-                                path,
-                            )
-                        )
-                    folded[key] = raw
-            elif mode not in VALID_MODES:
-                entry = Entry(canonical_mode(mode), entry.oid)
-            out[raw] = entry
-        return out
-
-
-def canonical_mode(mode: int) -> int:
-    """git's ``canon_mode``: what git makes of a mode it reads from a tree."""
-    if stat.S_ISREG(mode):
-        return EXEC_MODE if mode & 0o100 else BLOB_MODE
-    if stat.S_ISLNK(mode):
-        return LINK_MODE
-    if stat.S_ISDIR(mode):
-        return TREE_MODE
-    return GITLINK_MODE
-
-
-def tree_changes(
-    repo: pygit2.Repository,
-    old_tree: str | None,
-    new_tree: str | None,
-    *,
-    validate: bool = False,
-    ignore_case: bool = False,
-    problems: list[Problem] | None = None,
-) -> list[Change]:
-    """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection), sorted by path.
-
-    With ``validate``, entries of the new side are checked and problems appended to
-    ``problems`` (required then); a missing tree on the old side raises ``KeyError``."""
-    if validate and problems is None:
-        raise ValueError("validate=True needs a problems list")
-    reader = TreeReader(repo, ignore_case=ignore_case)
-    out: list[tuple[bytes, Change]] = []
-    stack: list[tuple[bytes, str | None, str | None]] = [(b"", old_tree, new_tree)]
-    while stack:
-        prefix, old, new = stack.pop()
-        if old is not None and old == new:
-            continue
-        a_entries = reader.entries(old, prefix, None) if old else {}
-        b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
-        for name in a_entries.keys() | b_entries.keys():
-            a = a_entries.get(name)
-            b = b_entries.get(name)
-            if a == b:
-                continue
-            path = prefix + name
-            a_tree = a is not None and a.mode == TREE_MODE
-            b_tree = b is not None and b.mode == TREE_MODE
-            if a_tree or b_tree:
-                stack.append((path + b"/", a.oid if a_tree else None, b.oid if b_tree else None))
-            a_leaf = a if a is not None and not a_tree else None
-            b_leaf = b if b is not None and not b_tree else None
-            if a_leaf is not None or b_leaf is not None:
-                out.append((path, Change(os.fsdecode(path), a_leaf, b_leaf)))
-    out.sort(key=lambda item: item[0])
-    return [change for _, change in out]
-
-
-def tree_without(repo: pygit2.Repository, tree: str, paths: Iterable[str]) -> str:
-    """``tree`` with the entries at ``paths`` (files, or directories written ``dir/``) removed,
-    and directories left empty by that dropped. Unchanged when no path is present."""
-    groups: dict[bytes, set[bytes]] = {}
-    for path in paths:
-        raw = os.fsencode(path.rstrip("/"))
-        if raw:
-            head, _, rest = raw.partition(b"/")
-            groups.setdefault(head, set()).add(rest)
-    if not groups:
-        return tree
-    new = _prune(repo, tree, groups)
-    return new if new is not None else str(repo.TreeBuilder().write())
-
-
-def _prune(repo: pygit2.Repository, tree: str, groups: dict[bytes, set[bytes]]) -> str | None:
-    obj = repo.get(tree)
-    if not isinstance(obj, pygit2.Tree):
-        return tree
-    names = {item.raw_name: item for item in obj}
-    if not any(name in names for name in groups):
-        return tree
-    builder = repo.TreeBuilder(obj)
-    for name, rests in groups.items():
-        item = names.get(name)
-        if item is None:
-            continue
-        str_name = os.fsdecode(name)
-        if b"" in rests or item.filemode != TREE_MODE:
-            builder.remove(str_name)
-            continue
-        sub: dict[bytes, set[bytes]] = {}
-        for rest in rests:
-            head, _, tail = rest.partition(b"/")
-            sub.setdefault(head, set()).add(tail)
-        pruned = _prune(repo, str(item.id), sub)
-        if pruned is None:
-            builder.remove(str_name)
-        elif pruned != str(item.id):
-            builder.insert(str_name, pygit2.Oid(hex=pruned), TREE_MODE)
-    if len(builder) == 0:
-        return None
-    return str(builder.write())
+            self._folded[key] = raw
 
 
 # --- the work tree ------------------------------------------------------------------------
@@ -520,23 +347,13 @@ class SafeFs:
 
 
 __all__ = [
-    "BLOB_MODE",
-    "EXEC_MODE",
-    "GITLINK_MODE",
-    "LEAF_MODES",
-    "LINK_MODE",
-    "TREE_MODE",
-    "Change",
-    "Entry",
+    "VALID_MODES",
+    "EntryCheck",
     "Problem",
     "SafeFs",
-    "TreeReader",
     "UnsafePathError",
     "WorktreeGuard",
-    "canonical_mode",
     "name_problem",
     "parents",
-    "tree_changes",
-    "tree_without",
     "under",
 ]

@@ -4,8 +4,9 @@ Why it exists: the retention sweep (:mod:`ledger.retention.sweep`) and ``rewind 
 (:mod:`ledger.doctor`) must not import pygit2 or build git commands. This module gives them
 three questions and one write:
 
-- :func:`rewrite_store` — the compare-and-swap rewrite (rewind-v2.md §5.3 with D7 fixed; the
-  retry lives in :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
+- :func:`rewrite_store` — the compare-and-swap rewrite (docs/formats.md#rewriting-the-store,
+  docs/design.md#the-compare-and-swap-rewrite, with D7 fixed; the retry lives in
+  :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
 - :func:`reclaimable_objects` — how many objects (commits, trees, blobs) stop being reachable
   from any ref when the store keeps only ``kept`` instead of its old chain: what ``git gc`` may
   reclaim.
@@ -22,11 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import pygit2
-
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
-from ledger.git.store import KEEPALIVE_MESSAGE, STORE_REF, RewriteResult, Store
+from ledger.git.store import STORE_REF, RewriteResult, Store, is_keepalive, offset_minutes
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ def rewrite_store(
     """Rewrite ``refs/pi-rewind/store`` to keep exactly ``live`` plus every snapshot appended on
     top of ``since`` meanwhile (compare-and-swap, retried). An empty ``live`` changes nothing.
     Raises :class:`~ledger.errors.StoreUpdateError` when the swap keeps failing."""
-    from ledger.git.snapshot import _offset_minutes, git_identity
+    from ledger.git.snapshot import git_identity
 
     when_s = now_ms // 1000
     return Store(repo).rewrite(
@@ -53,13 +52,7 @@ def rewrite_store(
         since=since,
         identity=git_identity(repo),
         when_s=when_s,
-        offset_min=_offset_minutes(when_s),
-    )
-
-
-def _is_keepalive(commit: pygit2.Commit) -> bool:
-    return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(
-        KEEPALIVE_MESSAGE
+        offset_min=offset_minutes(when_s),
     )
 
 
@@ -70,11 +63,8 @@ def chain_shape(repo: GitRepo, head: str | None = None) -> ChainShape:
     sha, seen, keepalives, started = head, set(), 0, None
     while sha and sha not in seen:
         seen.add(sha)
-        try:
-            commit = repo.pygit2.get(sha)
-        except (ValueError, pygit2.GitError):
-            break
-        if not isinstance(commit, pygit2.Commit) or not _is_keepalive(commit):
+        commit = repo.commit(sha)
+        if commit is None or not is_keepalive(commit):
             break
         keepalives += 1
         started = commit.commit_time * 1000
@@ -94,7 +84,7 @@ def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]
     if old_head is None or not repo.commit_exists(old_head):
         return 0
     lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
-    if repo.pygit2.get(EMPTY_TREE) is not None:
+    if repo.object(EMPTY_TREE) is not None:
         lines.append(f"^{EMPTY_TREE}")  # every chain uses it
     runner = GitRunner(repo.root, repo.git_dir)
     result = runner.run(

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ledger.errors import GitError
 
@@ -79,6 +80,8 @@ BASE_CONFIG: tuple[tuple[str, str], ...] = (
     ("core.quotePath", "false"),
     ("core.pager", "cat"),
 )
+
+_T = TypeVar("_T")
 
 ZERO_SHA = "0" * 40
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -189,14 +192,16 @@ class GitRunner:
             )
         return result
 
-    def config_list(self) -> list[tuple[str, str]]:
-        """The effective configuration (``git config -z --list``) as (key, value) pairs."""
+    def config_list(self) -> list[tuple[str, str | None]]:
+        """The effective configuration (``git config -z --list``) as (key, value) pairs, in
+        git's order (the last of a key wins). The value is ``None`` for a key written without
+        ``=`` (git reads it as boolean true), ``""`` for ``key =`` (false)."""
         result = self.run(["config", "-z", "--list"], operation="git config", check=False)
-        pairs: list[tuple[str, str]] = []
+        pairs: list[tuple[str, str | None]] = []
         for record in result.lines_z():
             text = record.decode("utf-8", "surrogateescape")
-            key, _, value = text.partition("\n")
-            pairs.append((key.lower(), value))
+            key, newline, value = text.partition("\n")
+            pairs.append((key.lower(), value if newline else None))
         return pairs
 
 
@@ -217,3 +222,13 @@ def decode_path(raw: bytes) -> str:
 
 def nul_join(paths: Iterable[str]) -> bytes:
     return b"".join(encode_path(p) + b"\0" for p in paths)
+
+
+ARG_CHUNK = 400
+"""Paths per git command line when they travel as arguments (well under ``ARG_MAX``)."""
+
+
+def chunks(items: Sequence[_T], size: int = ARG_CHUNK) -> Iterator[list[_T]]:
+    """``items`` in argument-list-sized pieces."""
+    for i in range(0, len(items), size):
+        yield list(items[i : i + size])

@@ -1,14 +1,14 @@
 """Taking a snapshot: capture, dedup against the latest exact snapshot, commit, keep alive.
 
 Why it exists: the engine, the CLI and the benchmarks all need one call that turns the current
-work tree into a snapshot commit kept alive by ``refs/pi-rewind/store`` (rewind-v2.md §4.2, §5.2)
-and says what it did.
+work tree into a snapshot commit kept alive by ``refs/pi-rewind/store``
+(docs/formats.md#snapshot-commits, docs/formats.md#appending-to-the-store) and says what it did.
 
 Invariants:
 - A snapshot commit has the captured tree, no parents, the subject ``pi rewind snapshot`` (the
   body carries ``Head:``/``Branch:`` lines when HEAD exists), and the user's git identity, or a
   fixed one when git has none (D16, reported as ``identity_fallback``).
-- Dedup (§4.2, D8): a capture whose tree equals the *latest* exact snapshot's reuses that
+- Dedup (docs/design.md#snapshots-and-dedup, D8): a capture whose tree equals the *latest* exact snapshot's reuses that
   commit only if it still exists with that tree and the store still reaches it; otherwise a new
   commit is made and appended.
 - The latest exact snapshot is the caller's (``last_exact=``) or, by default, the small record in
@@ -31,11 +31,12 @@ import pygit2
 
 from ledger.clock import Clock, SystemClock
 from ledger.errors import CaptureIndexError, GitError
-from ledger.git.capture import CaptureResult, SkippedPath, capture_tree
+from ledger.git.capture import CaptureResult, capture_tree
+from ledger.git.capture_plan import SkippedPath
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
-from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store
+from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, offset_minutes
 from ledger.settings import SnapshotSettings
 
 FALLBACK_IDENTITY = Identity("pi-rewind", "pi-rewind@localhost", fallback=True)
@@ -50,12 +51,14 @@ class LastExact:
     tree: str
 
 
-class _Persisted:
+class Persisted:
+    """The type of :data:`PERSISTED`."""
+
     def __repr__(self) -> str:
         return "PERSISTED"
 
 
-PERSISTED: Final = _Persisted()
+PERSISTED: Final = Persisted()
 """``last_exact=PERSISTED``: use (and update) the record in the private dir."""
 
 
@@ -132,10 +135,6 @@ def git_identity(repo: GitRepo) -> Identity:
     return Identity(name, email)
 
 
-def _offset_minutes(when_s: int) -> int:
-    return int(time.localtime(when_s).tm_gmtoff // 60)
-
-
 def _snapshot_message(repo: GitRepo) -> str:
     lines = [SNAPSHOT_SUBJECT]
     body = []
@@ -184,7 +183,7 @@ def commit_snapshot(
         raise GitError("snapshot", f"{tree} is not a tree id") from exc
     ident = identity or git_identity(repo)
     when_s = (clock or SystemClock()).now_ms() // 1000
-    offset = _offset_minutes(when_s)
+    offset = offset_minutes(when_s)
     sig = ident.signature(when_s, offset)
     commit = str(r.create_commit(None, sig, sig, _snapshot_message(repo), tree_oid, []))
     head = store.append(commit, ident, when_s, offset)
@@ -206,11 +205,7 @@ def _feed_identity(repo: GitRepo) -> Identity | None:
 
 
 def _reusable(repo: GitRepo, store: Store, last: LastExact) -> bool:
-    try:
-        obj = repo.pygit2.get(last.commit)
-    except (ValueError, pygit2.GitError):
-        return False
-    if not isinstance(obj, pygit2.Commit) or str(obj.tree_id) != last.tree:
+    if repo.tree_of(last.commit) != last.tree:
         return False
     return store.reaches(last.commit)
 
@@ -219,7 +214,7 @@ def take_snapshot(
     repo: GitRepo,
     settings: SnapshotSettings | None = None,
     *,
-    last_exact: LastExact | _Persisted | None = PERSISTED,
+    last_exact: LastExact | Persisted | None = PERSISTED,
     clock: Clock | None = None,
 ) -> SnapshotReport:
     """Capture the work tree and make (or reuse) its snapshot commit, kept by the store.
@@ -230,7 +225,7 @@ def take_snapshot(
     """
     started = time.perf_counter()
     captured: CaptureResult = capture_tree(repo, settings)
-    last = load_last_exact(repo) if isinstance(last_exact, _Persisted) else last_exact
+    last = load_last_exact(repo) if isinstance(last_exact, Persisted) else last_exact
     try:
         made = commit_snapshot(
             repo, captured.tree, last_exact=last, clock=clock, identity=_feed_identity(repo)

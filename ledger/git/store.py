@@ -1,9 +1,10 @@
 """``refs/pi-rewind/store``: the keepalive chain that keeps snapshot commits reachable.
 
 Why it exists: snapshot commits have no parents and no branch; without a ref, ``git gc`` would
-prune them. The reference extension (rewind-v2.md §5) keeps them alive with a first-parent chain
-of *keepalive* commits: empty tree, parents ``[previous head, snapshot]`` (only ``[snapshot]``
-for the first), message ``pi rewind store``. Several processes share the ref.
+prune them. The reference extension keeps them alive with a first-parent chain of *keepalive*
+commits: empty tree, parents ``[previous head, snapshot]`` (only ``[snapshot]`` for the first),
+message ``pi rewind store`` (docs/formats.md#the-store-ref, docs/formats.md#the-keepalive-chain).
+Several processes share the ref.
 
 Invariants:
 - The only ref this package writes. Updates are compare-and-swap (``git update-ref <new> <old>``,
@@ -52,6 +53,18 @@ class Identity:
         return pygit2.Signature(self.name, self.email, when_s, offset_min)
 
 
+def offset_minutes(when_s: int) -> int:
+    """The local time zone's offset from UTC at ``when_s``, in minutes (a signature's offset)."""
+    return int(time.localtime(when_s).tm_gmtoff // 60)
+
+
+def is_keepalive(commit: pygit2.Commit) -> bool:
+    """A keepalive of the chain: the empty tree and the message ``pi rewind store``."""
+    return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(
+        KEEPALIVE_MESSAGE
+    )
+
+
 class Store:
     """Reads and appends to ``refs/pi-rewind/store`` of one repository."""
 
@@ -84,18 +97,6 @@ class Store:
         except (pygit2.GitError, KeyError):
             return None
 
-    def _commit(self, sha: str) -> pygit2.Commit | None:
-        try:
-            obj = self.repo.pygit2.get(sha)
-        except (ValueError, pygit2.GitError):
-            return None
-        return obj if isinstance(obj, pygit2.Commit) else None
-
-    def _is_keepalive(self, commit: pygit2.Commit) -> bool:
-        return str(commit.tree_id) == EMPTY_TREE and commit.message.strip().startswith(
-            KEEPALIVE_MESSAGE
-        )
-
     def iter_snapshots(self, head: str | None = None, *, until: str | None = None) -> Iterator[str]:
         """Snapshots the chain keeps, newest first (a keepalive's last parent; a head that is
         not a keepalive counts as a snapshot itself). ``head``: start there instead of the ref;
@@ -104,10 +105,10 @@ class Store:
         seen: set[str] = set()
         while sha and sha not in seen and sha != until:
             seen.add(sha)
-            commit = self._commit(sha)
+            commit = self.repo.commit(sha)
             if commit is None:
                 return
-            if not self._is_keepalive(commit):
+            if not is_keepalive(commit):
                 yield sha
                 return
             parents = [str(p) for p in commit.parent_ids]
@@ -124,7 +125,7 @@ class Store:
         """Snapshots kept by the chain → their commit time in ms."""
         times: dict[str, int] = {}
         for sha in self.snapshots():
-            commit = self._commit(sha)
+            commit = self.repo.commit(sha)
             if commit is not None:
                 times[sha] = commit.commit_time * 1000
         return times
@@ -132,7 +133,7 @@ class Store:
     def reaches(self, commit: str) -> bool:
         """Whether ``commit`` is reachable from the store ref (so gc keeps it)."""
         head = self.head()
-        if head is None or self._commit(commit) is None:
+        if head is None or self.repo.commit(commit) is None:
             return False
         if head == commit:
             return True
@@ -154,11 +155,11 @@ class Store:
         sha, seen, count = self.head(), set(), 0
         while sha and sha not in seen:
             seen.add(sha)
-            commit = self._commit(sha)
+            commit = self.repo.commit(sha)
             if commit is None:
                 problems.append(f"{sha[:12]}: in the chain but missing from the object store")
                 break
-            if not self._is_keepalive(commit):
+            if not is_keepalive(commit):
                 if commit.message.strip().startswith(KEEPALIVE_MESSAGE):
                     problems.append(f"{sha[:12]}: a keepalive whose tree is not empty")
                 elif count:
@@ -169,7 +170,7 @@ class Store:
             if len(parents) not in (1, 2):
                 problems.append(f"{sha[:12]}: keepalive with {len(parents)} parents")
                 break
-            if self._commit(parents[-1]) is None:
+            if self.repo.commit(parents[-1]) is None:
                 problems.append(f"{sha[:12]}: keeps {parents[-1][:12]}, which is missing")
             sha = parents[0] if len(parents) == 2 else None
         return count, problems
@@ -269,7 +270,7 @@ class Store:
     def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
         """Append a keepalive for ``snapshot``; returns the new head. Raises
         :class:`StoreUpdateError` when the swap keeps failing."""
-        if self._commit(snapshot) is None:
+        if self.repo.commit(snapshot) is None:
             raise GitError("append to the rewind store", f"{snapshot} is not a commit")
 
         def build(old: str | None, _attempt: int) -> tuple[str, str]:
@@ -321,7 +322,7 @@ class Store:
         appended on top of ``since`` is kept too, the chain rebuilt and the swap retried. An
         empty live set leaves the ref untouched.
         """
-        wanted = list(dict.fromkeys(sha for sha in live if self._commit(sha) is not None))
+        wanted = list(dict.fromkeys(sha for sha in live if self.repo.commit(sha) is not None))
         if not wanted:
             return RewriteResult(self.head(), self.head(), [], preserved=True, attempts=0)
 
@@ -377,4 +378,6 @@ __all__ = [
     "Identity",
     "RewriteResult",
     "Store",
+    "is_keepalive",
+    "offset_minutes",
 ]

@@ -27,13 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pygit2
+from pygit2.enums import FileMode
 
 from ledger.git.runner import GitRunner
-
-TREE_MODE = 0o040000
-BLOB_MODE = 0o100644
-EXEC_MODE = 0o100755
-LINK_MODE = 0o120000
 
 
 class LazyUnsupported(Exception):
@@ -72,9 +68,11 @@ def current_entries(
             continue
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(os.fsencode(os.path.join(root, path)))
-            out[path] = (LINK_MODE, repo.create_blob(target))
+            out[path] = (FileMode.LINK, repo.create_blob(target))
         elif stat.S_ISREG(st.st_mode):
-            mode = EXEC_MODE if filemode and st.st_mode & 0o100 else BLOB_MODE
+            mode: int = (
+                FileMode.BLOB_EXECUTABLE if filemode and st.st_mode & 0o100 else FileMode.BLOB
+            )
             regular.append((path, mode))
         else:
             raise LazyUnsupported(path)  # a directory (maybe a repository) or a special file
@@ -130,8 +128,9 @@ def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None, node: _Node) -> py
             builder.insert(name, child.entry[1], child.entry[0])
             continue
         sub: pygit2.Tree | None = None
-        if existing is not None and existing.filemode == TREE_MODE and not child.clear:
-            sub = repo.get(existing.id)
+        if existing is not None and existing.filemode == FileMode.TREE and not child.clear:
+            found = repo.get(existing.id)
+            sub = found if isinstance(found, pygit2.Tree) else None
         if child.clear and not child.children:
             if existing is not None:
                 builder.remove(name)
@@ -141,7 +140,7 @@ def _apply(repo: pygit2.Repository, tree: pygit2.Tree | None, node: _Node) -> py
             if existing is not None:
                 builder.remove(name)
         else:
-            builder.insert(name, new, TREE_MODE)
+            builder.insert(name, new, FileMode.TREE)
     if len(builder) == 0:
         return None
     return builder.write()

@@ -36,10 +36,10 @@ from ledger.errors import (
     GitError,
     HostileArchiveError,
 )
-from ledger.git.repo import GitRepo
+from ledger.git.repo import GitRepo, lookup_commit
 from ledger.git.runner import EMPTY_TREE, GitRunner
-from ledger.git.snapshot import _offset_minutes, git_identity
-from ledger.git.store import KEEPALIVE_MESSAGE, SNAPSHOT_SUBJECT, Store
+from ledger.git.snapshot import git_identity
+from ledger.git.store import KEEPALIVE_MESSAGE, SNAPSHOT_SUBJECT, Store, offset_minutes
 
 BUNDLE_SIGNATURE = b"# v2 git bundle\n"
 SNAPSHOT_REF_PREFIX = "refs/pi-rewind/snapshots/"
@@ -203,8 +203,8 @@ def quarantine(repo: GitRepo) -> Iterator[Quarantine]:
 
 def classify(view: pygit2.Repository, sha: str) -> str:
     """``snapshot``, ``keepalive``, ``export`` or ``other`` for one commit."""
-    commit = view.get(sha)
-    if not isinstance(commit, pygit2.Commit):
+    commit = lookup_commit(view, sha)
+    if commit is None:
         return "other"
     subject = commit.message.split("\n", 1)[0].strip()
     parents = len(commit.parent_ids)
@@ -236,14 +236,14 @@ def append_to_store(repo: GitRepo, snapshots: list[str]) -> list[str]:
     """Append the snapshots the store does not keep yet (in order), with one compare-and-swap for
     the batch (:meth:`Store.append_many`); returns those appended."""
     when_s = int(time.time())
-    return Store(repo).append_many(snapshots, git_identity(repo), when_s, _offset_minutes(when_s))
+    return Store(repo).append_many(snapshots, git_identity(repo), when_s, offset_minutes(when_s))
 
 
 def keepalive_chain(repo: GitRepo, snapshots: list[str]) -> str:
     """Objects only (no ref): a keepalive chain over ``snapshots``, as the store builds it; its head."""
     when_s = int(time.time())
     head = Store(repo).keepalive_chain(
-        None, snapshots, git_identity(repo), when_s, _offset_minutes(when_s)
+        None, snapshots, git_identity(repo), when_s, offset_minutes(when_s)
     )
     assert head is not None
     return head

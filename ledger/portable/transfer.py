@@ -394,10 +394,11 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
     builder.insert("manifest.json", r.create_blob(manifest.encode()), pygit2.enums.FileMode.BLOB)
     builder.insert("sessions", sessions.write(), pygit2.enums.FileMode.TREE)
     tree = builder.write()
-    from ledger.git.snapshot import _offset_minutes, git_identity
+    from ledger.git.snapshot import git_identity
+    from ledger.git.store import offset_minutes
 
     when_s = int(time.time())
-    sig = git_identity(repo).signature(when_s, _offset_minutes(when_s))
+    sig = git_identity(repo).signature(when_s, offset_minutes(when_s))
     commit = str(
         r.create_commit(
             None,

@@ -1,4 +1,5 @@
-"""The retention plan: which snapshots stay reachable, and why (rewind-v2.md §13, steps 3–6).
+"""The retention plan: which snapshots stay reachable, and why (docs/design.md#retention-references,
+docs/design.md#retention-plan).
 
 Why it exists: a sweep must never lose a snapshot that anything still needs, and a user must be
 able to see why each snapshot is kept or dropped before anything changes. So the decision is a
@@ -70,7 +71,8 @@ class LedgerInput:
 @dataclass(frozen=True)
 class Decision:
     snapshot: str
-    reason: Reason
+    reason: str
+    """One of :data:`Reason`, or a caller's pin reason (``pinned: open restore journal …``)."""
     latest_ms: int
 
     @property
@@ -119,7 +121,7 @@ def plan_retention(
     stored: Mapping[str, int] | None = None,
     grace_ms: int = GRACE_MS,
     tick: Callable[[], None] = _tick,
-    pins: Mapping[str, Reason] | None = None,
+    pins: Mapping[str, str] | None = None,
 ) -> RetentionPlan:
     """``stored``: the snapshots the store keeps now, with their commit times (ms); ``pins``:
     snapshots kept whatever the limits say, with their reason (open restore journals)."""
@@ -132,7 +134,7 @@ def plan_retention(
                 if previous is None or reference.timestamp_ms > previous:
                     latest[reference.snapshot] = reference.timestamp_ms
 
-    pinned: dict[str, Reason] = {}
+    pinned: dict[str, str] = {}
     if policy.pin_labeled_entries:
         for ledger in ledgers:
             tick()
@@ -164,7 +166,7 @@ def plan_retention(
         candidates = candidates[: policy.max_snapshots]
 
     live: list[str] = []
-    ordered: list[tuple[str, Reason]] = [*pinned.items(), *((sha, "recent") for sha in candidates)]
+    ordered: list[tuple[str, str]] = [*pinned.items(), *((sha, "recent") for sha in candidates)]
     for sha, reason in ordered:
         tick()
         if (reason.startswith("pinned: label") or reason == "recent") and not exists(sha):

@@ -1,6 +1,6 @@
 """When the engine sweeps: at session start, after 50 new snapshots, and at shutdown.
 
-Why it exists: the reference runs retention at these three moments (rewind-v2.md §13, "When")
+Why it exists: the reference runs retention at these three moments (docs/design.md#when-sweeps-run)
 and a running agent must never wait for a sweep except at shutdown. This class is the engine's
 :class:`~ledger.engine.engine.RetentionHooks`.
 
@@ -28,14 +28,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
+from ledger.session.model import Session
+from ledger.settings import Settings
 
 SWEEP_EVERY = 50
-Source = Callable[[], Any]
+SweepStart = Session | Path | None
+Source = Callable[[], SweepStart]
 """Returns the session to sweep from: an in-memory Session, a path, or None."""
 
 
@@ -44,7 +46,7 @@ class SweepScheduler:
         self,
         repo: GitRepo,
         agent_dir: Path,
-        settings: Any,
+        settings: Settings,
         source: Source,
         *,
         background: bool = True,
@@ -71,7 +73,7 @@ class SweepScheduler:
 
     @property
     def enabled(self) -> bool:
-        return getattr(self.settings, "retention", None) is not None
+        return self.settings.retention is not None
 
     def drain_notices(self) -> list[tuple[str, str]]:
         with self._lock:
@@ -111,7 +113,7 @@ class SweepScheduler:
         if thread is not None:
             thread.join(timeout)
 
-    def _session(self) -> Any:
+    def _session(self) -> SweepStart:
         try:
             return self.source()
         except Exception as exc:
@@ -135,8 +137,10 @@ class SweepScheduler:
             return
         self._thread = thread
 
-    def _sweep(self, reason: str, session: Any) -> None:
+    def _sweep(self, reason: str, session: SweepStart) -> None:
         retention = self.settings.retention
+        if retention is None:
+            return
         try:
             repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
             report = run_sweep(

@@ -1,7 +1,7 @@
 """The retention sweep: find the ledgers, plan, and rewrite ``refs/pi-rewind/store``.
 
 Why it exists: the plan (:mod:`ledger.retention.plan`) is pure; this module feeds it the ledgers
-the reference would read (rewind-v2.md §13 step 1–2) and executes it with the store's
+the reference would read (docs/design.md#retention-discovery) and executes it with the store's
 compare-and-swap rewrite (:func:`ledger.git.rewrite.rewrite_store`; D7 fixed in
 :meth:`ledger.git.store.Store.rewrite`).
 
@@ -21,19 +21,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ledger.clock import Clock, SystemClock
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
 from ledger.lineage import LedgerFile, LineageReader
 from ledger.retention.plan import LedgerInput, Policy, RetentionPlan, plan_retention
+from ledger.session.discovery import jsonl_files
 from ledger.session.model import Session
+from ledger.settings import ScanMode
 
-ScanMode = Literal["ancestor-only", "repo-sessions"]
 Progress = Callable[[int, int], None]
 
 
@@ -94,23 +95,6 @@ class SweepReport:
         }
 
 
-def _inside(path: str | None, root: str) -> bool:
-    if not path:
-        return False
-    real = os.path.realpath(path)
-    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def _jsonl_files(directory: Path) -> Iterator[Path]:
-    if not directory.is_dir():
-        return
-    for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.endswith(".jsonl"):
-                yield Path(dirpath) / name
-
-
 def collect_ledgers(
     repo: GitRepo,
     start: Session | Path | str | None,
@@ -124,7 +108,6 @@ def collect_ledgers(
     """The ledgers a sweep reads, in the reference's discovery order (current, its ancestors,
     then with ``repo-sessions`` every other session file of this repository)."""
     reader = reader or LineageReader()
-    root = str(repo.root)
     parts = SweepReportParts()
     ledgers: list[LedgerInput] = []
     seen: set[str] = set()
@@ -139,7 +122,7 @@ def collect_ledgers(
             return
         seen.add(key)
         parts.sessions_read += 1
-        if not _inside(link.cwd, root):
+        if not link.cwd or not repo.contains(link.cwd):
             parts.skipped.append(
                 (
                     str(link.path),
@@ -160,7 +143,7 @@ def collect_ledgers(
         start_file = start.path if isinstance(start, Session) else (Path(start) if start else None)
         if start_file is not None:
             directories.append(Path(start_file).parent)
-        files = list(dict.fromkeys(p for d in directories for p in _jsonl_files(d)))
+        files = list(dict.fromkeys(p for d in directories for p in jsonl_files(d)))
         tick()
         for number, path in enumerate(files, 1):
             if progress is not None:

@@ -30,6 +30,7 @@ from pathlib import Path
 import pygit2
 
 from ledger.errors import MissingCommitError
+from ledger.git.repo import peel_tree
 
 ZERO_HEX = "0" * 40
 _INDEX_LINE = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$")
@@ -81,7 +82,7 @@ class Abbrev:
 
     def _ambiguous(self, prefix: str) -> bool:
         try:
-            self._repo.odb.read_header(prefix)  # type: ignore[arg-type]
+            self._repo.odb.read_header(prefix)
         except ValueError as exc:
             return "ambiguous" in str(exc).lower()
         except (KeyError, pygit2.GitError, TypeError):
@@ -250,15 +251,10 @@ def _scale(value: int, max_change: int, width: int) -> int:
 def _peel_tree(repo: pygit2.Repository, sha: str | None) -> pygit2.Tree | None:
     if sha is None or sha == ZERO_HEX:
         return None
-    try:
-        obj = repo.get(sha)
-    except (ValueError, TypeError, pygit2.GitError):
-        obj = None
-    if isinstance(obj, pygit2.Commit):
-        return obj.tree
-    if isinstance(obj, pygit2.Tree):
-        return obj
-    raise MissingCommitError(sha)
+    tree = peel_tree(repo, sha)
+    if tree is None:
+        raise MissingCommitError(sha)
+    return tree
 
 
 def diff_trees(

@@ -5,7 +5,7 @@ those names into exactly one session file or entry, or an error that lists the c
 
 Invariants:
 - The agent dir is the explicit option, else ``$PI_CODING_AGENT_DIR`` (a leading ``~``
-  expanded), else ``~/.pi/agent`` (pi-session-format.md §1).
+  expanded), else ``~/.pi/agent`` (docs/formats.md#file-location-and-naming).
 - A repository's sessions are the ``*.jsonl`` files below ``<agent-dir>/sessions`` whose header
   ``cwd`` lies inside the repository's work tree (compared after resolving symlinks). Files
   without a valid header are skipped, as Pi's own listing skips them.
@@ -49,11 +49,16 @@ class SessionInfo:
 
 def iter_session_files(agent_dir: Path) -> list[Path]:
     """Every ``*.jsonl`` below ``<agent-dir>/sessions`` (any depth), in a stable order."""
-    root = agent_dir / "sessions"
+    return jsonl_files(agent_dir / "sessions")
+
+
+def jsonl_files(directory: Path) -> list[Path]:
+    """Every ``*.jsonl`` below ``directory`` (any depth, symlinked directories not followed),
+    sorted by directory then name; none when ``directory`` does not exist."""
     found: list[Path] = []
-    for directory, subdirs, files in os.walk(root, followlinks=False):
+    for dirpath, subdirs, files in os.walk(directory, followlinks=False):
         subdirs.sort()
-        found.extend(Path(directory) / name for name in sorted(files) if name.endswith(".jsonl"))
+        found.extend(Path(dirpath) / name for name in sorted(files) if name.endswith(".jsonl"))
     return found
 
 
@@ -100,10 +105,15 @@ def looks_like_path(name: str) -> bool:
     )
 
 
-def resolve_session(name: str, candidates: list[SessionInfo], *, scope: str) -> Path:
-    """A SESSION name: a path to a ``.jsonl`` file, ``@`` (newest), or a unique id prefix."""
-    if looks_like_path(name) or (not candidates and Path(name).exists()):
-        return Path(name)
+def resolve_session(
+    name: str, candidates: list[SessionInfo], *, scope: str, cwd: Path | None = None
+) -> Path:
+    """A SESSION name: a path to a ``.jsonl`` file, ``@`` (newest), or a unique id prefix.
+
+    A path is taken relative to ``cwd`` (default: the process's working directory)."""
+    as_path = cwd / name if cwd is not None else Path(name)
+    if looks_like_path(name) or (not candidates and as_path.exists()):
+        return as_path
     if name == NEWEST:
         if not candidates:
             raise NameResolutionError("session", name, [], ambiguous=False, scope=scope)
@@ -114,8 +124,8 @@ def resolve_session(name: str, candidates: list[SessionInfo], *, scope: str) -> 
     if len(unique_paths) == 1:
         return matches[0].path
     if not matches:
-        if Path(name).is_file():
-            return Path(name)
+        if as_path.is_file():
+            return as_path
         raise NameResolutionError(
             "session", name, [s.id for s in candidates], ambiguous=False, scope=scope
         )

@@ -208,7 +208,8 @@ def short(text: str, limit: int = 60) -> str:
     return collapsed if len(collapsed) <= limit else collapsed[:limit] + "…"
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: object) -> str:
+    """The text of a message ``content``: the string, or its text blocks joined by spaces."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -231,9 +232,9 @@ def entry_text(entry: Entry) -> str:
         if role == "toolResult":
             name = message.get("toolName")
             return name if isinstance(name, str) else ""
-        return _content_text(message.get("content"))
+        return content_text(message.get("content"))
     if entry.type == "custom_message":
-        return _content_text(raw.get("content"))
+        return content_text(raw.get("content"))
     if entry.type in ("compaction", "branch_summary"):
         summary = raw.get("summary")
         return summary if isinstance(summary, str) else ""

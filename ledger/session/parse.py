@@ -6,7 +6,8 @@ v1/v2 files). This module turns bytes into a :class:`ParsedSession` and never ra
 line: it skips the line and says why. It raises only when the file has no valid header, which
 Pi itself treats as an empty file.
 
-Invariants (the spec's "compatible reader" rules, pi-session-format.md §2 and §11):
+Invariants (the "compatible reader" rules, docs/formats.md#reading-rules and
+docs/formats.md#line-format):
 - lines are split on ``\\n``; blank lines are ignored; unparseable lines are skipped and reported;
 - the first parsed line must be ``{"type":"session","id":<string>}``; later headers are skipped;
 - every entry keeps its raw dict, unknown types and fields included;

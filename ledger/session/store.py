@@ -3,7 +3,7 @@
 Why it exists: this is the only code that touches session files. Reading turns bytes into a
 :class:`~ledger.session.model.Session` and every failure into a
 :class:`~ledger.errors.SessionFileError`. Appending follows Pi's own rules so that real Pi can
-resume the file afterwards (pi-session-format.md §11).
+resume the file afterwards (docs/formats.md#appending-rules).
 
 Invariants:
 - Reading never modifies a file; legacy v1/v2 files are migrated in memory only.
@@ -13,7 +13,8 @@ Invariants:
   crash), a newline is written first so our line is never glued onto the torn one.
 - Appends hold an exclusive advisory lock (``flock``) on the file from reading the leaf to the
   ``fsync``, so processes appending at once neither interleave nor fork the chain. Pi itself
-  does not lock: never append while a Pi process has the file open (§11 rule 5).
+  does not lock: never append while a Pi process has the file open
+  (docs/formats.md#who-may-write-a-session-file, docs/design.md#concurrency).
 - Appends to a file whose header version is below 3 are refused: Pi would migrate it with new
   random ids on its next open and orphan what we wrote.
 - New files are created complete (header and entries) under a temporary name and linked into
@@ -26,9 +27,10 @@ import errno
 import fcntl
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -111,8 +113,21 @@ def _read_head(path: Path, limit: int = 1 << 16) -> bytes:
 
 # --- appending ----------------------------------------------------------------------------
 
-UNSET: Any = object()
-"""Sentinel: no explicit parent, append at the leaf."""
+
+class Unset(Enum):
+    """The type of :data:`UNSET` (a one-member enum, so that type checkers narrow ``is UNSET``)."""
+
+    UNSET = "UNSET"
+
+
+UNSET: Final = Unset.UNSET
+"""``parent_id=UNSET``: no parent named, append at the leaf (``None`` names no parent: a root)."""
+
+ParentRequest = str | None | Unset
+"""The parent an append asks for: an entry id, ``None`` (a new root) or :data:`UNSET` (the leaf)."""
+
+_Builder = Callable[[str, str | None, str], dict[str, Any]]
+"""Makes one entry from its new id, its parent and its timestamp."""
 _FINGERPRINT = 64
 
 
@@ -135,7 +150,7 @@ class SessionAppender:
         self._fingerprint = b""
 
     def append_custom(
-        self, custom_type: str, data: dict[str, Any], *, parent_id: str | None = UNSET
+        self, custom_type: str, data: dict[str, Any], *, parent_id: ParentRequest = UNSET
     ) -> dict[str, Any]:
         """Append a ``custom`` entry (``pi.appendEntry``); returns the entry as written."""
 
@@ -145,7 +160,7 @@ class SessionAppender:
         return self._append([build], parent_id)[0]
 
     def append_entry(
-        self, fields: dict[str, Any], *, parent_id: str | None = UNSET
+        self, fields: dict[str, Any], *, parent_id: ParentRequest = UNSET
     ) -> dict[str, Any]:
         """Append any entry: ``{"type": …, "id", "parentId", "timestamp", **rest}`` in Pi's order."""
 
@@ -156,7 +171,9 @@ class SessionAppender:
 
         return self._append([build], parent_id)[0]
 
-    def _append(self, builders: Sequence[Any], parent_id: str | None) -> list[dict[str, Any]]:
+    def _append(
+        self, builders: Sequence[_Builder], parent_id: ParentRequest
+    ) -> list[dict[str, Any]]:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
         except FileNotFoundError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.cli import main
-from tests.conftest import ROOT
+from tests.gitkit import ROOT
 
 
 @dataclass
@@ -28,15 +28,9 @@ class Result:
 def run_cli(
     capsys: pytest.CaptureFixture[str], *args: str | Path, cwd: Path | None = None
 ) -> Result:
-    old = os.getcwd()
-    if cwd is not None:
-        os.chdir(cwd)
-    try:
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        captured = capsys.readouterr()
-    finally:
-        os.chdir(old)
+    capsys.readouterr()
+    code = main([str(a) for a in args], cwd=cwd)
+    captured = capsys.readouterr()
     return Result(code, captured.out, captured.err)
 
 

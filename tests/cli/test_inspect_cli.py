@@ -12,7 +12,7 @@ import pytest
 from ledger.record_models import build_op, build_turn
 from ledger.records import OP, TURN, custom_entry
 from tests.cli.helpers import run_cli, run_process
-from tests.conftest import git
+from tests.gitkit import git
 from tests.pisample import manifest, materialize_sample, session_file
 
 

@@ -18,7 +18,7 @@ from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
 from ledger.session.store import SessionAppender
 from tests.cli.helpers import run_cli
-from tests.conftest import git
+from tests.gitkit import git, init_repo
 
 
 @pytest.fixture
@@ -171,9 +171,7 @@ def test_sweep_counts_the_objects_gc_may_reclaim(
 def test_sweep_in_a_repository_without_sessions_changes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo = tmp_path / "fresh"
-    repo.mkdir()
-    git(repo, "init", "-q")
+    repo = init_repo(tmp_path / "fresh")
     result = run_cli(capsys, "--agent-dir", tmp_path / "agent", "sweep", cwd=repo)
     assert result.code == 0, result.err
     assert "no session of this repository" in result.out

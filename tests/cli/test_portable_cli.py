@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.cli.helpers import run_process
-from tests.conftest import git
 from tests.enginekit import Agent
+from tests.gitkit import git
 
 
 def test_export_then_import_prints_what_it_did_and_twice_is_a_no_op(

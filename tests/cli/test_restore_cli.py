@@ -11,7 +11,7 @@ from ledger.demo import DemoWorld, build_world, run_prompts
 from ledger.records import FORK_PENDING, OP
 from ledger.session.store import read_session
 from tests.cli.helpers import run_cli, run_process
-from tests.conftest import git
+from tests.gitkit import git
 
 
 @pytest.fixture

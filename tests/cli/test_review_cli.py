@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import run_cli, run_process
-from tests.conftest import git
 from tests.enginekit import Agent
+from tests.gitkit import git
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_log_patch_pages_through_the_pager_only_on_a_terminal(agent: Agent, tmp_
         import subprocess
         import sys
 
-        from tests.conftest import ROOT
+        from tests.gitkit import ROOT
 
         leader, follower = pty.openpty()
         proc = subprocess.run(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import run_cli, run_process
-from tests.conftest import git
+from tests.gitkit import git, source_repo
 
 
 def capsys_agent_dir() -> str:
@@ -79,12 +79,7 @@ def test_snapshot_outside_a_repository_is_an_error_without_traceback(
 
 
 def test_snapshot_dirty_submodule_error_names_it(repo: Path, tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    src.mkdir()
-    git(src, "init", "-q")
-    (src / "file.txt").write_text("v1\n")
-    git(src, "add", "-A")
-    git(src, "-c", "user.name=S", "-c", "user.email=s@x", "commit", "-qm", "v1")
+    src = source_repo(tmp_path, "src", "v1\n")
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(src), "nested")
     (repo / "nested" / "file.txt").write_text("dirty\n")
     result = run_process("snapshot", cwd=repo)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ledger.session.store import read_session
-from tests.conftest import ROOT
+from tests.gitkit import ROOT
 
 HEADER = (
     b'{"type":"session","version":3,"id":"s","timestamp":"2026-11-22T03:00:00.000Z","cwd":"/r"}\n'

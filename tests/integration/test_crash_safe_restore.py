@@ -50,13 +50,13 @@ def _killed_at(world: object, step: str, *args: str) -> None:
     code = (
         "import os, signal, sys\n"
         "from ledger.cli import main\n"
-        "import ledger.git.restore as r\n"
-        "original = r._Executor._at\n"
-        "def at(self, step):\n"
+        "from ledger.git.restore_apply import Steps\n"
+        "original = Steps.reach\n"
+        "def reach(self, step):\n"
         f"    if step == {step!r}:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return original(self, step)\n"
-        "r._Executor._at = at\n"
+        "Steps.reach = reach\n"
         f"sys.exit(main({list(args)!r}))\n"
     )
     result = subprocess.run(

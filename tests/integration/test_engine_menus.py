@@ -50,7 +50,7 @@ def test_tree_restore_brings_back_the_files_and_records_current_and_undo(
     assert not result.cancel and result.notices == [M.Notice("info", M.FILES_RESTORED_TO_POINT)]
     assert pick.offered == [[M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL]]
     assert notes(agent.repo) == "target state\n"
-    agent.engine.tree(None)
+    agent.engine.record_navigation(None)
     op = agent.records(OP)[-1]
     assert (
         list(op) == ["v", "snapshots", "current", "undo"] and op["current"] == 0 and op["undo"] == 1
@@ -59,7 +59,7 @@ def test_tree_restore_brings_back_the_files_and_records_current_and_undo(
 
 def test_tree_undo_swaps_back_and_forth_and_cancels_navigation(agent: Agent) -> None:
     agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
-    agent.engine.tree(None)
+    agent.engine.record_navigation(None)
     result = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
     assert result.cancel and M.Notice("info", M.FILES_RESTORED_BEFORE_REWIND) in result.notices
     assert notes(agent.repo) == "current state\n"
@@ -104,7 +104,7 @@ def test_fork_undo_undoes_here_records_it_and_cancels_the_fork(agent: Agent, rep
     """Pi 0.73.1 cannot fork without the conversation: the undo is a file action, done and
     recorded in this session (undoable again), and the fork is cancelled (not the reference's 1.8)."""
     agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
-    agent.engine.tree(None)
+    agent.engine.record_navigation(None)
     current, undo = agent.records(OP)[-1]["snapshots"]
     result = agent.engine.before_fork(user_id(agent), choose(M.UNDO))
     assert result.cancel and not result.skip_conversation_restore
@@ -183,7 +183,7 @@ def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
         restored.panel is not None
         and "1 modified; the conversation moved there" in restored.panel[0]
     )
-    agent.engine.tree(None)
+    agent.engine.record_navigation(None)
     undone = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
     assert undone.panel == [
         (
@@ -194,7 +194,7 @@ def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
     ]
     assert agent.engine.before_tree(user_id(agent), choose(M.TREE_CANCEL)).panel == []
     assert agent.engine.before_tree(user_id(agent), choose(M.TREE_KEEP)).panel == [M.PANEL_KEPT]
-    agent.engine.tree(None)
+    agent.engine.record_navigation(None)
 
 
 def test_a_pruned_point_is_explained_instead_of_silently_missing(agent: Agent) -> None:
@@ -221,7 +221,7 @@ def test_a_fork_that_did_not_happen_keeps_its_restore_undoable(agent: Agent) -> 
     agent.engine.turn_start(0)
     op = agent.records(OP)[-1]
     assert "undo" in op
-    agent.engine._collector = None
+    agent.engine.agent_end()  # the prompt that turn started never came
     agent.engine.before_tree(user_id(agent), choose(M.UNDO))
     assert notes(agent.repo) == "current state\n"
 

@@ -125,7 +125,7 @@ def test_headless_tree_navigation_keeps_files_and_records_it(repo: Path, tmp_pat
     summary = agent.writer.append_entry(
         {"type": "branch_summary", "fromId": "x", "summary": "s"}, parent_id=None
     )["id"]
-    agent.engine.tree(summary, summary_entry_id=summary)
+    agent.engine.record_navigation(summary, summary_entry_id=summary)
     (op,) = agent.records(OP)
     assert list(op) == ["v", "snapshots", "current", "bindings"]
     assert op["bindings"] == [[summary, 0]]
@@ -140,7 +140,7 @@ def test_boomerang_collapse_keeps_files_without_a_menu(repo: Path, tmp_path: Pat
     agent.engine.boomerang_collapse = True
     asked: list[object] = []
     agent.engine.before_tree(u1, choose=lambda title, options: asked.append(options), has_ui=True)
-    agent.engine.tree(u1)
+    agent.engine.record_navigation(u1)
     assert asked == [] and len(agent.records(OP)) == 1
 
 

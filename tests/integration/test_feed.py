@@ -68,6 +68,23 @@ def test_small_changes_are_fed_and_exact(repo: Path, armed: tuple[Feed, GitRepo]
     assert feed.counters.full == full and feed.counters.fed == 2
 
 
+def test_a_directory_moved_away_and_made_again_loses_its_old_files(
+    repo: Path, armed: tuple[Feed, GitRepo]
+) -> None:
+    # The watcher names only the moved directory, not the files it held (found by the property
+    # test: rename dir → new, then write dir/c.txt; the fed tree kept the old dir/ files).
+    feed, gitrepo = armed
+    (repo / "d1" / "sub").mkdir()
+    (repo / "d1" / "sub" / "deep.txt").write_text("deep\n")
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    (repo / "d1").rename(repo / "moved")
+    (repo / "d1").mkdir()
+    (repo / "d1" / "other.txt").write_text("other\n")
+    fed = feed.counters.fed
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    assert feed.counters.fed == fed + 1
+
+
 def test_queue_overflow_falls_back_and_rearms(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
     feed, gitrepo = armed
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())

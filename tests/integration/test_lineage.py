@@ -13,7 +13,7 @@ from ledger.lineage import LineageReader
 from ledger.record_models import build_turn
 from ledger.records import TURN, custom_entry
 from ledger.session.store import create_session_file
-from tests.conftest import git
+from tests.gitkit import git
 from tests.pisample import materialize_sample, session_file
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ROOT
+from tests.gitkit import ROOT
 
 
 def test_the_event_api_example_in_the_readme_runs() -> None:

@@ -16,9 +16,10 @@ import pytest
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.repo import GitRepo
-from ledger.git.restore import RestoreOutcome, diff_trees, patch, plan_restore, restore_commit
+from ledger.git.restore import RestoreOutcome, plan_restore, restore_commit
 from ledger.git.snapshot import LastExact, take_snapshot
 from ledger.git.store import STORE_REF
+from ledger.git.trees import diff_trees, patch
 from ledger.settings import SnapshotSettings
 from tests.conftest import git
 from tests.integration.conftest import NO_PROTECTION, fresh_tree, user_state

@@ -18,59 +18,28 @@ from ledger.engine.engine import Engine
 from ledger.engine.host import FileHost
 from ledger.git.repo import GitRepo
 from ledger.git.restore import restore_commit
-from ledger.git.snapshot import take_snapshot
-from ledger.git.store import STORE_REF, Store
+from ledger.git.store import Store
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.retention import scheduler as scheduler_module
 from ledger.retention.plan import Policy
 from ledger.retention.scheduler import SweepScheduler
 from ledger.retention.sweep import run_sweep
-from ledger.session.store import SessionAppender, create_session_file
-from ledger.settings import RetentionSettings, Settings
-from tests.conftest import ROOT, git
+from ledger.session.store import SessionAppender
+from ledger.settings import Settings
+from tests.gitkit import ROOT, git
+from tests.snapshotkit import (
+    is_ancestor,
+    ledger_session,
+    retention,
+    set_store,
+    snapshot_file,
+    store_head,
+)
 
-
-def snapshot(repo: Path, name: str, text: str) -> str:
-    (repo / name).write_text(text)
-    return take_snapshot(GitRepo.discover(repo)).commit
-
-
-def session(
-    agent_dir: Path,
-    repo: Path,
-    *,
-    current: str | None = None,
-    parent: Path | None = None,
-    cwd: Path | None = None,
-) -> Path:
-    path = create_session_file(
-        agent_dir / "sessions", str(cwd or repo), parent_session=str(parent) if parent else None
-    )
-    if current is not None:
-        SessionAppender(path).append_custom(OP, build_op(current=current).to_data())
-    return path
-
-
-def set_store(repo: Path, sha: str) -> None:
-    git(repo, "update-ref", STORE_REF, sha)
-
-
-def store_head(repo: Path) -> str:
-    return git(repo, "rev-parse", STORE_REF).strip()
-
-
-def is_ancestor(repo: Path, commit: str) -> bool:
-    return (
-        subprocess.run(
-            ["git", "merge-base", "--is-ancestor", commit, STORE_REF], cwd=repo, check=False
-        ).returncode
-        == 0
-    )
-
-
-def retention(**fields: object) -> Settings:
-    return Settings(retention=RetentionSettings(**fields))
+# For tests/integration/test_sweep_scheduler.py until it imports these from tests.snapshotkit.
+snapshot = snapshot_file
+session = ledger_session
 
 
 def engine_with(
@@ -81,17 +50,12 @@ def engine_with(
     return Engine(host, GitRepo.discover(repo), settings=settings, retention=scheduler), scheduler
 
 
-@pytest.fixture
-def agent_dir(isolated_env: Path) -> Path:
-    return isolated_env / ".pi" / "agent"
-
-
 def test_case_5_startup_leaves_the_store_alone_without_retention(
     repo: Path, agent_dir: Path
 ) -> None:
-    stale = snapshot(repo, "a.txt", "a\n")
+    stale = snapshot_file(repo, "a.txt", "a\n")
     set_store(repo, stale)
-    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "b\n"))
+    path = ledger_session(agent_dir, repo, current=snapshot_file(repo, "a.txt", "b\n"))
     set_store(repo, stale)
     engine, scheduler = engine_with(repo, agent_dir, path, Settings())
     engine.session_start("startup")
@@ -100,9 +64,9 @@ def test_case_5_startup_leaves_the_store_alone_without_retention(
 
 
 def test_case_6_an_empty_live_set_preserves_the_store(repo: Path, agent_dir: Path) -> None:
-    stale = snapshot(repo, "a.txt", "a\n")
+    stale = snapshot_file(repo, "a.txt", "a\n")
     set_store(repo, stale)
-    path = session(agent_dir, repo)
+    path = ledger_session(agent_dir, repo)
     engine, scheduler = engine_with(repo, agent_dir, path, retention(max_snapshots=10))
     engine.session_start("startup")
     scheduler.wait()
@@ -111,11 +75,11 @@ def test_case_6_an_empty_live_set_preserves_the_store(repo: Path, agent_dir: Pat
 
 
 def test_case_7_ancestor_only_ignores_unrelated_session_files(repo: Path, agent_dir: Path) -> None:
-    live = snapshot(repo, "a.txt", "live\n")
-    stale = snapshot(repo, "a.txt", "stale\n")
-    session(agent_dir, repo, current=live)  # unrelated: no parent link
+    live = snapshot_file(repo, "a.txt", "live\n")
+    stale = snapshot_file(repo, "a.txt", "stale\n")
+    ledger_session(agent_dir, repo, current=live)  # unrelated: no parent link
     set_store(repo, stale)
-    path = session(agent_dir, repo)
+    path = ledger_session(agent_dir, repo)
     engine, scheduler = engine_with(
         repo, agent_dir, path, retention(max_snapshots=10, scan_mode="ancestor-only")
     )
@@ -127,10 +91,10 @@ def test_case_7_ancestor_only_ignores_unrelated_session_files(repo: Path, agent_
 def test_case_8_a_live_snapshot_makes_the_sweep_rewrite_the_store(
     repo: Path, agent_dir: Path
 ) -> None:
-    live = snapshot(repo, "a.txt", "live\n")
-    stale = snapshot(repo, "a.txt", "stale\n")
+    live = snapshot_file(repo, "a.txt", "live\n")
+    stale = snapshot_file(repo, "a.txt", "stale\n")
     set_store(repo, stale)
-    path = session(agent_dir, repo, current=live)
+    path = ledger_session(agent_dir, repo, current=live)
     engine, scheduler = engine_with(repo, agent_dir, path, retention(max_snapshots=10))
     engine.session_start("startup")
     scheduler.wait(timeout=30)
@@ -140,11 +104,11 @@ def test_case_8_a_live_snapshot_makes_the_sweep_rewrite_the_store(
 
 
 def test_repo_sessions_reads_every_session_of_the_repository(repo: Path, agent_dir: Path) -> None:
-    live = snapshot(repo, "a.txt", "live\n")
-    stale = snapshot(repo, "a.txt", "stale\n")
+    live = snapshot_file(repo, "a.txt", "live\n")
+    stale = snapshot_file(repo, "a.txt", "stale\n")
     set_store(repo, stale)
-    session(agent_dir, repo, current=live)
-    path = session(agent_dir, repo)
+    ledger_session(agent_dir, repo, current=live)
+    path = ledger_session(agent_dir, repo)
     report = run_sweep(
         GitRepo.discover(repo),
         path,
@@ -161,8 +125,8 @@ def test_repo_sessions_reads_every_session_of_the_repository(repo: Path, agent_d
 def test_case_13_shutdown_waits_for_a_startup_sweep_in_flight(
     repo: Path, agent_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    live = snapshot(repo, "a.txt", "live\n")
-    path = session(agent_dir, repo, current=live)
+    live = snapshot_file(repo, "a.txt", "live\n")
+    path = ledger_session(agent_dir, repo, current=live)
     release, entered = threading.Event(), threading.Event()
     real = scheduler_module.run_sweep
 
@@ -185,12 +149,12 @@ def test_case_13_shutdown_waits_for_a_startup_sweep_in_flight(
 
 def test_case_14_a_rewrite_that_races_an_append_keeps_both(repo: Path, agent_dir: Path) -> None:
     gitrepo = GitRepo.discover(repo)
-    live = snapshot(repo, "a.txt", "live\n")
-    stale = snapshot(repo, "a.txt", "stale\n")
+    live = snapshot_file(repo, "a.txt", "live\n")
+    stale = snapshot_file(repo, "a.txt", "stale\n")
     set_store(repo, stale)
     store = Store(gitrepo)
     since = store.head()
-    appended = snapshot(repo, "a.txt", "appended during the sweep\n")  # moves the head
+    appended = snapshot_file(repo, "a.txt", "appended during the sweep\n")  # moves the head
     assert store.head() != since
     from ledger.git.snapshot import git_identity
 
@@ -221,7 +185,7 @@ def test_rewrites_racing_processes_that_append_snapshots_lose_none(repo: Path) -
 
     gitrepo = GitRepo.discover(repo)
     store = Store(gitrepo)
-    snapshot(repo, "a.txt", "first\n")
+    snapshot_file(repo, "a.txt", "first\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     workers = [
         subprocess.Popen(
@@ -253,8 +217,8 @@ def test_rewrites_racing_processes_that_append_snapshots_lose_none(repo: Path) -
 def test_after_a_sweep_and_gc_every_live_snapshot_is_restorable(
     repo: Path, agent_dir: Path
 ) -> None:
-    points = [snapshot(repo, "a.txt", f"version {i}\n") for i in range(4)]
-    path = session(agent_dir, repo, current=points[3])
+    points = [snapshot_file(repo, "a.txt", f"version {i}\n") for i in range(4)]
+    path = ledger_session(agent_dir, repo, current=points[3])
     for sha in points[1:3]:
         SessionAppender(path).append_custom(OP, build_op(bindings=[("e", sha)]).to_data())
     two_days_later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
@@ -280,16 +244,16 @@ def test_after_a_sweep_and_gc_every_live_snapshot_is_restorable(
 def test_a_scan_meets_other_repositories_unreadable_files_and_cycles(
     repo: Path, agent_dir: Path, tmp_path: Path
 ) -> None:
-    live = snapshot(repo, "a.txt", "live\n")
+    live = snapshot_file(repo, "a.txt", "live\n")
     other = tmp_path / "other"
     other.mkdir()
-    elsewhere = session(agent_dir, repo, current=live, cwd=other)
+    elsewhere = ledger_session(agent_dir, repo, current=live, cwd=other)
     sessions_dir = elsewhere.parent.parent
     (sessions_dir / "broken").mkdir()
     (sessions_dir / "broken" / "not-a-session.jsonl").write_text("garbage\n")
     (sessions_dir / "broken" / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
-    first = session(agent_dir, repo, current=live)
-    second = session(agent_dir, repo, parent=first)
+    first = ledger_session(agent_dir, repo, current=live)
+    second = ledger_session(agent_dir, repo, parent=first)
     lines = first.read_text().splitlines()
     header = json.loads(lines[0])
     header["parentSession"] = str(second)  # first ⇄ second
@@ -308,8 +272,8 @@ def test_a_scan_meets_other_repositories_unreadable_files_and_cycles(
 
 
 def test_a_startup_sweep_over_budget_changes_nothing(repo: Path, agent_dir: Path) -> None:
-    stale = snapshot(repo, "a.txt", "stale\n")
-    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
+    stale = snapshot_file(repo, "a.txt", "stale\n")
+    path = ledger_session(agent_dir, repo, current=snapshot_file(repo, "a.txt", "live\n"))
     set_store(repo, stale)
     engine, scheduler = engine_with(
         repo, agent_dir, path, retention(max_snapshots=10, startup_budget_ms=0)
@@ -323,7 +287,7 @@ def test_a_startup_sweep_over_budget_changes_nothing(repo: Path, agent_dir: Path
 
 
 def test_fifty_new_snapshots_trigger_a_sweep(repo: Path, agent_dir: Path) -> None:
-    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "0\n"))
+    path = ledger_session(agent_dir, repo, current=snapshot_file(repo, "a.txt", "0\n"))
     engine, scheduler = engine_with(repo, agent_dir, path, retention(max_snapshots=10))
     scheduler.background = False
     engine.session_start("startup")

@@ -1,5 +1,5 @@
 """The engine's sweep scheduler on its own: when it sweeps, when it does not, and that it never
-raises into the agent (rewind-v2.md §13 "When")."""
+raises into the agent (docs/design.md#when-sweeps-run)."""
 
 from __future__ import annotations
 

@@ -113,8 +113,8 @@ def apply(repo: Path, outside: Path, kind: str, name: str, arg: object) -> None:
     elif kind == "symlink":
         if not _exists(path) and _clear_way(path, repo):
             path.parent.mkdir(parents=True, exist_ok=True)
-            target = os.path.relpath(repo / str(arg), path.parent)
-            path.symlink_to(target)
+            link = os.path.relpath(repo / str(arg), path.parent)
+            path.symlink_to(link)
     elif kind == "rename":
         target = repo / str(arg)
         if (
@@ -194,9 +194,9 @@ def test_fed_captures_equal_fresh_index_trees(ops: list[tuple[str, str, object]]
     repo.mkdir()
     outside.mkdir()
     _git(repo, "init", "-q")
-    for name in ("a.txt", "dir/c.txt", "dir/sub/e.bin"):
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(f"{name}\n")
+    for seed in ("a.txt", "dir/c.txt", "dir/sub/e.bin"):
+        (repo / seed).parent.mkdir(parents=True, exist_ok=True)
+        (repo / seed).write_text(f"{seed}\n")
     feed, gitrepo = start_feed(repo)
     try:
         assert fed_capture(feed, gitrepo) == fresh_tree(repo)  # the base scan

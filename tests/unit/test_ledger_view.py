@@ -140,7 +140,7 @@ def test_fork_pending_latest_wins_and_is_not_a_retention_reference() -> None:
 
 
 def test_reference_examples_read_back_to_the_documented_state() -> None:
-    """rewind-v2.md §9: a /tree restore op, then /fork + Undo; the child imports the pending state."""
+    """docs/formats.md#rewind-fork-pending: a /tree restore op, then /fork + Undo; the child imports the pending state."""
     b = Builder()
     u1 = b.user("Fork from here")
     summary = b.add({"type": "branch_summary", "fromId": u1, "summary": "s"}, parent=u1)

@@ -1,4 +1,4 @@
-"""The retention plan's rules, each on its own (rewind-v2.md §13 steps 3–6)."""
+"""The retention plan's rules, each on its own (docs/design.md#retention-plan)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import json
 
 from ledger.record_models import build_op, build_turn
 from ledger.schemas import render_schemas
-from tests.conftest import ROOT
+from tests.gitkit import ROOT
 
 
 def test_checked_in_schemas_match_the_models() -> None:

@@ -1,0 +1,249 @@
+"""What a capture must record: ``git status`` on the private index, parsed and classified.
+
+Why it exists: between "git status lists what differs from the private index" and "the index
+holds the work tree" lie the capture's exclusion rules (docs/design.md#protected-paths,
+docs/design.md#submodules-and-embedded-repositories). This module holds them, apart from the
+git calls that act on the result (:mod:`ledger.git.capture`):
+
+- :func:`parse_status` reads ``git status --porcelain=v2 -z`` records into typed values;
+- :func:`classify` decides, for each, whether it is recorded, removed or skipped on purpose, and
+  returns a :class:`CapturePlan`. It reads the work tree and the user's index only through the
+  :class:`Probe` it is given, and changes nothing: applying the plan is the capture's job.
+
+Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, less what we skip):
+- A protected directory (settings) or an untracked file larger than the limit is skipped only
+  when the user's git tracks nothing there: tracked content is always captured.
+- A directory listed as untracked with a trailing ``/`` is an embedded repository: captured as a
+  gitlink when it has a commit, else skipped.
+- A gitlink whose ``.git`` is gone stops being one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from pygit2.enums import FileMode
+
+from ledger.errors import GitError
+from ledger.git.runner import decode_path
+from ledger.settings import SnapshotSettings
+
+_GITLINK = b"%o" % FileMode.COMMIT
+_MANY_UNTRACKED = 2000
+"""Beyond this many untracked paths, the user's tracked files are listed once instead of one
+``lstat`` per untracked path (a first capture, a big checkout)."""
+
+
+@dataclass(frozen=True)
+class SkippedPath:
+    """A path a capture left out on purpose (directories end with ``/``)."""
+
+    path: str
+    reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit"
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A path the private index holds whose work-tree state differs (status record ``1``)."""
+
+    path: str
+    deleted: bool
+    gitlink: Literal["gone", "changed"] | None = None
+    """``gone``: a gitlink that is no longer one; ``changed``: a gitlink still."""
+
+
+@dataclass(frozen=True)
+class Status:
+    changed: list[Changed]
+    untracked: list[str]
+    """As git lists them: a directory (an embedded repository) ends with ``/``."""
+
+
+@dataclass
+class CapturePlan:
+    update: list[str] = field(default_factory=list)  # update-index --add --remove
+    add: list[str] = field(default_factory=list)  # new paths (files or gitlinks)
+    force_remove: list[str] = field(default_factory=list)
+    skipped: dict[str, SkippedPath] = field(default_factory=dict)
+    new_gitlinks: list[str] = field(default_factory=list)
+    gone_gitlinks: set[str] = field(default_factory=set)
+    gitlinks_changed: list[str] = field(default_factory=list)
+    kept_protected: list[str] = field(default_factory=list)
+    """Protected directories captured because the user tracks something there."""
+
+    @property
+    def paths(self) -> list[str]:
+        """Every path whose index entry changes."""
+        return self.update + self.add + self.force_remove
+
+
+class Probe(Protocol):
+    """What :func:`classify` reads outside the status output."""
+
+    def regular_size(self, path: str) -> int | None: ...
+    def user_tracked(self, paths: Sequence[str]) -> set[str]: ...
+    def user_tracked_all(self) -> frozenset[str]: ...
+    def is_dir(self, path: str) -> bool: ...
+    def ls_private(self, dirs: Sequence[str]) -> list[str]: ...
+    def repo_has_commit(self, path: str) -> bool: ...
+    def has_dotgit(self, path: str) -> bool: ...
+
+
+def parse_status(records: Sequence[bytes]) -> Status:
+    """``git status --porcelain=v2 -z --no-renames`` records. Index-only changes are dropped;
+    a rename or unmerged record (never produced on our index) is an error."""
+    changed: list[Changed] = []
+    untracked: list[str] = []
+    for record in records:
+        kind = record[:2]
+        if kind == b"1 ":
+            if record[3:4] == b".":  # no work-tree change (index vs HEAD only)
+                continue
+            fields = record.split(b" ", 8)
+            worktree, mode_index, mode_work = fields[1][1:2], fields[4], fields[5]
+            path = decode_path(fields[8])
+            if _GITLINK in (mode_index, mode_work):
+                gitlink: Literal["gone", "changed"] = "changed" if mode_work == _GITLINK else "gone"
+                changed.append(Changed(path, worktree == b"D", gitlink))
+            else:
+                changed.append(Changed(path, worktree == b"D"))
+        elif kind == b"? ":
+            untracked.append(decode_path(record[2:]))
+        elif kind in (b"2 ", b"u "):
+            raise GitError("snapshot", f"unexpected status record {record[:60]!r}")
+    return Status(changed, untracked)
+
+
+def protected_prefix(path: str, names: set[str], *, include_last: bool) -> str | None:
+    """The first directory prefix of ``path`` named like a protected directory (the last
+    component counts only with ``include_last``), or ``None``."""
+    parts = path.split("/")
+    limit = len(parts) if include_last else len(parts) - 1
+    for i in range(limit):
+        if parts[i] in names:
+            return "/".join(parts[: i + 1])
+    return None
+
+
+def covers(tracked: set[str], prefix: str) -> bool:
+    """Whether ``tracked`` holds ``prefix`` itself or a path below it."""
+    head = prefix + "/"
+    return prefix in tracked or any(p.startswith(head) for p in tracked)
+
+
+def classify(
+    status: Status,
+    settings: SnapshotSettings,
+    probe: Probe,
+    *,
+    gitlinks: Sequence[str],
+    kept_protected: Sequence[str],
+) -> CapturePlan:
+    """The plan for ``status`` (see the module); ``gitlinks`` and ``kept_protected`` are the
+    previous capture's."""
+    plan = CapturePlan()
+    limit = settings.max_untracked_file_bytes
+    protected = set(settings.protected_dirs)
+    big: dict[str, int] = {}
+    protected_groups: dict[str, list[str]] = {}
+    embedded: list[str] = []
+    protected_probe = (
+        re.compile("|".join(re.escape(n) for n in sorted(protected))) if protected else None
+    )
+    user_tracked = (
+        probe.user_tracked_all()
+        if limit and len(status.untracked) > _MANY_UNTRACKED
+        else frozenset()
+    )
+
+    for change in status.changed:
+        if change.gitlink is not None:
+            if change.gitlink == "gone":
+                plan.gone_gitlinks.add(change.path)
+            else:
+                plan.gitlinks_changed.append(change.path)
+            plan.update.append(change.path)
+            continue
+        size = probe.regular_size(change.path) if limit and not change.deleted else None
+        if size is not None and size > limit:
+            big[change.path] = size
+        plan.update.append(change.path)
+    for raw in status.untracked:
+        is_dir = raw.endswith("/")
+        path = raw.rstrip("/")
+        prefix = (
+            protected_prefix(path, protected, include_last=is_dir)
+            if protected_probe is not None and protected_probe.search(path)
+            else None
+        )
+        if prefix is not None:
+            protected_groups.setdefault(prefix, []).append(raw)
+            continue
+        if is_dir:
+            embedded.append(path)
+            continue
+        if limit and path not in user_tracked:
+            size = probe.regular_size(path)
+            if size is not None and size > limit:
+                big[path] = size
+        plan.add.append(path)
+
+    # Protected directories and large files are skipped only when the user's git does not
+    # track anything there: tracked content is always captured.
+    candidates = list(protected_groups) + list(big) + list(kept_protected)
+    tracked = probe.user_tracked(candidates) if candidates else set()
+    kept = []
+    for prefix, raws in protected_groups.items():
+        if covers(tracked, prefix):
+            kept.append(prefix)
+            for raw in raws:
+                if raw.endswith("/"):
+                    embedded.append(raw.rstrip("/"))
+                else:
+                    plan.add.append(raw)
+        else:
+            plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
+    for prefix in kept_protected:
+        if prefix in protected_groups:
+            continue
+        if covers(tracked, prefix):
+            kept.append(prefix)
+        elif probe.is_dir(prefix):
+            plan.force_remove += probe.ls_private([prefix])
+            plan.skipped[prefix + "/"] = SkippedPath(prefix + "/", "protected-dir")
+    plan.kept_protected = sorted(set(kept))
+    for path, size in big.items():
+        if path in tracked:
+            continue
+        plan.skipped[path] = SkippedPath(path, "too-large", size)
+        if path in plan.add:
+            plan.add.remove(path)
+        elif path in plan.update:
+            plan.update.remove(path)
+            plan.force_remove.append(path)
+
+    for path in embedded:
+        if probe.repo_has_commit(path):
+            plan.add.append(path)
+            plan.new_gitlinks.append(path)
+        else:
+            plan.skipped[path + "/"] = SkippedPath(path + "/", "embedded-repo-without-commit")
+    plan.gone_gitlinks |= {g for g in gitlinks if g in plan.update and not probe.has_dotgit(g)}
+    return plan
+
+
+__all__ = [
+    "CapturePlan",
+    "Changed",
+    "Probe",
+    "SkippedPath",
+    "Status",
+    "classify",
+    "covers",
+    "parse_status",
+    "protected_prefix",
+]

@@ -1,0 +1,416 @@
+"""Planning a restore: what differs between the work tree's capture and a snapshot, and whether
+it is safe to change (docs/design.md#restore).
+
+Why it exists: a restore must refuse before it changes anything. The plan is the one place that
+decides what a restore will delete, write and leave alone, from the capture taken under the
+private index's lock and the target tree, validated entry by entry while it is read.
+
+What a plan does (:func:`build_plan`): equal trees mean nothing to do. Otherwise diff the trees
+without rename detection, at the root, leaf by leaf, validating every target entry read
+(:mod:`ledger.git.trees`, :mod:`ledger.git.restore_safety`); refuse submodule additions and
+removals; leave paths under the capture's protected or skipped paths alone; check the work tree
+with ``lstat`` (no write or delete through a symlink, no file of the user's that the capture does
+not hold is replaced, nothing inside a nested repository); leave alone what the capture does not
+hold or git ignores (docs/design.md#ignored-files); refuse paths inside a git directory or Pi's
+agent dir.
+
+Invariants: read-only (the only writes are a scratch copy of the target's ``.gitignore`` files in
+our private dir, removed before returning). Any refusal raises
+:class:`~ledger.errors.UnsafeRestoreError` (or :class:`~ledger.errors.MissingCommitError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pygit2
+from pygit2.enums import FileMode
+
+from ledger.errors import MissingCommitError, UnsafeRestoreError
+from ledger.git.capture import CaptureResult, capture_tree
+from ledger.git.index import private_dir
+from ledger.git.journal import current_intent
+from ledger.git.placement import remove_tree
+from ledger.git.repo import GitRepo, is_inside, object_kind
+from ledger.git.restore_safety import Problem, WorktreeGuard, parents, under
+from ledger.git.runner import GitRunner
+from ledger.git.trees import Change, split_changes, tree_changes
+from ledger.settings import SnapshotSettings
+
+SUBMODULE_HINT = (
+    "restore to a point with the same submodules, or add/remove the submodule with git first"
+)
+
+Write = tuple[str, int, str]
+"""``(path, mode, blob)`` a restore writes from the target."""
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """What a restore to ``target_commit`` will change. Paths are repository-relative,
+    ``/``-separated; a file↔directory change is a deletion plus additions."""
+
+    target_commit: str
+    target_tree: str
+    current_tree: str
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    """Changed paths left alone because they lie under a protected or skipped path of the
+    current capture (protected directories, too-large files, repositories without commits)."""
+    warnings: tuple[str, ...] = ()
+    submodules: tuple[tuple[str, str], ...] = ()
+    """``(path, commit)`` of submodules to check out detached (also listed in ``modified``)."""
+    writes: tuple[Write, ...] = field(default=(), repr=False, compare=False)
+    """``(path, mode, blob)`` written from the target (additions and modifications)."""
+    replace_dirs: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Directories (holding only files being deleted) that a file of the target replaces."""
+
+    @property
+    def noop(self) -> bool:
+        return not (self.added or self.modified or self.deleted)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {
+            "added": list(self.added),
+            "modified": list(self.modified),
+            "deleted": list(self.deleted),
+        }
+
+
+def resolve_commit(repo: GitRepo, sha: str) -> pygit2.Commit:
+    """The target commit; its tree must exist (its content is checked later, entry by entry)."""
+    commit = repo.commit(sha)
+    if commit is None or not repo.has_tree(str(commit.tree_id)):
+        raise MissingCommitError(sha)
+    return commit
+
+
+def _recorded_on(repo: GitRepo, commit: pygit2.Commit) -> list[str]:
+    """Warnings when the snapshot's ``Head:``/``Branch:`` lines differ from HEAD now."""
+    head = branch = None
+    for line in commit.message.splitlines()[1:]:
+        if line.startswith("Head: "):
+            head = line[6:].strip()
+        elif line.startswith("Branch: "):
+            branch = line[8:].strip()
+    if head is None and branch is None:
+        return []
+    r = repo.pygit2
+    now_head = now_branch = None
+    with contextlib.suppress(pygit2.GitError, KeyError, ValueError):
+        if not r.head_is_unborn:
+            now_head = str(r.head.target)
+            if not r.head_is_detached:
+                now_branch = r.head.shorthand
+
+    def where(name: str | None) -> str:
+        return f"branch {name}" if name else "a detached HEAD"
+
+    warnings = []
+    if branch != now_branch:
+        warnings.append(
+            f"this rewind point was recorded on {where(branch)}; you are on "
+            f"{where(now_branch)} (only files are restored: HEAD and branches stay)"
+        )
+    if head is not None and head != now_head:
+        now = now_head[:12] if now_head else "unborn"
+        warnings.append(f"this rewind point was recorded at HEAD {head[:12]}; HEAD is now {now}")
+    return warnings
+
+
+def unsafe_error(problems: Sequence[Problem]) -> UnsafeRestoreError:
+    """One error for all problems: the first reason, with every path that has it."""
+    reason = problems[0].reason
+    paths = list(dict.fromkeys(p.path for p in problems if p.reason == reason))
+    others = sum(1 for p in problems if p.reason != reason)
+    if others:
+        reason += f" (and {others} other problem{'s' if others > 1 else ''})"
+    return UnsafeRestoreError(reason, paths)
+
+
+def build_plan(
+    repo: GitRepo,
+    commit: pygit2.Commit,
+    captured: CaptureResult,
+    *,
+    only: frozenset[str] | None = None,
+) -> RestorePlan:
+    """The plan from ``captured`` to ``commit``; ``only`` limits it to those paths (rollback)."""
+    r = repo.pygit2
+    target_tree = str(commit.tree_id)
+    recorded = _recorded_on(repo, commit)
+    if captured.tree == target_tree:
+        return RestorePlan(str(commit.id), target_tree, captured.tree, warnings=tuple(recorded))
+
+    problems: list[Problem] = []
+    changes = tree_changes(
+        r,
+        captured.tree,
+        target_tree,
+        validate=True,
+        ignore_case=repo.config_bool("core.ignorecase", False),
+        problems=problems,
+    )
+    if problems:
+        raise unsafe_error(problems)
+    if only is not None:
+        changes = [c for c in changes if c.path in only]
+
+    submodule_changes = [
+        c.path
+        for c in changes
+        if (c.old is not None and c.old.mode == FileMode.COMMIT)
+        != (c.new is not None and c.new.mode == FileMode.COMMIT)
+    ]
+    if submodule_changes:
+        raise UnsafeRestoreError(
+            "adding or removing submodules is not supported", submodule_changes, hint=SUBMODULE_HINT
+        )
+
+    skip_prefixes = [s.path for s in captured.skipped]
+    kept: list[Change] = []
+    skipped: list[str] = []
+    for change in changes:
+        if skip_prefixes and under(change.path, skip_prefixes):
+            skipped.append(change.path)
+        else:
+            kept.append(change)
+
+    deletes = [c.path for c in kept if c.new is None]
+    writes: list[Write] = [
+        (c.path, c.new.mode, c.new.oid)
+        for c in kept
+        if c.new is not None and c.new.mode != FileMode.COMMIT
+    ]
+    submodules = [
+        (c.path, c.new.oid) for c in kept if c.new is not None and c.new.mode == FileMode.COMMIT
+    ]
+
+    missing = [
+        path for path, _mode, oid in writes if object_kind(r, oid) != pygit2.enums.ObjectType.BLOB
+    ]
+    if missing:
+        raise UnsafeRestoreError(
+            "the snapshot's file objects are missing or not files",
+            missing,
+            hint="the snapshot is incomplete (pruned?); choose another rewind point",
+        )
+
+    guard = WorktreeGuard(repo.root)
+    problems = []
+    replace_dirs = guard.check(deletes, [w[0] for w in writes], problems)
+    problems += _submodule_problems(repo, guard, submodules)
+    if problems:
+        raise unsafe_error(problems)
+    added_paths = [
+        c.path
+        for c in kept
+        if c.old is None and c.new is not None and c.new.mode != FileMode.COMMIT
+    ]
+    uncaptured = _uncaptured(repo, guard, added_paths)
+    if uncaptured:
+        writes = [w for w in writes if w[0] not in uncaptured]
+        kept = [c for c in kept if c.path not in uncaptured]
+        skipped += sorted(uncaptured)
+    kept_ignored = _ignored_after(repo, target_tree, deletes, kept) if deletes else set()
+    if kept_ignored:
+        deletes = [d for d in deletes if d not in kept_ignored]
+        kept = [c for c in kept if c.path not in kept_ignored]
+        skipped += sorted(kept_ignored)
+        uncaptured |= kept_ignored
+    forbidden = _forbidden_paths(repo, [*deletes, *(w[0] for w in writes), *replace_dirs])
+    if forbidden:
+        raise UnsafeRestoreError(
+            "the restore would change files inside a git directory or Pi's agent dir",
+            forbidden,
+            hint="nothing was changed; keep the agent dir out of the repository "
+            "or ignore it in .gitignore",
+        )
+
+    warnings = list(recorded)
+    protected_skips = [p for p in skipped if p not in uncaptured]
+    if protected_skips:
+        shown = ", ".join(protected_skips[:5]) + (
+            f" (and {len(protected_skips) - 5} more)" if len(protected_skips) > 5 else ""
+        )
+        warnings.append(f"left alone (under protected or skipped paths): {shown}")
+    if uncaptured:
+        names = sorted(uncaptured)
+        shown = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+        warnings.append(
+            f"left alone (ignored or protected now; a restore never writes those): {shown}"
+        )
+    added, modified, deleted = split_changes(kept)
+    return RestorePlan(
+        str(commit.id),
+        target_tree,
+        captured.tree,
+        added=added,
+        modified=modified,
+        deleted=deleted,
+        skipped=tuple(skipped),
+        warnings=tuple(warnings),
+        submodules=tuple(submodules),
+        writes=tuple(writes),
+        replace_dirs=tuple(replace_dirs),
+    )
+
+
+def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> set[str]:
+    """Paths the target adds that the work tree's capture does not hold although they exist
+    (an ignored ``.env``, a protected or too-large file), or that are ignored now.
+
+    A restore leaves both alone: overwriting them would destroy bytes no undo snapshot holds
+    (the capture skips them), and writing an ignored path that is absent would leave a file the
+    undo could not see to remove (docs/design.md#ignored-files)."""
+    if not added:
+        return set()
+
+    def present(
+        path: str,
+    ) -> bool:  # a file or link at ``path`` itself, reached through real directories
+        for parent in parents(path):
+            st = guard.lstat(parent)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                return False
+        st = guard.lstat(path)
+        return st is not None and not stat.S_ISDIR(st.st_mode)
+
+    found = {p for p in added if present(p)}
+    for path in added:
+        if path not in found:
+            try:
+                if repo.pygit2.path_is_ignored(path):
+                    found.add(path)
+            except (pygit2.GitError, ValueError) as exc:
+                raise UnsafeRestoreError(
+                    "cannot tell whether a path is ignored now", [path], hint=str(exc)
+                ) from exc
+    return found
+
+
+def _ignored_after(
+    repo: GitRepo, target_tree: str, deletes: Sequence[str], changes: Sequence[Change]
+) -> set[str]:
+    """Paths the plan would delete that the target's own ignore rules ignore: files of the user's
+    that a restore had made visible by removing a ``.gitignore`` (an ignored ``.env``). The
+    target's snapshot could never have held them, so deleting them would not make the work tree
+    more like it; they are left alone (docs/design.md#ignored-files).
+
+    Only needed when the plan changes a ``.gitignore``; the target's rule files along the
+    deleted paths are written to a scratch work tree in our private dir, and git's own
+    ``check-ignore`` answers there."""
+    if not any(c.path.rsplit("/", 1)[-1] == ".gitignore" for c in changes):
+        return set()
+    r = repo.pygit2
+    root_tree = r.get(target_tree)
+    directories = {""} | {p for d in deletes for p in parents(d)}
+    scratch = private_dir(repo.git_dir) / f"ignore-scratch-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        scratch.mkdir(parents=True)
+        for directory in directories:
+            path = f"{directory}/.gitignore" if directory else ".gitignore"
+            try:
+                entry = root_tree[path] if isinstance(root_tree, pygit2.Tree) else None
+            except KeyError:
+                continue
+            blob = (
+                r.get(entry.id)
+                if entry is not None and entry.filemode in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)
+                else None
+            )
+            if isinstance(blob, pygit2.Blob):
+                target = scratch / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blob.data)
+        result = GitRunner(scratch, repo.git_dir).run(
+            ["check-ignore", "--no-index", "-z", "--stdin"],
+            input=b"".join(os.fsencode(d) + b"\0" for d in deletes),
+            operation="git check-ignore",
+            check=False,
+            extra_env={"GIT_LITERAL_PATHSPECS": "0"},
+        )  # check-ignore refuses pathspec magic; paths are not globs
+        if result.returncode not in (0, 1):
+            return set()  # cannot tell: delete as the plan says (the undo snapshot holds them)
+        return {os.fsdecode(p) for p in result.stdout.split(b"\0") if p}
+    finally:
+        remove_tree(scratch.parent, scratch.name)
+
+
+def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
+    """Paths of a plan inside a git directory or Pi's agent dir (defence in depth: discovery
+    already refuses layouts with a git dir in the work tree, and tree validation ``.git``)."""
+    intent = current_intent()
+    agent = (
+        intent.agent_dir
+        or os.environ.get("PI_CODING_AGENT_DIR")
+        or os.path.expanduser("~/.pi/agent")
+    )
+    roots = {str(repo.git_dir), str(repo.common_dir), os.path.realpath(agent)}
+    inside = [d for d in roots if is_inside(d, repo.root)]
+    if not inside:
+        return []
+    root = str(repo.root)
+    bad = []
+    for path in paths:
+        full = root + "/" + path
+        if any(is_inside(full, d) or is_inside(d, full) for d in inside):
+            bad.append(path)
+    return bad
+
+
+def _submodule_problems(
+    repo: GitRepo, guard: WorktreeGuard, submodules: Sequence[tuple[str, str]]
+) -> list[Problem]:
+    problems = []
+    for path, sha in submodules:
+        leading = [guard.lstat(p) for p in parents(path)]
+        if any(st is None or not stat.S_ISDIR(st.st_mode) for st in leading):
+            problems.append(
+                Problem("a submodule's leading directory is missing or a symlink", path)
+            )
+            continue
+        try:
+            nested = pygit2.Repository(str(repo.root / path))
+            found = nested.get(sha)
+        except (pygit2.GitError, OSError, ValueError, KeyError):
+            problems.append(Problem("a submodule to update is not checked out", path))
+            continue
+        if not isinstance(found, pygit2.Commit):
+            problems.append(
+                Problem(
+                    "a submodule commit of the snapshot is not available in "
+                    "the submodule (fetch it there first)",
+                    path,
+                )
+            )
+    return problems
+
+
+def plan_restore(
+    repo: GitRepo, target_commit: str, settings: SnapshotSettings | None = None
+) -> RestorePlan:
+    """Capture the work tree and plan a restore to ``target_commit`` without changing anything.
+
+    Raises :class:`MissingCommitError` or :class:`UnsafeRestoreError` (and the capture's own
+    errors, e.g. a dirty submodule)."""
+    commit = resolve_commit(repo, target_commit)
+    return build_plan(repo, commit, capture_tree(repo, settings))
+
+
+__all__ = [
+    "SUBMODULE_HINT",
+    "RestorePlan",
+    "Write",
+    "build_plan",
+    "plan_restore",
+    "resolve_commit",
+    "unsafe_error",
+]

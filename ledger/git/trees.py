@@ -1,0 +1,296 @@
+"""Reading and comparing tree objects: leaf changes between two trees, trees less some paths.
+
+Why it exists: a restore plans from the leaf changes between the work tree's capture and the
+target tree, ``rewind diff`` lists and prints them, and verification compares a capture with a
+target less the paths left alone. All of them need git's view of a tree, read from the raw
+objects: libgit2's tree API would hide non-canonical modes and make duplicate names unreachable,
+which is exactly what a hostile snapshot would use (docs/design.md#restore).
+
+Invariants:
+- :func:`tree_changes` compares two trees without rename detection (D2, docs/defects.md#d2),
+  skipping identical subtrees, so its cost grows with the changes, not with the repository.
+- Read-only: the only objects written are the trees :func:`tree_without` builds.
+- With a ``problems`` list, the target side is checked entry by entry by the safety rules of
+  :mod:`ledger.git.restore_safety` while it is read (names, modes, duplicates); problems are
+  collected, never partly acted on. Without one, modes are canonicalized as git does and a
+  missing or corrupt tree raises ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pygit2
+from pygit2.enums import FileMode
+
+from ledger.errors import MissingCommitError
+from ledger.git.repo import GitRepo
+from ledger.git.restore_safety import EntryCheck, Problem
+from ledger.git.runner import GitRunner
+
+
+@dataclass(frozen=True)
+class Entry:
+    mode: int
+    oid: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """One leaf path that differs. ``old``/``new`` are ``None`` where the side has no leaf
+    (absent, or a directory there: a file↔directory change is a delete plus adds)."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+    @property
+    def kind(self) -> str:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "deleted"
+        return "modified"
+
+
+Split = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+"""``(added, modified, deleted)`` paths."""
+
+
+class TreeReader:
+    """Reads tree levels as ``{raw name: Entry}`` from the raw objects, checking them when
+    asked (see the module)."""
+
+    def __init__(self, repo: pygit2.Repository, *, ignore_case: bool = False) -> None:
+        self.repo = repo
+        self.ignore_case = ignore_case
+
+    def entries(
+        self, oid: str, prefix: bytes, problems: list[Problem] | None
+    ) -> dict[bytes, Entry]:
+        """The entries of tree ``oid`` at ``prefix``. With ``problems`` (validation), unsafe
+        entries are reported there; without, modes are canonicalized as git does and a
+        missing or corrupt tree raises ``KeyError``."""
+        where = os.fsdecode(prefix.rstrip(b"/")) or "."
+        try:
+            kind, data = self.repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            kind, data = None, b""
+        if kind != pygit2.enums.ObjectType.TREE:
+            if problems is None:
+                raise KeyError(f"tree {oid} of {where} is missing")
+            problems.append(
+                Problem(
+                    "the snapshot is incomplete (a tree object is missing or not a tree)", where
+                )
+            )
+            return {}
+        check = (
+            EntryCheck(prefix, problems, ignore_case=self.ignore_case)
+            if problems is not None
+            else None
+        )
+        out: dict[bytes, Entry] = {}
+        pos, size = 0, len(data)
+        while pos < size:
+            space = data.find(b" ", pos)
+            nul = data.find(b"\0", space + 1) if space >= 0 else -1
+            try:
+                if nul < 0 or nul + 21 > size:
+                    raise ValueError
+                mode = int(data[pos:space], 8)
+            except ValueError:
+                if problems is None:
+                    raise KeyError(f"tree {oid} of {where} is corrupt") from None
+                problems.append(
+                    Problem("the snapshot is incomplete (a tree object is corrupt)", where)
+                )
+                return out
+            raw = data[space + 1 : nul]
+            entry = Entry(mode, data[nul + 1 : nul + 21].hex())
+            pos = nul + 21
+            if check is not None:
+                check.entry(raw, mode, duplicate=raw in out)
+            elif mode not in _CANONICAL:
+                entry = Entry(canonical_mode(mode), entry.oid)
+            out[raw] = entry
+        return out
+
+
+_CANONICAL = frozenset(
+    {FileMode.TREE, FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.COMMIT}
+)
+
+
+def canonical_mode(mode: int) -> int:
+    """git's ``canon_mode``: what git makes of a mode it reads from a tree."""
+    if stat.S_ISREG(mode):
+        return FileMode.BLOB_EXECUTABLE if mode & 0o100 else FileMode.BLOB
+    if stat.S_ISLNK(mode):
+        return FileMode.LINK
+    if stat.S_ISDIR(mode):
+        return FileMode.TREE
+    return FileMode.COMMIT
+
+
+def tree_changes(
+    repo: pygit2.Repository,
+    old_tree: str | None,
+    new_tree: str | None,
+    *,
+    validate: bool = False,
+    ignore_case: bool = False,
+    problems: list[Problem] | None = None,
+) -> list[Change]:
+    """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection), sorted by path.
+
+    With ``validate``, entries of the new side are checked and problems appended to
+    ``problems`` (required then); a missing tree on the old side raises ``KeyError``."""
+    if validate and problems is None:
+        raise ValueError("validate=True needs a problems list")
+    reader = TreeReader(repo, ignore_case=ignore_case)
+    out: list[tuple[bytes, Change]] = []
+    stack: list[tuple[bytes, str | None, str | None]] = [(b"", old_tree, new_tree)]
+    while stack:
+        prefix, old, new = stack.pop()
+        if old is not None and old == new:
+            continue
+        a_entries = reader.entries(old, prefix, None) if old else {}
+        b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
+        for name in a_entries.keys() | b_entries.keys():
+            a = a_entries.get(name)
+            b = b_entries.get(name)
+            if a == b:
+                continue
+            path = prefix + name
+            a_tree = a is not None and a.mode == FileMode.TREE
+            b_tree = b is not None and b.mode == FileMode.TREE
+            if a_tree or b_tree:
+                stack.append(
+                    (
+                        path + b"/",
+                        a.oid if a is not None and a_tree else None,
+                        b.oid if b is not None and b_tree else None,
+                    )
+                )
+            a_leaf = a if a is not None and not a_tree else None
+            b_leaf = b if b is not None and not b_tree else None
+            if a_leaf is not None or b_leaf is not None:
+                out.append((path, Change(os.fsdecode(path), a_leaf, b_leaf)))
+    out.sort(key=lambda item: item[0])
+    return [change for _, change in out]
+
+
+def split_changes(changes: Iterable[Change]) -> Split:
+    """``(added, modified, deleted)`` paths of ``changes``, each in the given order."""
+    added: list[str] = []
+    modified: list[str] = []
+    deleted: list[str] = []
+    for change in changes:
+        {"added": added, "modified": modified, "deleted": deleted}[change.kind].append(change.path)
+    return tuple(added), tuple(modified), tuple(deleted)
+
+
+def tree_without(repo: pygit2.Repository, tree: str, paths: Iterable[str]) -> str:
+    """``tree`` with the entries at ``paths`` (files, or directories written ``dir/``) removed,
+    and directories left empty by that dropped. Unchanged when no path is present."""
+    groups: dict[bytes, set[bytes]] = {}
+    for path in paths:
+        raw = os.fsencode(path.rstrip("/"))
+        if raw:
+            head, _, rest = raw.partition(b"/")
+            groups.setdefault(head, set()).add(rest)
+    if not groups:
+        return tree
+    new = _prune(repo, tree, groups)
+    return new if new is not None else str(repo.TreeBuilder().write())
+
+
+def _prune(repo: pygit2.Repository, tree: str, groups: dict[bytes, set[bytes]]) -> str | None:
+    obj = repo.get(tree)
+    if not isinstance(obj, pygit2.Tree):
+        return tree
+    names = {item.raw_name: item for item in obj}
+    if not any(name in names for name in groups):
+        return tree
+    builder = repo.TreeBuilder(obj)
+    for name, rests in groups.items():
+        item = names.get(name)
+        if item is None:
+            continue
+        str_name = os.fsdecode(name)
+        if b"" in rests or item.filemode != FileMode.TREE:
+            builder.remove(str_name)
+            continue
+        sub: dict[bytes, set[bytes]] = {}
+        for rest in rests:
+            head, _, tail = rest.partition(b"/")
+            sub.setdefault(head, set()).add(tail)
+        pruned = _prune(repo, str(item.id), sub)
+        if pruned is None:
+            builder.remove(str_name)
+        elif pruned != str(item.id):
+            builder.insert(str_name, pygit2.Oid(hex=pruned), FileMode.TREE)
+    if len(builder) == 0:
+        return None
+    return str(builder.write())
+
+
+# --- diffs between snapshots (``rewind diff``) ---------------------------------------------
+
+
+def _tree_id(repo: GitRepo, sha: str) -> str:
+    """The tree a commit or tree id names (existence checked from the object header only), or
+    :class:`MissingCommitError`."""
+    obj = repo.object(sha)
+    if isinstance(obj, pygit2.Commit):
+        if repo.has_tree(str(obj.tree_id)):
+            return str(obj.tree_id)
+    elif isinstance(obj, pygit2.Tree):
+        return str(obj.id)
+    raise MissingCommitError(sha)
+
+
+def diff_trees(repo: GitRepo, from_tree: str, to_tree: str) -> Split:
+    """``(added, modified, deleted)`` leaf paths from ``from_tree`` to ``to_tree`` (trees or
+    commits), without rename detection (as ``git diff-tree -r --no-renames``)."""
+    changes = tree_changes(repo.pygit2, _tree_id(repo, from_tree), _tree_id(repo, to_tree))
+    return split_changes(changes)
+
+
+def patch(repo: GitRepo, from_tree: str, to_tree: str) -> str:
+    """Unified diff text from ``from_tree`` to ``to_tree`` (trees or commits), no renames."""
+    a, b = _tree_id(repo, from_tree), _tree_id(repo, to_tree)
+    result = GitRunner(repo.root, repo.git_dir).run(
+        [
+            "diff-tree",
+            "-r",
+            "-p",
+            "--no-renames",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            a,
+            b,
+        ],
+        operation="git diff-tree",
+        config=(("diff.noprefix", "false"), ("diff.mnemonicPrefix", "false")),
+    )
+    return result.text
+
+
+__all__ = [
+    "Change",
+    "Entry",
+    "Split",
+    "TreeReader",
+    "canonical_mode",
+    "diff_trees",
+    "patch",
+    "split_changes",
+    "tree_changes",
+    "tree_without",
+]
