@@ -122,6 +122,8 @@ def _absorb(server: BridgeServer, result: Any, outcome: Outcome) -> None:
         outcome.result["skipConversationRestore"] = True
     if result.panel is not None and (not silent or result.panel_is_problem or not result.panel):
         outcome.panel = list(result.panel)
+    if result.status_note is not None and not silent:
+        server.status_note = result.status_note
 
 
 def _latest_assistant(engine: Any) -> str | None:
@@ -162,6 +164,7 @@ def dispatch(server: BridgeServer, message: EventMessage) -> Outcome:
         result = engine.before_agent_start(_str(payload, "prompt") or "")
         if not server.passive:
             outcome.panel = []  # a new prompt: the last rewind action's panel has been read
+            server.status_note = None  # and the last prompt's status note too
     elif event == "turn_start":
         result = engine.turn_start(_int(payload, "turnIndex"))
     elif event == "message_end":

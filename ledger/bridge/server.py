@@ -59,6 +59,8 @@ class BridgeServer:
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int, str | None] | None = None
+        self.status_note: str | None = None
+        """Shown after the footer until the next prompt (docs/design.md#outside-changes)."""
         self.passive = False
         """Another extension records this session: we record nothing and leave the footer alone."""
 
@@ -191,7 +193,7 @@ class BridgeServer:
             ]
             self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
             self._status_key = key
-        return self._status
+        return f"{self._status} · {self.status_note}" if self.status_note else self._status
 
 
 def serve_stdio(agent_dir: Path | None = None) -> int:

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "ledger.cli.inspect",
     "ledger.cli.snapshot",
     "ledger.cli.restore",
+    "ledger.cli.status",
     "ledger.cli.demo",
     "ledger.cli.maintain",
     "ledger.cli.serve",

@@ -16,9 +16,11 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ledger.cli.context import CliContext
+from ledger.cli.status import plan_outside_lines
 from ledger.errors import LedgerError, SessionAppendError
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
@@ -251,6 +253,7 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
                         else ""
                     ),
                     *plan_lines(plan),
+                    *plan_outside_lines(plan, args.session),
                 ]
             ),
         )
@@ -259,7 +262,13 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx,
         args,
         f"Restore {args.mode} to entry {entry}",
-        "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+        "\n".join(
+            [
+                f"Restore plan ({_summary(plan)}):",
+                *plan_lines(plan),
+                *plan_outside_lines(plan, args.session),
+            ]
+        ),
     )
     with restoring(ctx, engine, "restore", entry):
         report = operations.restore(engine, entry, args.mode)
@@ -276,6 +285,7 @@ def _restore_text(report: Any, session_name: str) -> str:
                 f"restored the files of entry {report.entry} (snapshot {report.target[:12]}): {_summary(report)}"
             )
             lines.extend(plan_lines(report))
+            lines.extend(plan_outside_lines(report, session_name, done=True))
         else:
             lines.append(
                 f"files already equal entry {report.entry}'s snapshot {report.target[:12]}: nothing changed"
@@ -303,14 +313,26 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.dry_run:
         ctx.emit(
             plan.to_json(),
-            lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]),
+            lambda: "\n".join(
+                [
+                    f"undo would change {_summary(plan)}",
+                    *plan_lines(plan),
+                    *plan_outside_lines(plan, args.session),
+                ]
+            ),
         )
         return 0
     confirm(
         ctx,
         args,
         "Undo the last file rewind",
-        "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]),
+        "\n".join(
+            [
+                f"Undo plan ({_summary(plan)}):",
+                *plan_lines(plan),
+                *plan_outside_lines(plan, args.session),
+            ]
+        ),
     )
     with restoring(ctx, engine, "undo"):
         report = operations.undo(engine)
@@ -320,6 +342,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
             [
                 f"undid the last file rewind (files now at {report.target[:12]}): {_summary(report)}",
                 *plan_lines(report),
+                *plan_outside_lines(report, args.session, done=True),
                 "undo again to swap back",
             ]
         ),
@@ -367,6 +390,7 @@ def _recover(args: argparse.Namespace, ctx: CliContext, engine: Any, journal: An
 
 def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
+    from ledger.engine.outside import overwritten_by
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)
@@ -380,7 +404,16 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
                     ctx,
                     args,
                     f"Fork at {entry} and restore its files",
-                    "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+                    "\n".join(
+                        [
+                            f"Restore plan ({_summary(plan)}):",
+                            *plan_lines(plan),
+                            *plan_outside_lines(
+                                SimpleNamespace(outside=overwritten_by(engine, plan)),
+                                args.session,
+                            ),
+                        ]
+                    ),
                 )
     with restoring(ctx, engine, "fork", entry):
         report = operations.fork(engine, entry, args.mode)
@@ -392,6 +425,7 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
                 [
                     f"restored the files of entry {entry}: {_summary(report.restore)}",
                     *plan_lines(report.restore),
+                    *plan_outside_lines(report.restore, args.session, done=True),
                 ]
                 if report.restore
                 else []

@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
+from ledger.engine import outside
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.host import SessionHost
 from ledger.errors import LedgerError
@@ -77,6 +78,10 @@ class EventResult:
     the panel as it is, ``[]`` = clear it."""
     panel_is_problem: bool = False
     """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
+    status_note: str | None = None
+    """A short note for the host's status line until the next prompt (an info: dropped with
+    ``silentCheckpoints``), e.g. that the pre-prompt snapshot keeps changes made outside the
+    agent (docs/design.md#outside-changes)."""
 
     def info(self, text: str) -> None:
         self.notices.append(M.Notice("info", text))
@@ -314,6 +319,7 @@ class Engine:
         if turn_index != 0:
             return result
         self._settle_unconsumed_fork()
+        before = self.last_exact
         try:
             commit = self.snapshot()
         except LedgerError as exc:
@@ -321,6 +327,7 @@ class Engine:
             result.warn(f"Rewind: could not snapshot before this prompt ({exc.message})")
             return result
         self._collector = _Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
+        result.status_note = outside.prompt_status_note(self, before)
         return result
 
     def _bind_pending_user(self, *, final: bool, result: EventResult) -> None:
@@ -437,7 +444,7 @@ class Engine:
             )
             undo = self.undo_point()
             choice = choose(
-                M.MENU_TITLE,
+                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
                 M.tree_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None or choice == M.TREE_CANCEL:
@@ -532,7 +539,7 @@ class Engine:
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
             choice = choose(
-                M.MENU_TITLE,
+                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
                 M.fork_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None:

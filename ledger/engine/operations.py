@@ -21,8 +21,10 @@ from typing import Any, Literal
 
 from ledger.engine.conversation import fork_path, rewind_parent
 from ledger.engine.engine import Engine, _FileState
+from ledger.engine.outside import overwritten_by
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
 from ledger.git.objects import tree_of
+from ledger.outside import OutsideChange
 from ledger.session.model import is_restorable
 
 RestoreMode = Literal["both", "files", "conversation"]
@@ -45,6 +47,9 @@ class RestoreReport:
     position: str | None = None
     """For a conversation move: the entry the conversation continues from (None = a new root)."""
     warnings: list[str] = field(default_factory=list)
+    outside: list[OutsideChange] = field(default_factory=list)
+    """Paths changed since the latest rewind point (outside the agent) that this restore
+    overwrites or deletes (docs/design.md#outside-changes)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +66,7 @@ class RestoreReport:
             "leaf": self.leaf,
             "position": self.position,
             "warnings": self.warnings,
+            "changedOutsideAgent": [c.to_json() for c in self.outside],
         }
 
 
@@ -78,13 +84,15 @@ def _point(engine: Engine, entry_id: str) -> str:
     return target
 
 
-def _fill_plan(report: RestoreReport, plan: Any) -> None:
+def _fill_plan(report: RestoreReport, plan: Any, engine: Engine | None = None) -> None:
     report.added, report.modified, report.deleted = (
         list(plan.added),
         list(plan.modified),
         list(plan.deleted),
     )
     report.warnings.extend(plan.warnings)
+    if engine is not None:  # from the plan's own capture: no capture added
+        report.outside = list(overwritten_by(engine, plan))
 
 
 def plan_for(engine: Engine, target: str) -> Any:
@@ -112,7 +120,7 @@ def restore(
     target = _point(engine, entry_id)
     report.target = target
     plan = plan_for(engine, target)
-    _fill_plan(report, plan)
+    _fill_plan(report, plan, engine)
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
@@ -138,7 +146,7 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
     if not engine.repo.commit_exists(state.undo):
         raise NothingToUndoError(session.id, reason=f"its snapshot {state.undo[:12]} was pruned")
     report = RestoreReport(mode="undo", entry=state.undo_from, target=state.undo, dry_run=dry_run)
-    _fill_plan(report, plan_for(engine, state.undo))
+    _fill_plan(report, plan_for(engine, state.undo), engine)
     if dry_run:
         return report
     outcome = engine._restore(state.undo)
@@ -159,7 +167,9 @@ class ForkReport:
 
     def to_json(self) -> dict[str, Any]:
         files = (
-            self.restore.to_json() if self.restore else {"added": [], "modified": [], "deleted": []}
+            self.restore.to_json()
+            if self.restore
+            else {"added": [], "modified": [], "deleted": [], "changedOutsideAgent": []}
         )
         return {
             **files,
@@ -188,7 +198,7 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
     else:
         target = _point(engine, entry.id)
         restored = RestoreReport(mode=mode, entry=entry.id, target=target)
-        _fill_plan(restored, plan_for(engine, target))
+        _fill_plan(restored, plan_for(engine, target), engine)
         outcome = engine._restore(target)
         restored.changed, restored.undo = outcome.changed, outcome.undo_commit
         state = _FileState(target, outcome.undo_commit)

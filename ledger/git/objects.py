@@ -1,4 +1,4 @@
-"""Small read-only object look-ups the engine needs (commit → tree).
+"""Small read-only object look-ups the engine needs (commit → tree, tree → tree changes).
 
 Why it exists: the engine must compare a snapshot's tree with a fresh capture without importing
 pygit2 itself (the git layer is the only code that does).
@@ -11,6 +11,7 @@ from __future__ import annotations
 import pygit2
 
 from ledger.git.repo import GitRepo
+from ledger.git.restore_safety import Change, tree_changes
 
 
 def tree_of(repo: GitRepo, commit: str) -> str | None:
@@ -22,3 +23,13 @@ def tree_of(repo: GitRepo, commit: str) -> str | None:
     if not isinstance(obj, pygit2.Commit):
         return None
     return str(obj.tree_id)
+
+
+def leaf_changes(repo: GitRepo, old_tree: str, new_tree: str) -> list[Change] | None:
+    """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection, sorted by path),
+    with both sides' modes and object ids, or ``None`` when a tree is missing or corrupt.
+    Identical subtrees are skipped, so the cost grows with the changes, not the repository."""
+    try:
+        return tree_changes(repo.pygit2, old_tree, new_tree)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
