@@ -50,6 +50,8 @@ class BridgeState:
     """The retention sweeps of this session; None when retention is off or after shutdown."""
     passive: bool = False
     """Another extension records this session: we record nothing and leave the footer alone."""
+    status_note: str | None = None
+    """Shown after the footer until the next prompt (docs/design.md#outside-changes)."""
 
 
 @dataclass
@@ -166,6 +168,8 @@ def _absorb(state: BridgeState, result: EventResult, outcome: Outcome) -> None:
         outcome.result["skipConversationRestore"] = True
     if result.panel is not None and (not silent or result.panel_is_problem or not result.panel):
         outcome.panel = list(result.panel)
+    if result.status_note is not None and not silent:
+        state.status_note = result.status_note
 
 
 def _retention_notices(state: BridgeState, outcome: Outcome) -> None:
@@ -195,6 +199,7 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
     result = engine.before_agent_start(_str(message.payload, "prompt") or "")
     if not state.passive:
         result.panel = []  # a new prompt: the last rewind action's panel has been read
+        state.status_note = None  # and the last prompt's status note too
     return result
 
 

@@ -175,7 +175,8 @@ class BridgeServer:
             ]
             self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
             self._status_key = key
-        return self._status
+        note = self.state.status_note
+        return f"{self._status} · {note}" if note and self._status else self._status
 
 
 def serve_stdio(agent_dir: Path | None = None) -> int:

@@ -43,6 +43,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("fork", "ledger.cli.restore", "fork the session at an entry (Pi's /fork)"),
     ("checkpoint", "ledger.cli.restore", "snapshot now and bind it to an entry"),
     ("diff", "ledger.cli.restore", "what a restore to an entry would change"),
+    ("status", "ledger.cli.status", "what changed in the work tree since the latest rewind point"),
     ("demo", "ledger.cli.demo", "a narrated tour on a throwaway repository"),
     ("sweep", "ledger.cli.maintain", "drop old snapshots from refs/pi-rewind/store"),
     ("config", "ledger.cli.maintain", "print the effective settings and where each came from"),

@@ -16,8 +16,10 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 from ledger.cli.context import CliContext
+from ledger.cli.status import plan_outside_lines
 from ledger.errors import LedgerError, SessionAppendError
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the engine
@@ -278,6 +280,7 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
                         else ""
                     ),
                     *plan_lines(plan),
+                    *plan_outside_lines(plan, args.session),
                 ]
             ),
         )
@@ -286,7 +289,13 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx,
         args,
         f"Restore {args.mode} to entry {entry}",
-        "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+        "\n".join(
+            [
+                f"Restore plan ({_summary(plan)}):",
+                *plan_lines(plan),
+                *plan_outside_lines(plan, args.session),
+            ]
+        ),
     )
     with restoring(ctx, engine, "restore", entry):
         report = operations.restore(engine, entry, args.mode)
@@ -303,6 +312,7 @@ def _restore_text(report: RestoreReport, session_name: str) -> str:
                 f"restored the files of entry {report.entry} (snapshot {_short(report.target)}): {_summary(report)}"
             )
             lines.extend(plan_lines(report))
+            lines.extend(plan_outside_lines(report, session_name, done=True))
         else:
             lines.append(
                 f"files already equal entry {report.entry}'s snapshot {_short(report.target)}: nothing changed"
@@ -330,14 +340,26 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.dry_run:
         ctx.emit(
             plan.to_json(),
-            lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]),
+            lambda: "\n".join(
+                [
+                    f"undo would change {_summary(plan)}",
+                    *plan_lines(plan),
+                    *plan_outside_lines(plan, args.session),
+                ]
+            ),
         )
         return 0
     confirm(
         ctx,
         args,
         "Undo the last file rewind",
-        "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]),
+        "\n".join(
+            [
+                f"Undo plan ({_summary(plan)}):",
+                *plan_lines(plan),
+                *plan_outside_lines(plan, args.session),
+            ]
+        ),
     )
     with restoring(ctx, engine, "undo"):
         report = operations.undo(engine)
@@ -347,6 +369,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
             [
                 f"undid the last file rewind (files now at {_short(report.target)}): {_summary(report)}",
                 *plan_lines(report),
+                *plan_outside_lines(report, args.session, done=True),
                 "undo again to swap back",
             ]
         ),
@@ -394,6 +417,7 @@ def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal:
 
 def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
+    from ledger.engine.outside import overwritten_by
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)
@@ -407,7 +431,16 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
                     ctx,
                     args,
                     f"Fork at {entry} and restore its files",
-                    "\n".join([f"Restore plan ({_summary(plan)}):", *plan_lines(plan)]),
+                    "\n".join(
+                        [
+                            f"Restore plan ({_summary(plan)}):",
+                            *plan_lines(plan),
+                            *plan_outside_lines(
+                                SimpleNamespace(outside=overwritten_by(engine, plan)),
+                                args.session,
+                            ),
+                        ]
+                    ),
                 )
     with restoring(ctx, engine, "fork", entry):
         report = operations.fork(engine, entry, args.mode)
@@ -419,6 +452,7 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
                 [
                     f"restored the files of entry {entry}: {_summary(report.restore)}",
                     *plan_lines(report.restore),
+                    *plan_outside_lines(report.restore, args.session, done=True),
                 ]
                 if report.restore
                 else []

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
+from ledger.engine import outside
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
 from ledger.errors import LedgerError
-from ledger.git.objects import tree_of
 from ledger.git.repo import GitRepo
 from ledger.git.snapshot import LastExact, take_snapshot
 from ledger.ledgerview import BranchState, LedgerView
@@ -88,6 +88,10 @@ class EventResult:
     the panel as it is, ``[]`` = clear it."""
     panel_is_problem: bool = False
     """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
+    status_note: str | None = None
+    """A short note for the host's status line until the next prompt (an info: dropped with
+    ``silentCheckpoints``), e.g. that the pre-prompt snapshot keeps changes made outside the
+    agent (docs/design.md#outside-changes)."""
 
     def info(self, text: str) -> None:
         self.notices.append(M.Notice("info", text))
@@ -185,7 +189,7 @@ class Engine:
         """The reference's ``reconstructState``, minus its capture (D9): remember ``current``
         as the dedup candidate; a later capture decides whether it still matches."""
         current = self.branch_state().current
-        tree = tree_of(self.repo, current) if current else None
+        tree = self.repo.tree_of(current) if current else None
         self.last_exact = LastExact(current, tree) if current and tree else None
 
     def snapshot(self) -> str:
@@ -321,11 +325,13 @@ class Engine:
         if turn_index != 0:
             return result
         self.settle_fork(happened=False)
+        before = self.last_exact
         commit = self._try_snapshot("before this prompt", result)
         if commit is None:
             self._collector = None
             return result
         self._collector = _Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
+        result.status_note = outside.prompt_status_note(self, before)
         return result
 
     def _bind_pending_user(self, *, final: bool, result: EventResult) -> None:
@@ -436,7 +442,7 @@ class Engine:
             )
             undo = self.undo_point()
             choice = choose(
-                M.MENU_TITLE,
+                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
                 M.tree_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None or choice == M.TREE_CANCEL:
@@ -536,7 +542,7 @@ class Engine:
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
             choice = choose(
-                M.MENU_TITLE,
+                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
                 M.fork_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None:

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from ledger.engine.conversation import fork_path, rewind_parent
 from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
+from ledger.engine.outside import overwritten_by
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
-from ledger.git.objects import tree_of
+from ledger.outside import OutsideChange
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
 
@@ -50,6 +51,9 @@ class RestoreReport:
     position: str | None = None
     """For a conversation move: the entry the conversation continues from (None = a new root)."""
     warnings: list[str] = field(default_factory=list)
+    outside: list[OutsideChange] = field(default_factory=list)
+    """Paths changed since the latest rewind point (outside the agent) that this restore
+    overwrites or deletes (docs/design.md#outside-changes)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +70,7 @@ class RestoreReport:
             "leaf": self.leaf,
             "position": self.position,
             "warnings": self.warnings,
+            "changedOutsideAgent": [c.to_json() for c in self.outside],
         }
 
 
@@ -83,13 +88,15 @@ def _point(engine: Engine, entry_id: str) -> str:
     return target
 
 
-def _fill_plan(report: RestoreReport, plan: RestorePlan) -> None:
+def _fill_plan(report: RestoreReport, plan: RestorePlan, engine: Engine | None = None) -> None:
     report.added, report.modified, report.deleted = (
         list(plan.added),
         list(plan.modified),
         list(plan.deleted),
     )
     report.warnings.extend(plan.warnings)
+    if engine is not None:  # from the plan's own capture: no capture added
+        report.outside = list(overwritten_by(engine, plan))
 
 
 def plan_for(engine: Engine, target: str) -> RestorePlan:
@@ -117,7 +124,7 @@ def restore(
     target = _point(engine, entry_id)
     report.target = target
     plan = plan_for(engine, target)
-    _fill_plan(report, plan)
+    _fill_plan(report, plan, engine)
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
@@ -143,7 +150,7 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
     if not engine.repo.commit_exists(state.undo):
         raise NothingToUndoError(session.id, reason=f"its snapshot {state.undo[:12]} was pruned")
     report = RestoreReport(mode="undo", entry=state.undo_from, target=state.undo, dry_run=dry_run)
-    _fill_plan(report, plan_for(engine, state.undo))
+    _fill_plan(report, plan_for(engine, state.undo), engine)
     if dry_run:
         return report
     outcome = engine.restore_files(state.undo)
@@ -164,7 +171,9 @@ class ForkReport:
 
     def to_json(self) -> dict[str, Any]:
         files = (
-            self.restore.to_json() if self.restore else {"added": [], "modified": [], "deleted": []}
+            self.restore.to_json()
+            if self.restore
+            else {"added": [], "modified": [], "deleted": [], "changedOutsideAgent": []}
         )
         return {
             **files,
@@ -191,7 +200,7 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
     else:
         target = _point(engine, entry.id)
         restored = RestoreReport(mode=mode, entry=entry.id, target=target)
-        _fill_plan(restored, plan_for(engine, target))
+        _fill_plan(restored, plan_for(engine, target), engine)
         outcome = engine.restore_files(target)
         restored.changed, restored.undo = outcome.changed, outcome.undo_commit
         state = FileState(target, outcome.undo_commit)
@@ -285,7 +294,7 @@ def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
         from ledger.git.trees import patch as make_patch
 
         text = make_patch(
-            engine.repo, plan.current_tree, tree_of(engine.repo, target) or plan.target_tree
+            engine.repo, plan.current_tree, engine.repo.tree_of(target) or plan.target_tree
         )
     return DiffReport(
         entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text

@@ -1,0 +1,90 @@
+"""``rewind status SESSION``: what changed in the work tree since the latest rewind point.
+
+Why it exists: like ``git status`` against the session's last recorded file state, so that a user
+sees what a restore would overwrite that the agent did not write (docs/design.md#outside-changes).
+It also words the outside-changes lines of the restore plans (``rewind restore/undo/fork``).
+
+Invariants: read-only. It captures the work tree with the same private capture a snapshot uses
+(:func:`ledger.git.capture.capture_tree`: the private index under ``.git/pi-rewind/`` and git
+objects), but makes no commit, appends nothing to ``refs/pi-rewind/store``, leaves the
+latest-snapshot record alone and writes no record to the session; the user's index, HEAD and
+branches are never touched. Exit status 0 whether or not something changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.cli.context import CliContext
+from ledger.outside import OutsideChange, count_text, done_warning, files, plan_warning
+
+SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "status",
+        parents=[common],
+        help="what changed in the work tree since the latest rewind point",
+        description="List the paths that differ between the work tree and the session's latest "
+        "rewind point on its branch (the files as the agent's last turn, or the last restore, "
+        "left them): A added, M modified, D deleted, X executable bit, L symlink. Read-only.",
+    )
+    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.set_defaults(run=run_status)
+
+
+def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
+    from ledger.cli.restore import open_engine
+    from ledger.engine.outside import changed_since, latest_point
+    from ledger.git.capture import capture_tree
+
+    engine = open_engine(ctx, args.session)
+    session = engine.session()
+    point = latest_point(engine)
+    changes: tuple[OutsideChange, ...] = ()
+    if point is not None:
+        captured = capture_tree(engine.repo, engine.settings.snapshot)
+        report = changed_since(
+            engine, captured.tree, skipped=[s.path for s in captured.skipped], point=point
+        )
+        changes = report.changes
+    payload: dict[str, Any] = {
+        "session": session.id,
+        "point": point.to_json() if point is not None else None,
+        "clean": not changes,
+        "changes": [c.to_json() for c in changes],
+    }
+
+    def text() -> str:
+        if point is None:
+            return "no rewind point on this branch yet: nothing to compare with"
+        when = f" ({point.timestamp})" if point.timestamp else ""
+        lines = [
+            f"latest rewind point: entry {point.entry or '?'}{when}, snapshot {point.commit[:12]}"
+        ]
+        if not changes:
+            lines.append("nothing changed since then")
+            return "\n".join(lines)
+        lines.append(f"changed since then: {files(len(changes))} ({count_text(changes)})")
+        lines.extend(status_line(c) for c in changes)
+        return "\n".join(lines)
+
+    ctx.emit(payload, text)
+    return 0
+
+
+def status_line(change: OutsideChange) -> str:
+    detail = f" ({change.detail})" if change.detail else ""
+    return f"  {change.letter} {change.path}{detail}"
+
+
+def plan_outside_lines(report: Any, session_name: str, *, done: bool = False) -> list[str]:
+    """The plan's (or, ``done``, the result's) line about files changed outside the agent that
+    the restore overwrites; empty when there are none."""
+    changes: Sequence[OutsideChange] = getattr(report, "outside", ())
+    undo = f"'rewind undo {session_name}'"
+    line = (done_warning if done else plan_warning)(changes, undo=undo)
+    return [line] if line else []

@@ -1,0 +1,194 @@
+"""The session's latest rewind point on a branch, and what changed outside the agent since.
+
+Why it exists: restore plans, ``rewind status``, the Pi menus and the status-line note at the
+start of a prompt all compare the files now with the same point (docs/design.md#outside-changes):
+
+- **The latest rewind point** on the branch root → leaf is the branch's recorded ``current``
+  (:meth:`LedgerView.branch_state`, walked in branch order, D3): the post-turn snapshot of the
+  agent's last turn, or what a later restore, undo, ``/tree`` "Keep current files", compaction or
+  checkpoint recorded. That is the file state the ledger says the work tree is in, which is what
+  the engine already dedups against (``Engine._reconstruct``). A branch without such a record
+  (a fork child whose hand-off was not imported) falls back to the newest entry on the branch
+  with an exact point through lineage; a pruned snapshot does not count.
+- **Changed outside the agent** = the leaf changes from that point's tree to a capture of the work
+  tree now (:mod:`ledger.outside` classifies them).
+
+Invariants: no capture of its own except :func:`menu_title`, which runs only before a menu that
+offers a file restore (the restore captures again under its lock: a capture taken before the user
+chose cannot stand in for it, the files may change while the menu is open). Restore plans reuse
+the plan's capture (``RestorePlan.current_tree``); the prompt note reuses the pre-prompt snapshot.
+Nothing here appends records or raises for a missing point: no point means no changes to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledger.errors import LedgerError
+from ledger.git.trees import leaf_changes
+from ledger.ledgerview import LedgerView
+from ledger.outside import (
+    OutsideChange,
+    classify,
+    outside_skipped,
+    overwritten,
+    plan_warning,
+    prompt_note,
+)
+from ledger.records import OP, TURN
+from ledger.session.model import is_restorable
+
+if TYPE_CHECKING:
+    from ledger.engine.engine import Engine
+    from ledger.git.snapshot import LastExact
+
+MENU_UNDO = '"Undo last file rewind"'
+
+
+@dataclass(frozen=True)
+class LatestPoint:
+    """The file state the ledger records for the branch: a snapshot and where it comes from."""
+
+    commit: str
+    tree: str
+    entry: str | None
+    """The entry that state belongs to: the bound entry (a turn's last assistant message, a
+    checkpoint's entry), or for an op's ``current`` the entry the op hangs under."""
+    record: str | None
+    """The record that names the snapshot (``None`` when found as a binding through lineage)."""
+    timestamp: str | None
+    """When that record (or the bound entry) was written, as in the session file."""
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "entry": self.entry,
+            "record": self.record,
+            "snapshot": self.commit,
+            "timestamp": self.timestamp,
+        }
+
+
+@dataclass(frozen=True)
+class OutsideReport:
+    point: LatestPoint | None
+    changes: tuple[OutsideChange, ...] = ()
+
+
+def latest_point(engine: Engine) -> LatestPoint | None:
+    """The latest rewind point on the branch the engine's host is on (see the module doc)."""
+    repo = engine.repo
+    session = engine.session()
+    leaf = engine.host.leaf_id()
+    view = LedgerView.of(session)
+    state = view.branch_state(session, leaf)
+    if state.current is not None and state.current_from is not None:
+        tree = repo.tree_of(state.current)
+        if tree is not None:
+            source = session.get(state.current_from)
+            stamp = source.timestamp if source is not None else None
+            record = next((r for r in view.records if r.record_id == state.current_from), None)
+            if record is None:  # a bound entry itself
+                return LatestPoint(state.current, tree, state.current_from, None, _str(stamp))
+            entry: str | None = record.parent_id
+            if record.custom_type in (TURN, OP) and not record.current and record.bindings:
+                entry = record.bindings[-1][0]
+            return LatestPoint(state.current, tree, entry, record.record_id, _str(stamp))
+    lineage = engine.reader.lineage(session)
+    for candidate in reversed(session.branch(leaf)):
+        if not is_restorable(candidate):
+            continue
+        found = lineage.resolve(candidate.id, repo.commit_exists)
+        if found is not None:
+            tree = repo.tree_of(found[0])
+            if tree is not None:
+                return LatestPoint(found[0], tree, candidate.id, None, _str(candidate.timestamp))
+    return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def changed_since(
+    engine: Engine,
+    current_tree: str,
+    *,
+    skipped: Sequence[str] = (),
+    point: LatestPoint | None = None,
+) -> OutsideReport:
+    """What differs between the latest point and ``current_tree`` (a capture of the work tree),
+    leaving out ``skipped`` (the capture's protected paths)."""
+    point = point if point is not None else latest_point(engine)
+    if point is None or point.tree == current_tree:
+        return OutsideReport(point)
+    changes = leaf_changes(engine.repo, point.tree, current_tree)
+    if changes is None:
+        return OutsideReport(point)
+    return OutsideReport(point, outside_skipped(classify(changes), skipped))
+
+
+def overwritten_by(engine: Engine, plan: Any) -> tuple[OutsideChange, ...]:
+    """The outside changes a restore plan (:class:`ledger.git.restore.RestorePlan`) would
+    overwrite or delete, from the plan's own capture (no capture here)."""
+    if plan.noop:
+        return ()
+    report = changed_since(engine, plan.current_tree)
+    return overwritten(report.changes, [*plan.added, *plan.modified, *plan.deleted])
+
+
+def menu_title(engine: Engine, title: str, targets: Sequence[str | None]) -> str:
+    """``title``, followed by a line naming the files changed outside the agent that the menu's
+    file restores (to each of ``targets``) would overwrite. One capture, only when a target is
+    offered; any failure leaves the title as it is (the restore itself reports errors)."""
+    wanted = [t for t in targets if t]
+    if not wanted:
+        return title
+    try:
+        point = latest_point(engine)
+        if point is None:
+            return title
+        from ledger.git.capture import capture_tree
+
+        captured = capture_tree(engine.repo, engine.settings.snapshot)
+        report = changed_since(
+            engine, captured.tree, skipped=[s.path for s in captured.skipped], point=point
+        )
+        if not report.changes:
+            return title
+        touched: set[str] = set()
+        for target in wanted:
+            target_tree = engine.repo.tree_of(target)
+            changes = leaf_changes(engine.repo, captured.tree, target_tree) if target_tree else None
+            touched.update(c.path for c in changes or ())
+        warning = plan_warning(overwritten(report.changes, touched), undo=MENU_UNDO)
+    except (LedgerError, OSError):
+        return title
+    return f"{title}\n{warning}" if warning else title
+
+
+def prompt_status_note(engine: Engine, before: LastExact | None) -> str | None:
+    """The status-line note for a prompt whose pre-prompt snapshot (the engine's ``last_exact``
+    now) differs from the latest point: the snapshot keeps changes made outside the agent.
+    ``before`` is the engine's ``last_exact`` before that snapshot: when the capture equals it
+    (the usual case, the point itself), nothing is compared."""
+    now = engine.last_exact
+    if now is None or (before is not None and before.tree == now.tree):
+        return None
+    try:
+        report = changed_since(engine, now.tree)
+    except (LedgerError, OSError):
+        return None
+    return prompt_note(report.changes)
+
+
+__all__ = [
+    "LatestPoint",
+    "OutsideReport",
+    "changed_since",
+    "latest_point",
+    "menu_title",
+    "overwritten_by",
+    "prompt_status_note",
+]

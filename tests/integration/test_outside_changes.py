@@ -1,0 +1,320 @@
+"""Changes the agent did not make (issue 14 part 2): restore plans, menus, ``rewind status`` and
+the status-line note name the files changed since the latest rewind point."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ledger.engine import messages as M
+from ledger.git.capture import Capturer
+from ledger.outside import OutsideChange
+from tests.bridgekit import FakePi
+from tests.cli.helpers import run_cli
+from tests.conftest import git
+from tests.enginekit import Agent
+
+
+def _create(repo: Path) -> None:
+    (repo / "a.txt").write_text("one\n")
+    (repo / "b.txt").write_text("b\n")
+    (repo / "run.sh").write_text("echo hi\n")
+    (repo / "t.txt").write_text("t\n")
+    os.symlink("a.txt", repo / "link")
+
+
+def _edit(repo: Path) -> None:
+    (repo / "a.txt").write_text("two\n")
+
+
+def _by_hand(repo: Path) -> None:
+    """One change of every kind, none made by the agent."""
+    (repo / "a.txt").write_text("mine\n")  # modified
+    (repo / "new.txt").write_text("new\n")  # added
+    (repo / "b.txt").unlink()  # deleted
+    (repo / "run.sh").chmod(0o755)  # mode +x
+    (repo / "link").unlink()
+    os.symlink("t.txt", repo / "link")  # symlink target
+    (repo / "t.txt").unlink()
+    os.symlink("a.txt", repo / "t.txt")  # file → symlink
+
+
+EVERY_KIND = [
+    OutsideChange("a.txt", "modified"),
+    OutsideChange("b.txt", "deleted"),
+    OutsideChange("link", "symlink", "target"),
+    OutsideChange("new.txt", "added"),
+    OutsideChange("run.sh", "mode", "+x"),
+    OutsideChange("t.txt", "symlink", "type"),
+]
+
+
+@pytest.fixture
+def agent(repo: Path, tmp_path: Path) -> Agent:
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.prompt("create files", _create)
+    agent.prompt("edit a", _edit)
+    return agent
+
+
+def users(agent: Agent) -> list[str]:
+    return [e.id for e in agent.session().entries if e.role == "user"]
+
+
+def cli(capsys: pytest.CaptureFixture[str], agent: Agent, *args: str):
+    return run_cli(capsys, "--agent-dir", agent.agent_dir, *args, cwd=agent.repo)
+
+
+def _json(result) -> dict:
+    assert result.code == 0, result.err
+    return result.json_lines()[0]
+
+
+# --- restore plans -----------------------------------------------------------------------------
+
+
+def test_manual_edits_appear_in_the_dry_run_plan_with_their_kind(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _by_hand(agent.repo)
+    plan = _json(cli(capsys, agent, "restore", "@", users(agent)[1], "--dry-run", "--json"))
+    assert plan["changedOutsideAgent"] == [c.to_json() for c in EVERY_KIND]
+    text = cli(capsys, agent, "restore", "@", users(agent)[1], "--dry-run").out
+    assert (
+        "6 files changed since the agent's last turn will be overwritten: a.txt, b.txt, link "
+        "(+3 more); 'rewind undo @' brings them back"
+    ) in text
+
+
+def test_only_the_paths_the_restore_overwrites_are_listed(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before the first prompt none of the files existed: b.txt, deleted by hand, stays deleted
+    (the restore does not touch it), so it is not listed; a file changed by hand to exactly the
+    target's content is not overwritten either."""
+    _by_hand(agent.repo)
+    plan = _json(cli(capsys, agent, "restore", "@", users(agent)[0], "--dry-run", "--json"))
+    assert [c["path"] for c in plan["changedOutsideAgent"]] == [
+        "a.txt",
+        "link",
+        "new.txt",
+        "run.sh",
+        "t.txt",
+    ]
+    (agent.repo / "a.txt").write_text("one\n")  # by hand, equal to the point after prompt 1
+    plan = _json(cli(capsys, agent, "restore", "@", users(agent)[1], "--dry-run", "--json"))
+    assert "a.txt" not in [c["path"] for c in plan["changedOutsideAgent"]]
+    assert "a.txt" not in plan["modified"]
+
+
+def test_nothing_extra_when_the_tree_equals_the_last_point(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = _json(cli(capsys, agent, "restore", "@", users(agent)[0], "--dry-run", "--json"))
+    assert plan["changedOutsideAgent"] == [] and plan["deleted"]
+    text = cli(capsys, agent, "restore", "@", users(agent)[0], "--dry-run").out
+    assert "agent's last turn" not in text
+
+
+def test_the_restore_report_says_what_it_overwrote_and_undo_brings_it_back(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (agent.repo / "a.txt").write_text("mine\n")
+    result = cli(capsys, agent, "restore", "@", users(agent)[1], "--mode", "files", "--yes")
+    assert result.code == 0, result.err
+    assert (
+        "overwrote 1 file changed since the agent's last turn: a.txt; 'rewind undo @' brings it back"
+        in result.out
+    )
+    assert (agent.repo / "a.txt").read_text() == "one\n"
+    # After the restore the work tree equals the new latest point: nothing outside any more.
+    status = _json(cli(capsys, agent, "status", "@", "--json"))
+    assert status["clean"] and status["point"]["snapshot"]
+    assert cli(capsys, agent, "undo", "@", "--yes").code == 0
+    assert (agent.repo / "a.txt").read_text() == "mine\n"
+
+
+def test_undo_plan_lists_outside_changes_too(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(capsys, agent, "restore", "@", users(agent)[0], "--mode", "files", "--yes").code == 0
+    (agent.repo / "scratch.txt").write_text("by hand\n")
+    plan = _json(cli(capsys, agent, "undo", "@", "--dry-run", "--json"))
+    assert plan["changedOutsideAgent"] == [
+        {"path": "scratch.txt", "change": "added", "detail": None}
+    ]
+
+
+# --- rewind status -----------------------------------------------------------------------------
+
+
+def test_status_lists_every_kind_with_its_letter(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _by_hand(agent.repo)
+    status = _json(cli(capsys, agent, "status", "@", "--json"))
+    assert status["changes"] == [c.to_json() for c in EVERY_KIND] and not status["clean"]
+    last_assistant = [e.id for e in agent.session().entries if e.role == "assistant"][-1]
+    assert status["point"]["entry"] == last_assistant and status["point"]["timestamp"]
+    text = cli(capsys, agent, "status", "@")
+    assert text.code == 0
+    lines = text.out.splitlines()
+    assert lines[0].startswith(f"latest rewind point: entry {last_assistant} (")
+    assert lines[1] == (
+        "changed since then: 6 files (1 added, 1 modified, 1 deleted, 1 mode change, "
+        "2 symlink changes)"
+    )
+    assert lines[2:] == [
+        "  M a.txt",
+        "  D b.txt",
+        "  L link (target)",
+        "  A new.txt",
+        "  X run.sh (+x)",
+        "  L t.txt (type)",
+    ]
+
+
+def test_status_of_an_unchanged_tree_is_clean(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = _json(cli(capsys, agent, "status", "@", "--json"))
+    assert status["clean"] and status["changes"] == []
+    assert cli(capsys, agent, "status", "@").out.splitlines()[-1] == "nothing changed since then"
+
+
+def test_status_without_a_point_says_so(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.user("hello")
+    status = _json(cli(capsys, agent, "status", "@", "--json"))
+    assert status["point"] is None and status["clean"]
+    assert "no rewind point" in cli(capsys, agent, "status", "@").out
+
+
+def test_status_is_read_only(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+    _by_hand(agent.repo)
+    git_dir = agent.repo / ".git"
+    index = (git_dir / "index").read_bytes()
+    head = git(agent.repo, "rev-parse", "HEAD")
+    store = git(agent.repo, "rev-parse", "refs/pi-rewind/store")
+    last = (git_dir / "pi-rewind" / "last-snapshot.json").read_bytes()
+    session = agent.session_file.read_bytes()
+    assert cli(capsys, agent, "status", "@").code == 0
+    assert (git_dir / "index").read_bytes() == index
+    assert git(agent.repo, "rev-parse", "HEAD") == head
+    assert git(agent.repo, "rev-parse", "refs/pi-rewind/store") == store
+    assert (git_dir / "pi-rewind" / "last-snapshot.json").read_bytes() == last
+    assert agent.session_file.read_bytes() == session
+
+
+# --- inside the engine (Pi's menus and status line) --------------------------------------------
+
+
+def _menu(answer: str | None):
+    titles: list[str] = []
+
+    def pick(title: str, options: list[str]) -> str | None:
+        titles.append(title)
+        return answer
+
+    return pick, titles
+
+
+def test_the_tree_and_fork_menus_name_the_files_a_restore_would_overwrite(agent: Agent) -> None:
+    (agent.repo / "a.txt").write_text("mine\n")
+    (agent.repo / "notes.md").write_text("by hand\n")
+    pick, titles = _menu(M.TREE_CANCEL)
+    agent.engine.before_tree(users(agent)[1], pick)
+    warning = (
+        "2 files changed since the agent's last turn will be overwritten: a.txt, notes.md; "
+        '"Undo last file rewind" brings them back'
+    )
+    assert titles == [f"{M.MENU_TITLE}\n{warning}"]
+    pick, titles = _menu(None)
+    agent.engine.before_fork(users(agent)[1], pick)
+    assert titles == [f"{M.MENU_TITLE}\n{warning}"]
+
+
+def test_the_menu_title_is_plain_when_nothing_changed_outside(agent: Agent) -> None:
+    pick, titles = _menu(M.TREE_CANCEL)
+    agent.engine.before_tree(users(agent)[0], pick)
+    assert titles == [M.MENU_TITLE]
+
+
+def test_the_menu_takes_no_capture_without_a_restore_option(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (agent.repo / "a.txt").write_text("mine\n")
+    captures = _count_captures(monkeypatch)
+    model = next(e.id for e in agent.session().entries if e.type == "model_change")
+    pick, titles = _menu(M.TREE_CANCEL)
+    agent.engine.before_tree(model, pick)
+    assert titles == [M.MENU_TITLE] and captures == []
+
+
+def test_the_pre_prompt_snapshot_keeps_outside_changes_and_says_so_once(agent: Agent) -> None:
+    _by_hand(agent.repo)
+    engine = agent.engine
+    engine.before_agent_start("next")
+    result = engine.turn_start(0)
+    assert result.status_note == "rewind: kept your 6 changed files as a point before this prompt"
+    agent.user("next")
+    reply = agent.assistant("done")
+    engine.turn_end(0, message=reply["message"])
+    engine.agent_end()
+    engine.before_agent_start("again")
+    assert engine.turn_start(0).status_note is None, "the new point holds them: nothing new"
+
+
+def _count_captures(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    original = Capturer.capture
+
+    def counted(self: Capturer):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return original(self)
+
+    monkeypatch.setattr(Capturer, "capture", counted)
+    return calls
+
+
+def test_the_outside_check_adds_no_capture_to_a_restore(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger.engine import operations
+
+    _by_hand(agent.repo)
+    captures = _count_captures(monkeypatch)
+    report = operations.restore(agent.engine, users(agent)[1], "files", dry_run=True)
+    assert len(report.outside) == 6 and len(captures) == 1, "the plan's own capture only"
+    captures.clear()
+    operations.restore(agent.engine, users(agent)[1], "files")
+    assert len(captures) == 2, "the plan and the restore, as before"
+
+
+# --- the bridge: the footer ----------------------------------------------------------------------
+
+
+def test_the_footer_shows_the_note_until_the_next_prompt(repo: Path, isolated_env: Path) -> None:
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    try:
+        pi.event("session_start", {"reason": "startup"})
+        pi.prompt("create", lambda: (repo / "a.txt").write_text("one\n"))
+        (repo / "a.txt").write_text("by hand\n")
+        (repo / "b.txt").write_text("by hand\n")
+        pi.event("before_agent_start", {"prompt": "go on"})
+        reply = pi.event("turn_start", {"turnIndex": 0})
+        assert reply.status is not None and reply.status.endswith(
+            " · rewind: kept your 2 changed files as a point before this prompt"
+        )
+        pi.user("go on")
+        pi.assistant("done")
+        pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+        assert "kept your 2" in (pi.event("agent_end", {}).status or "")
+        reply = pi.event("before_agent_start", {"prompt": "third"})
+        assert reply.status is not None and "kept your" not in reply.status
+    finally:
+        pi.close()
