@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitkit import FIXTURES, ROOT, git, one_commit_repo, source_repo
-
-# Re-exported for test modules not yet switched to ``tests.gitkit`` (import from there).
-__all__ = ["FIXTURES", "ROOT", "git", "source_repo"]
+from tests.gitkit import one_commit_repo
 
 _GIT_ENV_TO_DROP = (
     "GIT_DIR",

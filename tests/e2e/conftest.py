@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
 from tests.e2e.pikit import (
     PiRunner,
     PiUnavailable,
@@ -17,6 +16,7 @@ from tests.e2e.pikit import (
     ensure_pi,
     ensure_tmux,
 )
+from tests.gitkit import git
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,8 @@ from ledger.ledgerview import LedgerView
 from ledger.records import OP, TURN
 from ledger.session.store import read_session
 from tests.cli.helpers import run_process
-from tests.conftest import git
 from tests.e2e.pikit import RpcPi, bash, turns, write
+from tests.gitkit import git
 
 StartRpc = Callable[..., RpcPi]
 UNAVAILABLE = "Rewind: bridge unavailable"

@@ -11,28 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.gitkit import (
-    fresh_tree,
     git,
     init_repo,
-    ls_tree,
-    run_python,
-    set_mtime,
-    user_state,
     write,
 )
-from tests.snapshotkit import NO_PROTECTION, assert_parity, capture, snapshot
-
-# Re-exported for test modules not yet switched to ``tests.gitkit`` / ``tests.snapshotkit``.
-__all__ = [
-    "NO_PROTECTION",
-    "assert_parity",
-    "capture",
-    "fresh_tree",
-    "ls_tree",
-    "run_python",
-    "set_mtime",
-    "user_state",
-]
+from tests.snapshotkit import snapshot
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.store import read_session
 from tests.bridgekit import FakePi, fork_child
-from tests.conftest import git
+from tests.gitkit import git
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 from ledger.git.capture import capture_tree
 from ledger.git.repo import GitRepo
 from ledger.git.snapshot import take_snapshot
-from tests.conftest import git
-from tests.integration.conftest import capture, fresh_tree, run_python, user_state
+from tests.gitkit import fresh_tree, git, run_python, user_state
+from tests.snapshotkit import capture
 
 
 def _dirty_repo(repo: Path) -> None:

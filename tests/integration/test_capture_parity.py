@@ -16,8 +16,8 @@ import pytest
 from ledger.errors import DirtySubmoduleError
 from ledger.git.capture import capture_tree
 from ledger.git.repo import GitRepo
-from tests.conftest import git
-from tests.integration.conftest import NO_PROTECTION, assert_parity, capture, fresh_tree, ls_tree
+from tests.gitkit import fresh_tree, git, ls_tree
+from tests.snapshotkit import NO_PROTECTION, assert_parity, capture
 
 
 def test_capture_matches_fresh_index_for_tracked_and_untracked_files(repo: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from ledger.git.capture import capture_tree
 from ledger.git.repo import GitRepo
 from ledger.settings import SnapshotSettings
-from tests.conftest import git
-from tests.integration.conftest import assert_parity, fresh_tree, ls_tree
+from tests.gitkit import fresh_tree, git, ls_tree
+from tests.snapshotkit import assert_parity
 
 SMALL_LIMIT = SnapshotSettings(max_untracked_file_bytes=1000)
 

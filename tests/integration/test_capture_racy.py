@@ -12,8 +12,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.conftest import git
-from tests.integration.conftest import assert_parity, capture, fresh_tree, set_mtime
+from tests.gitkit import fresh_tree, git, set_mtime
+from tests.snapshotkit import assert_parity, capture
 
 
 def _rewrite_keeping_stat(path: Path, content: bytes) -> None:

@@ -20,7 +20,7 @@ from ledger.git.journal import open_journals
 from ledger.git.repo import GitRepo
 from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
-from tests.conftest import ROOT, git
+from tests.gitkit import ROOT, git
 
 _spec = importlib.util.spec_from_file_location(
     "fault_campaign", ROOT / "tools" / "fault_campaign.py"

@@ -17,9 +17,8 @@ from ledger.git.repo import GitRepo
 from ledger.git.store import STORE_REF
 from tests.bridgekit import FakePi
 from tests.cli.helpers import Result
-from tests.conftest import ROOT, git
 from tests.enginekit import Agent, tree_of_commit
-from tests.integration.conftest import fresh_tree
+from tests.gitkit import ROOT, fresh_tree, git
 
 
 def _tree_files(root: Path, *, skip: tuple[str, ...] = ()) -> dict[str, bytes]:

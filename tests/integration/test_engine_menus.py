@@ -8,8 +8,8 @@ import pytest
 
 from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP
-from tests.conftest import git, source_repo
 from tests.enginekit import Agent
+from tests.gitkit import git, source_repo
 
 
 def choose(*answers: str):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from ledger.ledgerview import LedgerView
 from ledger.records import FORK_PENDING, OP, TURN
-from tests.conftest import git, source_repo
 from tests.enginekit import Agent, fresh_index_tree, tree_of_commit
+from tests.gitkit import git, source_repo
 
 
 def write(name: str, text: str):

@@ -27,7 +27,7 @@ from ledger.git.feed import Feed
 from ledger.git.repo import GitRepo
 from ledger.records import TURN
 from tests.bridgekit import FakePi
-from tests.conftest import git
+from tests.gitkit import git
 from tests.property.test_feed_property import NONE, fresh_tree
 
 

@@ -18,9 +18,8 @@ from ledger.errors import UnsafeRestoreError
 from ledger.git.repo import GitRepo
 from ledger.git.restore import plan_restore
 from ledger.git.store import STORE_REF
-from tests.conftest import git
-from tests.integration.conftest import NO_PROTECTION, user_state
-from tests.integration.test_restore import files, restore, snapshot, write
+from tests.gitkit import files, git, user_state, write
+from tests.snapshotkit import NO_PROTECTION, restore, snapshot
 
 TREE, BLOB, EXEC, LINK, GITLINK = 0o040000, 0o100644, 0o100755, 0o120000, 0o160000
 Entries = list[tuple[int, bytes, str]]

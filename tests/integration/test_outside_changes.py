@@ -13,8 +13,8 @@ from ledger.git.capture import Capturer
 from ledger.outside import OutsideChange
 from tests.bridgekit import FakePi
 from tests.cli.helpers import run_cli
-from tests.conftest import git
 from tests.enginekit import Agent
+from tests.gitkit import git
 
 
 def _create(repo: Path) -> None:

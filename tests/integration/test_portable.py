@@ -16,8 +16,8 @@ from ledger.portable import export_archive, export_remote, import_archive, impor
 from ledger.portable.archive import read_archive
 from ledger.review.show import open_review
 from tests.cli.helpers import run_process
-from tests.conftest import git
 from tests.enginekit import Agent, fresh_index_tree, tree_of_commit
+from tests.gitkit import git
 
 
 def _session(repo: Path, agent_dir: Path) -> Agent:

@@ -1,14 +1,12 @@
 """``restore_commit`` / ``plan_restore``: exact restores of real repositories with real git.
 
-The helpers at the top are shared by the other ``test_restore_*`` files and
-``test_hostile_snapshots.py``.
+The shared helpers live in ``tests/gitkit.py`` and ``tests/snapshotkit.py``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 
@@ -16,63 +14,13 @@ import pytest
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.repo import GitRepo
-from ledger.git.restore import RestoreOutcome, plan_restore, restore_commit
+from ledger.git.restore import plan_restore, restore_commit
 from ledger.git.snapshot import LastExact, take_snapshot
 from ledger.git.store import STORE_REF
 from ledger.git.trees import diff_trees, patch
 from ledger.settings import SnapshotSettings
-from tests.conftest import git
-from tests.integration.conftest import NO_PROTECTION, fresh_tree, user_state
-
-# --- shared helpers -----------------------------------------------------------------------
-
-
-def snapshot(repo: Path, settings: SnapshotSettings = NO_PROTECTION) -> str:
-    """A snapshot commit of the work tree as it is now."""
-    return take_snapshot(GitRepo.discover(repo), settings, last_exact=None).commit
-
-
-def restore(
-    repo: Path, commit: str, settings: SnapshotSettings = NO_PROTECTION, **kwargs: object
-) -> RestoreOutcome:
-    gitrepo = GitRepo.discover(repo)
-    return restore_commit(gitrepo, commit, settings, **kwargs)  # type: ignore[arg-type]
-
-
-def files(root: Path) -> dict[str, tuple[object, ...]]:
-    """Every path under ``root`` except the top-level ``.git``: files as (permission bits,
-    bytes), symlinks as their target, directories as ``dir``."""
-    out: dict[str, tuple[object, ...]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        if Path(dirpath) == root and ".git" in dirnames:
-            dirnames.remove(".git")
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(root))
-            st = p.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(p))
-            elif stat.S_ISDIR(st.st_mode):
-                out[rel] = ("dir",)
-            else:
-                out[rel] = ("file", stat.S_IMODE(st.st_mode), p.read_bytes())
-    return out
-
-
-def write(repo: Path, rel: str, data: str | bytes, *, mode: int | None = None) -> Path:
-    path = repo / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    if mode is not None:
-        path.chmod(mode)
-    return path
-
-
-def store_snapshots(repo: Path) -> int:
-    out = git(repo, "log", "--format=%s", STORE_REF, check=False)
-    return out.splitlines().count("pi rewind snapshot")
+from tests.gitkit import files, fresh_tree, git, user_state, write
+from tests.snapshotkit import NO_PROTECTION, restore, snapshot, store_snapshots
 
 
 def git_restore_files(repo: Path, commit: str) -> dict[str, tuple[object, ...]]:

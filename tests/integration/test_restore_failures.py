@@ -16,10 +16,8 @@ from ledger.git.journal import open_journals
 from ledger.git.repo import GitRepo
 from ledger.git.restore import STEPS, restore_commit
 from ledger.git.store import STORE_REF
-from tests.conftest import ROOT, git
-from tests.integration.conftest import fresh_tree
-from tests.integration.test_restore import files, restore, snapshot, write
-from tests.integration.test_restore_reference_cases import superproject  # noqa: F401 (fixture)
+from tests.gitkit import ROOT, files, fresh_tree, git, write
+from tests.snapshotkit import restore, snapshot
 
 
 class Injected(Exception):

@@ -9,48 +9,10 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import DirtySubmoduleError, UnsafeRestoreError
-from ledger.git.repo import GitRepo
-from ledger.git.restore import restore_commit
-from tests.conftest import git
-from tests.integration.conftest import NO_PROTECTION, fresh_tree, user_state
-from tests.integration.test_restore import files, restore, snapshot, store_snapshots, write
+from tests.gitkit import files, fresh_tree, git, run_python, user_state, write
+from tests.snapshotkit import restore, snapshot, store_snapshots
 
 # --- submodules (cases 15, 16; D6) ---------------------------------------------------------
-
-
-@pytest.fixture
-def superproject(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """Case 15's setup: a source repository with commits v1 and v2, and a superproject with an
-    empty commit and the source added as submodule ``nested``, checked out at v2. Returns the
-    superproject and snapshot commits ``before`` (no submodule), ``first`` (v1), ``second``
-    (v2)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    git(src, "init", "-q")
-    git(src, "config", "user.name", "Rewind Test")
-    git(src, "config", "user.email", "rewind@example.com")
-    write(src, "file.txt", "submodule v1\n")
-    git(src, "add", "file.txt")
-    git(src, "commit", "-q", "-m", "v1")
-    write(src, "file.txt", "submodule v2\n")
-    git(src, "commit", "-q", "-am", "v2")
-
-    sup = tmp_path / "super"
-    sup.mkdir()
-    git(sup, "init", "-q")
-    git(sup, "config", "user.name", "Rewind Test")
-    git(sup, "config", "user.email", "rewind@example.com")
-    git(sup, "commit", "-q", "--allow-empty", "-m", "empty")
-    points = {"before": snapshot(sup)}
-    git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(src), "nested")
-    git(sup / "nested", "checkout", "-q", "HEAD~1")
-    git(sup, "commit", "-q", "-am", "pin v1")
-    points["first"] = snapshot(sup)
-    git(sup / "nested", "checkout", "-q", "main")
-    git(sup, "commit", "-q", "-am", "pin v2")
-    points["second"] = snapshot(sup)
-    points["v1"] = git(src, "rev-parse", "HEAD~1").strip()
-    return sup, points
 
 
 def test_case_15_restore_checks_a_submodule_out_detached_at_its_gitlink_commit(
@@ -176,13 +138,17 @@ def test_d5_a_restore_started_from_a_subdirectory_covers_the_whole_repository(re
     (repo / "other/file.txt").unlink()
     write(repo, "created-at-root.txt", "new\n")
 
-    start = repo / "sub/dir"
-    cwd = os.getcwd()
-    os.chdir(start)
-    try:
-        restore_commit(GitRepo.discover(start), point, NO_PROTECTION)
-    finally:
-        os.chdir(cwd)
+    # A real process whose working directory is the subdirectory (no os.chdir in the tests).
+    proc = run_python(
+        "from pathlib import Path\n"
+        "from ledger.git.repo import GitRepo\n"
+        "from ledger.git.restore import restore_commit\n"
+        "from tests.snapshotkit import NO_PROTECTION\n"
+        f"restore_commit(GitRepo.discover(Path('.')), {point!r}, NO_PROTECTION)\n",
+        cwd=repo / "sub/dir",
+    )
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
 
     assert files(repo) == before
 

@@ -11,8 +11,8 @@ from ledger.errors import NoRewindPointError
 from ledger.git.repo import GitRepo
 from ledger.review.diff import diff_trees
 from ledger.review.show import colorize_patch, log_text, open_review, show_entry
-from tests.conftest import git
 from tests.enginekit import Agent
+from tests.gitkit import git
 
 
 def _write(rel: str, data: bytes | str, mode: int | None = None):

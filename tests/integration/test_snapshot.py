@@ -14,8 +14,7 @@ from ledger.git.snapshot import (
     take_snapshot,
 )
 from ledger.git.store import STORE_REF, Store
-from tests.conftest import git
-from tests.integration.conftest import fresh_tree
+from tests.gitkit import fresh_tree, git
 
 
 def _count_snapshots(repo: Path) -> int:

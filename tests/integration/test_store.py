@@ -11,8 +11,7 @@ from ledger.errors import StoreUpdateError
 from ledger.git.repo import GitRepo
 from ledger.git.snapshot import take_snapshot
 from ledger.git.store import STORE_REF, Identity, Store
-from tests.conftest import git
-from tests.integration.conftest import run_python
+from tests.gitkit import git, run_python
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 

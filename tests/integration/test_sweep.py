@@ -37,10 +37,6 @@ from tests.snapshotkit import (
     store_head,
 )
 
-# For tests/integration/test_sweep_scheduler.py until it imports these from tests.snapshotkit.
-snapshot = snapshot_file
-session = ledger_session
-
 
 def engine_with(
     repo: Path, agent_dir: Path, path: Path, settings: Settings

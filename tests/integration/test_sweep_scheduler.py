@@ -18,19 +18,9 @@ from ledger.retention import scheduler as scheduler_module
 from ledger.retention.scheduler import SWEEP_EVERY, SweepScheduler
 from ledger.session.store import SessionAppender
 from ledger.settings import Settings
-from tests.integration.test_sweep import (
-    is_ancestor,
-    retention,
-    session,
-    set_store,
-    snapshot,
-    store_head,
-)
-
-
-@pytest.fixture
-def agent_dir(isolated_env: Path) -> Path:
-    return isolated_env / ".pi" / "agent"
+from tests.snapshotkit import is_ancestor, retention, set_store, store_head
+from tests.snapshotkit import ledger_session as session
+from tests.snapshotkit import snapshot_file as snapshot
 
 
 def scheduler_for(repo: Path, settings: Settings, source, **options: object) -> SweepScheduler:

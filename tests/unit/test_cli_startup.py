@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.cli import COMMANDS, build_parser
-from tests.conftest import ROOT
+from tests.gitkit import ROOT
 
 
 def _registered(module: str) -> dict[str, str | None]:
