@@ -43,6 +43,16 @@ DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
     ".tox",
 )
 
+# Shadow repositories (docs/shadow.md#default-excludes): no .gitignore says what matters, so
+# the protected directories plus common dependency, build and cache directories are left out.
+DEFAULT_SHADOW_EXCLUDES: tuple[str, ...] = (
+    *(f"{name}/" for name in DEFAULT_PROTECTED_DIRS),
+    ".cache/",
+    ".git/",
+    ".DS_Store",
+)
+DEFAULT_SHADOW_MAX_FILE_BYTES = 10 * MIB
+
 ScanMode = Literal["ancestor-only", "repo-sessions"]
 
 
@@ -55,6 +65,14 @@ class SnapshotSettings(BaseModel):
     """Untracked files larger than this are not captured; 0 disables the limit."""
     protected_dirs: tuple[str, ...] = Field(DEFAULT_PROTECTED_DIRS, alias="protectedDirs")
     """Untracked, non-ignored directories with one of these names are not captured."""
+    shadow_repositories: bool = Field(True, alias="shadowRepositories")
+    """Outside any git repository, keep snapshots in a shadow repository (docs/shadow.md)."""
+    shadow_excludes: tuple[str, ...] = Field(DEFAULT_SHADOW_EXCLUDES, alias="shadowExcludes")
+    """gitignore patterns a shadow repository's capture leaves out (its ``info/exclude``)."""
+    shadow_max_file_bytes: int = Field(
+        DEFAULT_SHADOW_MAX_FILE_BYTES, ge=0, alias="shadowMaxFileBytes"
+    )
+    """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
 
 
 class RetentionSettings(BaseModel):
@@ -106,6 +124,9 @@ class EffectiveSettings:
             ("rewind.silentCheckpoints", s.silent_checkpoints),
             ("rewind.snapshot.maxUntrackedFileBytes", s.snapshot.max_untracked_file_bytes),
             ("rewind.snapshot.protectedDirs", list(s.snapshot.protected_dirs)),
+            ("rewind.snapshot.shadowRepositories", s.snapshot.shadow_repositories),
+            ("rewind.snapshot.shadowExcludes", list(s.snapshot.shadow_excludes)),
+            ("rewind.snapshot.shadowMaxFileBytes", s.snapshot.shadow_max_file_bytes),
             ("rewind.retention", s.retention is not None),
         ]
         retention = s.retention or RetentionSettings()
@@ -278,9 +299,9 @@ _INVALID = object()
 def _strict_value(name: str, value: Any) -> Any:
     """JSON-level type checks pydantic's lax mode would let through ("5" for a number, 1 for a
     boolean, a string for a list of names)."""
-    if name in {"silent_checkpoints", "pin_labeled_entries"}:
+    if name in {"silent_checkpoints", "pin_labeled_entries", "shadow_repositories"}:
         return value if isinstance(value, bool) else _INVALID
-    if name in {"max_untracked_file_bytes"}:
+    if name in {"max_untracked_file_bytes", "shadow_max_file_bytes"}:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return _INVALID
         if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
@@ -298,6 +319,10 @@ def _strict_value(name: str, value: Any) -> Any:
         if name == "max_snapshots":
             return int(value) if value == int(value) else _INVALID
         return value
+    if name == "shadow_excludes":
+        if not isinstance(value, list) or not all(_valid_pattern(v) for v in value):
+            return _INVALID
+        return tuple(dict.fromkeys(value))
     if name == "protected_dirs":
         if not isinstance(value, list) or not all(_valid_dir_name(v) for v in value):
             return _INVALID
@@ -314,6 +339,10 @@ def _valid_dir_name(value: Any) -> bool:
     )
 
 
+def _valid_pattern(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != "" and not (set(value) & {"\n", "\r", "\0"})
+
+
 def _show(default: Any) -> str:
     if isinstance(default, tuple):
         return json.dumps(list(default))
@@ -323,6 +352,8 @@ def _show(default: Any) -> str:
 __all__ = [
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
     "DEFAULT_PROTECTED_DIRS",
+    "DEFAULT_SHADOW_EXCLUDES",
+    "DEFAULT_SHADOW_MAX_FILE_BYTES",
     "EffectiveSettings",
     "RetentionSettings",
     "Settings",

@@ -31,27 +31,51 @@ class CliContext:
     stdout: IO[str] = field(default_factory=lambda: sys.stdout)
     stderr: IO[str] = field(default_factory=lambda: sys.stderr)
     _repo: Any = None
+    _repo_writer: bool = False
 
     # --- look-ups -------------------------------------------------------------------------
 
-    def repo(self, *, near: Path | None = None) -> Any:
-        """The git repository: ``--repo``, else the one containing the cwd, else ``near``.
+    def repo(self, *, near: Path | None = None, create: bool = False, migrate: bool = False) -> Any:
+        """The repository: ``--repo``, else the one containing the cwd, else ``near``; outside
+        git, the directory's shadow repository (docs/shadow.md).
 
-        Returns a :class:`ledger.git.repo.GitRepo`; raises ``NotARepositoryError``.
+        ``create``: a capturing command may create a shadow (only when neither place has a
+        repository or a shadow; at ``near`` when given, the session's own directory);
+        ``migrate``: a writing command may move a shadow's snapshots into a repository that
+        appeared there (``git init``). Returns a :class:`ledger.git.repo.GitRepo`; raises
+        ``NotARepositoryError``.
         """
-        if self._repo is not None:
-            return self._repo
-        from ledger.git.repo import GitRepo
+        from ledger.errors import NoShadowError
+        from ledger.git.shadow import open_work_tree
+        from ledger.git.shadow_upkeep import migrate_if_needed
 
-        if self.repo_option is not None:
-            self._repo = GitRepo.discover(Path(self.repo_option))
+        writer = create or migrate
+        if self._repo is not None:
+            if writer and not self._repo_writer:
+                self._repo_writer = True
+                for notice in migrate_if_needed(self._repo, self.agent_dir()):
+                    self.warn(notice)
             return self._repo
-        try:
-            self._repo = GitRepo.discover(self.cwd)
-        except LedgerError:
-            if near is None:
-                raise
-            self._repo = GitRepo.discover(near)
+        if self.repo_option is not None:
+            starts = [Path(self.repo_option)]
+        else:
+            starts = [self.cwd] + ([near] if near is not None else [])
+        error: LedgerError | None = None
+        opened = None
+        for start in starts:
+            try:
+                opened = open_work_tree(start, self.agent_dir(), create=False, migrate=writer)
+                break
+            except LedgerError as exc:
+                error = exc
+        if opened is None and create and isinstance(error, NoShadowError):
+            opened = open_work_tree(starts[-1], self.agent_dir(), create=True)
+        if opened is None:
+            assert error is not None
+            raise error
+        for notice in opened.notices:
+            self.warn(notice)
+        self._repo, self._repo_writer = opened.repo, writer
         return self._repo
 
     def try_repo(self, *, near: Path | None = None) -> Any | None:

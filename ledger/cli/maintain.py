@@ -96,7 +96,7 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.retention.sweep import policy_from
     from ledger.retention.sweep import run_sweep as sweep
 
-    repo = ctx.repo()
+    repo = ctx.repo(migrate=True)
     settings = _settings(ctx, repo)
     start = _start_session(ctx, repo, args.session)
     retention = settings.retention

@@ -32,6 +32,7 @@ from typing import Any
 
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
+from ledger.git.shadow import reopen
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 
 SWEEP_EVERY = 50
@@ -57,6 +58,7 @@ class SweepScheduler:
         engine's thread; ``background``: run startup and 50-snapshot sweeps in a thread;
         ``clock``: the time the plan ages references against."""
         self.root = repo.root
+        self.git_dir = repo.git_dir
         self.clock = clock
         self.agent_dir = agent_dir
         self.settings = settings
@@ -138,7 +140,8 @@ class SweepScheduler:
     def _sweep(self, reason: str, session: Any) -> None:
         retention = self.settings.retention
         try:
-            repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
+            # Our own handle (pygit2 objects stay per thread); a shadow repository reopens too.
+            repo = reopen(self.root, self.git_dir)
             report = run_sweep(
                 repo,
                 session,
