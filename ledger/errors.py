@@ -349,8 +349,8 @@ class NoShadowError(NotARepositoryError):
         LedgerError.__init__(
             self,
             f"{Path(path)} is not inside a git repository and has no rewind snapshots yet",
-            hint="'rewind snapshot' there (or a Pi session with rewind-ledger) creates its shadow "
-            "repository; or pass --repo DIR",
+            hint="run inside a git work tree or pass --repo DIR; 'rewind snapshot' there (or a Pi "
+            "session with rewind-ledger) starts a shadow repository for it",
         )
         self.path = Path(path)
 

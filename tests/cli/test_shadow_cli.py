@@ -61,7 +61,11 @@ def test_sessions_and_doctor_in_a_plain_directory(
     doctor = run_cli(capsys, "doctor", "--json", cwd=plain)
     assert doctor.code == 0, doctor.err
     payload = json.loads(doctor.out)
-    assert payload["shadow"] and payload["store"]["snapshots"] == 1 and payload["orphanedShadows"] == []
+    assert (
+        payload["shadow"]
+        and payload["store"]["snapshots"] == 1
+        and payload["orphanedShadows"] == []
+    )
 
 
 def test_config_lists_the_shadow_settings(plain: Path, capsys: pytest.CaptureFixture[str]) -> None:
