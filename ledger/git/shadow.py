@@ -39,6 +39,7 @@ from pathlib import Path
 import pygit2
 
 from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
+from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo, is_inside
 from ledger.settings import SnapshotSettings, load_settings
 
@@ -46,6 +47,8 @@ SHADOW_DIR = Path("rewind") / "shadow"
 MARKER = "shadow.json"
 GIT_SUBDIR = "git"
 FORMAT = 1
+LAST_SNAPSHOT = "last-snapshot.json"  # ledger.git.snapshot.LAST_SNAPSHOT_FILE (no import cycle)
+UNBORN_HEAD = "ref: refs/heads/shadow"
 EXCLUDE_HEADER = "# rewind-ledger shadow excludes (rewind.snapshot.shadowExcludes); rewritten"
 
 
@@ -323,7 +326,42 @@ def capture_settings(repo: GitRepo, settings: SnapshotSettings) -> SnapshotSetti
     if not isinstance(repo, ShadowRepo):
         return settings
     write_excludes(repo.git_dir, settings)
+    point_head_at_last_snapshot(repo)
     return settings.model_copy(update={"max_untracked_file_bytes": settings.shadow_max_file_bytes})
+
+
+def point_head_at_last_snapshot(repo: ShadowRepo) -> None:
+    """Detach the shadow's own HEAD at the latest exact snapshot (its tree is what the private
+    index holds), so that the capture's ``git status`` lists only what changed: with an unborn
+    HEAD it lists every entry as added, which costs O(files) at every capture. The capture reads
+    only the work-tree column of status, so HEAD never changes a result; snapshot commits of a
+    shadow carry no ``Head:`` line (docs/shadow.md#speed). A HEAD naming a missing commit would
+    make status fail: it is reset to unborn."""
+    head_file = repo.git_dir / "HEAD"
+    try:
+        current = head_file.read_text("utf-8").strip()
+    except OSError:
+        current = ""
+    target: str | None = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads((private_dir(repo.git_dir) / LAST_SNAPSHOT).read_text("utf-8"))
+        commit = data["commit"]
+        if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+            target = commit
+    if target is not None and not repo.commit_exists(target):
+        target = None
+    if target is None:
+        detached_gone = re.fullmatch(r"[0-9a-f]{40}", current) and not repo.commit_exists(current)
+        if not detached_gone:
+            return
+        wanted = UNBORN_HEAD
+    else:
+        wanted = target
+    if wanted == current:
+        return
+    tmp = head_file.with_name(f"HEAD.{os.getpid()}.tmp")
+    tmp.write_text(wanted + "\n", "utf-8")
+    os.replace(tmp, head_file)
 
 
 def shadows_enabled(agent_dir: Path, directory: Path | str) -> bool:

@@ -35,6 +35,7 @@ from ledger.git.capture import CaptureResult, SkippedPath, capture_tree
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
+from ledger.git.shadow import ShadowRepo
 from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store
 from ledger.settings import SnapshotSettings
 
@@ -139,6 +140,8 @@ def _offset_minutes(when_s: int) -> int:
 def _snapshot_message(repo: GitRepo) -> str:
     lines = [SNAPSHOT_SUBJECT]
     body = []
+    if isinstance(repo, ShadowRepo):  # its HEAD is ours, not the user's (docs/shadow.md#speed)
+        return SNAPSHOT_SUBJECT + "\n"
     r = repo.pygit2
     try:
         if not r.head_is_unborn:

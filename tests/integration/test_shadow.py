@@ -337,3 +337,32 @@ def test_a_snapshot_added_to_the_shadow_after_migration_is_migrated_too(
     assert not Store(real).reaches(late.commit)
     open_work_tree(plain, agent_dir, create=True)
     assert Store(real).reaches(late.commit)
+
+
+def test_the_shadow_head_follows_the_last_snapshot_and_a_broken_one_is_reset(
+    plain: Path, agent_dir: Path
+) -> None:
+    repo = open_work_tree(plain, agent_dir, create=True).repo
+    assert isinstance(repo, ShadowRepo)
+    first = take_snapshot(repo, SETTINGS)
+    (plain / "more.txt").write_text("more\n")
+    second = take_snapshot(repo, SETTINGS)
+    # The next capture's status compares the index with this HEAD: only paths that changed
+    # since the index was last written are listed (an unborn HEAD lists every file as added).
+    capture_tree(repo, SETTINGS)
+    assert (repo.git_dir / "HEAD").read_text().strip() == second.commit
+    status = git(
+        plain,
+        f"--git-dir={repo.git_dir}",
+        f"--work-tree={plain}",
+        "status",
+        "--porcelain",
+        env={"GIT_INDEX_FILE": str(repo.git_dir / "pi-rewind" / "index")},
+    )
+    assert set(status.splitlines()) <= {"D  more.txt", "?? more.txt"}
+    message = git(plain, f"--git-dir={repo.git_dir}", "log", "-1", "--format=%B", first.commit)
+    assert "Head:" not in message and "Branch:" not in message
+    (repo.git_dir / "HEAD").write_text("1" * 40 + "\n")
+    (repo.git_dir / "pi-rewind" / "last-snapshot.json").unlink()
+    (plain / "again.txt").write_text("again\n")
+    assert capture_tree(repo, SETTINGS).tree == oracle(plain, repo)
