@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_capture import Scenario, _git, build_repo, report, settle
+from bench_capture import FILES_PER_DIR, Scenario, _git, build_repo, report, settle
 from bench_capture import measure as measure_in_repo
 
 from ledger.git.shadow import ShadowRepo, open_work_tree
@@ -50,10 +50,17 @@ Rows = list[tuple[str, float, float]]
 
 
 def build_plain(parent: Path, files: int) -> Path:
-    """bench_capture's synthetic tree without its ``.git``: a plain directory."""
-    parent.mkdir(parents=True, exist_ok=True)
-    directory = build_repo(parent, files)
-    shutil.rmtree(directory / ".git")
+    """bench_capture's synthetic tree (same paths, contents and .gitignore) as a plain
+    directory, written without git (removing a built repository's ``.git`` races with the
+    ``gc --auto`` its commit starts in the background)."""
+    directory = parent / f"synthetic-{files}"
+    directory.mkdir(parents=True)
+    for i in range(files):
+        d = directory / f"d{i // 10000:02d}" / f"s{(i // FILES_PER_DIR) % 100:02d}"
+        if i % FILES_PER_DIR == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i % FILES_PER_DIR:03d}.txt").write_text(f"file {i}\n" * 3)
+    (directory / ".gitignore").write_text("*.log\nbuild/\n")
     return directory
 
 
@@ -77,8 +84,9 @@ class ShadowReference:
             return _git(self.directory, *self.base, "write-tree", env=env).strip()
 
     def capture(self) -> str:
+        """The timed pipeline; returns the commit."""
         tree = self.tree()
-        _git(
+        return _git(
             self.directory,
             *self.base,
             "-c",
@@ -89,8 +97,7 @@ class ShadowReference:
             tree,
             "-m",
             "pi rewind snapshot",
-        )
-        return tree
+        ).strip()
 
 
 def plain_scenarios(directory: Path) -> tuple[list[Scenario], dict[Path, bytes]]:
@@ -134,8 +141,13 @@ def measure_shadow(directory: Path, agent_dir: Path, scratch: Path, runs: int) -
     first_ms = (time.perf_counter() - t0) * 1000
     reference = ShadowReference(directory, repo, scratch)
     t0 = time.perf_counter()
-    reference.capture()
+    first = reference.capture()
     ref_first = (time.perf_counter() - t0) * 1000
+    # The synthetic repository's objects are committed and packed (its commit ran gc --auto);
+    # make the reference's reachable and packed too, or every later add -A pays one utime per
+    # loose object it freshens.
+    _git(directory, f"--git-dir={reference.git_dir}", "update-ref", "refs/heads/main", first)
+    _git(directory, f"--git-dir={reference.git_dir}", "repack", "-adq")
     print(
         f"  first capture (builds the private index): {first_ms:8.0f} ms   "
         f"(reference: {ref_first:.0f} ms)",
