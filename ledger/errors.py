@@ -325,6 +325,36 @@ class CaptureIndexError(GitError):
         )
 
 
+class ShadowRefusedError(NotARepositoryError):
+    """A directory outside any git repository that rewind will not keep snapshots for (``/``,
+    the home directory, the agent dir's surroundings): a shadow repository there would capture
+    far too much or itself (docs/shadow.md#refusals)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.reason = reason
+        LedgerError.__init__(
+            self,
+            f"{Path(path)} is not inside a git repository, and rewind keeps no shadow repository "
+            f"for it: {reason}",
+            hint="run in a project directory (or a git work tree), or pass --repo DIR",
+        )
+        self.path = Path(path)
+
+
+class NoShadowError(NotARepositoryError):
+    """A directory outside any git repository for which no snapshot was ever taken: it has no
+    shadow repository yet, and read-only commands do not create one (docs/shadow.md)."""
+
+    def __init__(self, path: Path | str) -> None:
+        LedgerError.__init__(
+            self,
+            f"{Path(path)} is not inside a git repository and has no rewind snapshots yet",
+            hint="run inside a git work tree or pass --repo DIR; 'rewind snapshot' there (or a Pi "
+            "session with rewind-ledger) starts a shadow repository for it",
+        )
+        self.path = Path(path)
+
+
 __all__ = [
     "CaptureIndexError",
     "CorruptArchiveError",
@@ -339,11 +369,13 @@ __all__ = [
     "MissingCommitError",
     "NameResolutionError",
     "NoRewindPointError",
+    "NoShadowError",
     "NotARepositoryError",
     "NothingToUndoError",
     "RestoreFailedError",
     "SessionAppendError",
     "SessionFileError",
+    "ShadowRefusedError",
     "StoreUpdateError",
     "UnsafeLayoutError",
     "UnsafeRestoreError",

@@ -45,6 +45,16 @@ DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
     ".tox",
 )
 
+# Shadow repositories (docs/shadow.md#default-excludes): no .gitignore says what matters, so
+# the protected directories plus common dependency, build and cache directories are left out.
+DEFAULT_SHADOW_EXCLUDES: tuple[str, ...] = (
+    *(f"{name}/" for name in DEFAULT_PROTECTED_DIRS),
+    ".cache/",
+    ".git/",
+    ".DS_Store",
+)
+DEFAULT_SHADOW_MAX_FILE_BYTES = 10 * MIB
+
 ScanMode = Literal["ancestor-only", "repo-sessions"]
 SCAN_MODES: tuple[ScanMode, ...] = ("ancestor-only", "repo-sessions")
 
@@ -63,6 +73,16 @@ class SnapshotSettings:
         default=DEFAULT_PROTECTED_DIRS, metadata=_key("protectedDirs")
     )
     """Untracked, non-ignored directories with one of these names are not captured."""
+    shadow_repositories: bool = field(default=True, metadata=_key("shadowRepositories"))
+    """Outside any git repository, keep snapshots in a shadow repository (docs/shadow.md)."""
+    shadow_excludes: tuple[str, ...] = field(
+        default=DEFAULT_SHADOW_EXCLUDES, metadata=_key("shadowExcludes")
+    )
+    """gitignore patterns a shadow repository's capture leaves out (its ``info/exclude``)."""
+    shadow_max_file_bytes: int = field(
+        default=DEFAULT_SHADOW_MAX_FILE_BYTES, metadata=_key("shadowMaxFileBytes")
+    )
+    """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,9 @@ class EffectiveSettings:
             ("rewind.silentCheckpoints", s.silent_checkpoints),
             ("rewind.snapshot.maxUntrackedFileBytes", s.snapshot.max_untracked_file_bytes),
             ("rewind.snapshot.protectedDirs", list(s.snapshot.protected_dirs)),
+            ("rewind.snapshot.shadowRepositories", s.snapshot.shadow_repositories),
+            ("rewind.snapshot.shadowExcludes", list(s.snapshot.shadow_excludes)),
+            ("rewind.snapshot.shadowMaxFileBytes", s.snapshot.shadow_max_file_bytes),
             ("rewind.retention", s.retention is not None),
         ]
         retention = s.retention or RetentionSettings()
@@ -314,6 +337,12 @@ def _scan_mode(value: Any) -> Any:
     return cast(ScanMode, value) if value in SCAN_MODES else _INVALID
 
 
+def _patterns(value: Any) -> Any:
+    if not isinstance(value, list) or not all(_valid_pattern(v) for v in value):
+        return _INVALID
+    return tuple(dict.fromkeys(value))
+
+
 def _dir_names(value: Any) -> Any:
     if not isinstance(value, list) or not all(_valid_dir_name(v) for v in value):
         return _INVALID
@@ -329,6 +358,9 @@ _RULES: dict[str, Callable[[Any], Any]] = {
     "pin_labeled_entries": _boolean,
     "scan_mode": _scan_mode,
     "startup_budget_ms": _optional_amount,
+    "shadow_repositories": _boolean,
+    "shadow_excludes": _patterns,
+    "shadow_max_file_bytes": _byte_count,
 }
 
 
@@ -341,6 +373,10 @@ def _valid_dir_name(value: Any) -> bool:
     )
 
 
+def _valid_pattern(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != "" and not (set(value) & {"\n", "\r", "\0"})
+
+
 def _show(default: Any) -> str:
     if isinstance(default, tuple):
         return json.dumps(list(default))
@@ -350,6 +386,8 @@ def _show(default: Any) -> str:
 __all__ = [
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
     "DEFAULT_PROTECTED_DIRS",
+    "DEFAULT_SHADOW_EXCLUDES",
+    "DEFAULT_SHADOW_MAX_FILE_BYTES",
     "EffectiveSettings",
     "RetentionSettings",
     "Settings",

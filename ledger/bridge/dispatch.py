@@ -101,16 +101,24 @@ def start_engine(
     state: BridgeState, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
 ) -> None:
     from ledger.engine.engine import Engine
-    from ledger.git.repo import GitRepo
+    from ledger.errors import ShadowRefusedError
+    from ledger.git.shadow import open_work_tree
     from ledger.session.discovery import resolve_agent_dir
     from ledger.settings import load_settings
 
     state.engine = None
-    try:
-        repo = GitRepo.discover(cwd or ".")
-    except NotARepositoryError:
-        return  # not in a git repository: rewind is off for this session (the reference's rule)
     agent_dir = resolve_agent_dir(state.agent_dir)
+    try:
+        # Outside git, a shadow repository (docs/shadow.md); a git init since is migrated.
+        opened = open_work_tree(cwd or ".", agent_dir, create=True)
+    except ShadowRefusedError as exc:
+        outcome.notices.append({"level": "warning", "text": f"Rewind: off: {exc.message}"})
+        return
+    except NotARepositoryError:
+        return  # shadow repositories off (or no such directory): rewind is off, as the reference
+    repo = opened.repo
+    for notice in opened.notices:
+        outcome.notices.append({"level": "info", "text": f"Rewind: {notice}"})
     settings, warnings = load_settings(agent_dir, repo.root)
     state.settings = settings
     for warning in warnings:

@@ -49,29 +49,53 @@ class CliContext:
         self.stdout: IO[str] = stdout if stdout is not None else sys.stdout
         self.stderr: IO[str] = stderr if stderr is not None else sys.stderr
         self._repo: GitRepo | None = None
+        self._repo_writer = False
 
     # --- look-ups -------------------------------------------------------------------------
 
-    def repo(self, *, near: Path | None = None) -> GitRepo:
-        """The git repository: ``--repo``, else the one containing the cwd, else ``near``.
+    def repo(
+        self, *, near: Path | None = None, create: bool = False, migrate: bool = False
+    ) -> GitRepo:
+        """The repository: ``--repo``, else the one containing the cwd, else ``near``; outside
+        git, the directory's shadow repository (docs/shadow.md).
 
-        Raises ``NotARepositoryError``.
+        ``create``: a capturing command may create a shadow (only when neither place has a
+        repository or a shadow; at ``near`` when given, the session's own directory);
+        ``migrate``: a writing command may move a shadow's snapshots into a repository that
+        appeared there (``git init``). Raises ``NotARepositoryError``.
         """
-        if self._repo is not None:
-            return self._repo
-        from ledger.git.repo import GitRepo
+        from ledger.errors import NoShadowError
+        from ledger.git.shadow import open_work_tree
+        from ledger.git.shadow_upkeep import migrate_if_needed
 
+        writer = create or migrate
+        if self._repo is not None:
+            if writer and not self._repo_writer:
+                self._repo_writer = True
+                for notice in migrate_if_needed(self._repo, self.agent_dir()):
+                    self.warn(notice)
+            return self._repo
         if self.repo_option is not None:
-            repo = GitRepo.discover(self.cwd / self.repo_option)
+            starts = [self.cwd / self.repo_option]
         else:
+            starts = [self.cwd] + ([near] if near is not None else [])
+        error: LedgerError | None = None
+        opened = None
+        for start in starts:
             try:
-                repo = GitRepo.discover(self.cwd)
-            except LedgerError:
-                if near is None:
-                    raise
-                repo = GitRepo.discover(near)
-        self._repo = repo
-        return repo
+                opened = open_work_tree(start, self.agent_dir(), create=False, migrate=writer)
+                break
+            except LedgerError as exc:
+                error = exc
+        if opened is None and create and isinstance(error, NoShadowError):
+            opened = open_work_tree(starts[-1], self.agent_dir(), create=True)
+        if opened is None:
+            assert error is not None
+            raise error
+        for notice in opened.notices:
+            self.warn(notice)
+        self._repo, self._repo_writer = opened.repo, writer
+        return self._repo
 
     def try_repo(self, *, near: Path | None = None) -> GitRepo | None:
         try:

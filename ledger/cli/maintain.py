@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledger.cli.context import CliContext
+from ledger.cli.shadows import add_sweep_option, doctor_section, run_remove_orphaned
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the library
 # itself is imported when a command runs.
@@ -59,6 +60,7 @@ def register(
     p.add_argument(
         "--pin-labeled", action="store_true", default=None, help="keep snapshots of labeled entries"
     )
+    add_sweep_option(p)
     p.set_defaults(run=run_sweep)
 
     p = sub.add_parser(
@@ -108,7 +110,9 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.retention.sweep import policy_from
     from ledger.retention.sweep import run_sweep as sweep
 
-    repo = ctx.repo()
+    if args.remove_orphaned_shadows:
+        return run_remove_orphaned(args, ctx)
+    repo = ctx.repo(migrate=True)
     settings = _settings(ctx, repo)
     start = _start_session(ctx, repo, args.session)
     retention = settings.retention
@@ -244,7 +248,11 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     report = diagnose(repo, ctx.agent_dir())
     for warning in report.warnings:
         ctx.warn(warning)
-    ctx.emit(report.to_json(), lambda: _doctor_text(report))
+    shadow_fields, shadow_lines = doctor_section(ctx, repo)
+    ctx.emit(
+        {**report.to_json(), **shadow_fields},
+        lambda: "\n".join([_doctor_text(report), *shadow_lines]),
+    )
     if report.problems:
         ctx.stderr.write("error: " + "; ".join(report.problems) + "\n")
         if report.hint:

@@ -83,7 +83,7 @@ def run_export(args: argparse.Namespace, ctx: CliContext) -> int:
 def run_import(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.portable import import_archive, import_remote
 
-    repo = ctx.repo()
+    repo = ctx.repo(create=True)
     agent_dir = ctx.agent_dir()
     if args.remote:
         report = import_remote(repo, agent_dir, args.remote, args.archive)

@@ -139,7 +139,7 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     host = FileHost(path, agent_dir / "sessions")
     session = host.session()
     cwd = Path(session.cwd) if session.cwd else None
-    repo = ctx.repo(near=cwd if cwd is not None and cwd.is_dir() else None)
+    repo = ctx.repo(near=cwd if cwd is not None and cwd.is_dir() else None, create=True)
     if session.cwd is not None and not repo.contains(session.cwd):
         raise LedgerError(
             f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.git.snapshot import take_snapshot
     from ledger.settings import load_settings
 
-    repo = ctx.repo()
+    repo = ctx.repo(create=True)
     settings, warnings = load_settings(ctx.agent_dir(), repo.root)
     for warning in warnings:
         ctx.warn(warning)

@@ -63,6 +63,7 @@ from ledger.git.index import IndexUnusable, PrivateIndex
 from ledger.git.racy import guard_racy_entries, old_racy_entries
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
+from ledger.git.shadow import capture_settings
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.settings import SnapshotSettings
 
@@ -115,7 +116,8 @@ class Capturer:
     ) -> None:
         self.repo = repo
         self.root = repo.root
-        self.settings = settings or SnapshotSettings()
+        # A shadow repository (docs/shadow.md) writes its excludes and uses its size limit.
+        self.settings = capture_settings(repo, settings or SnapshotSettings())
         self.git = GitRunner(repo.root, repo.git_dir)
         self.index = PrivateIndex(repo.git_dir)
         self._root_s = str(repo.root)

@@ -411,12 +411,12 @@ class Feed:
         ``True``: equal; ``False``: they differed (the feed is now off); ``None``: nothing to
         compare, or a change arrived during the scan."""
         from ledger.git.capture import Capturer
-        from ledger.git.repo import GitRepo
+        from ledger.git.shadow import reopen
 
         settings = self._settings
         if settings is None:
             return None  # no capture yet: its settings are unknown, the first one arms the feed
-        repo = GitRepo.discover(self.root)  # our own handle: the engine's is not for threads
+        repo = reopen(self.root, self.git_dir)  # our own handle: the engine's is not for threads
         capturer = Capturer(repo, settings, use_feed=False)
         with capturer.index.locked():
             fed = self.try_fed(capturer) if self.base is not None else None

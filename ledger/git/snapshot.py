@@ -36,6 +36,7 @@ from ledger.git.capture_plan import SkippedPath
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
+from ledger.git.shadow import ShadowRepo
 from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, offset_minutes
 from ledger.settings import SnapshotSettings
 
@@ -138,6 +139,8 @@ def git_identity(repo: GitRepo) -> Identity:
 def _snapshot_message(repo: GitRepo) -> str:
     lines = [SNAPSHOT_SUBJECT]
     body = []
+    if isinstance(repo, ShadowRepo):  # its HEAD is ours, not the user's (docs/shadow.md#speed)
+        return SNAPSHOT_SUBJECT + "\n"
     r = repo.pygit2
     try:
         if not r.head_is_unborn:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
+from ledger.git.shadow import reopen
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 from ledger.session.model import Session
 from ledger.settings import Settings
@@ -59,6 +60,7 @@ class SweepScheduler:
         engine's thread; ``background``: run startup and 50-snapshot sweeps in a thread;
         ``clock``: the time the plan ages references against."""
         self.root = repo.root
+        self.git_dir = repo.git_dir
         self.clock = clock
         self.agent_dir = agent_dir
         self.settings = settings
@@ -142,7 +144,8 @@ class SweepScheduler:
         if retention is None:
             return
         try:
-            repo = GitRepo.discover(self.root)  # our own handle: pygit2 objects stay per thread
+            # Our own handle (pygit2 objects stay per thread); a shadow repository reopens too.
+            repo = reopen(self.root, self.git_dir)
             report = run_sweep(
                 repo,
                 session,

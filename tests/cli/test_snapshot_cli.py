@@ -73,7 +73,15 @@ def test_snapshot_warns_about_invalid_settings_and_uses_defaults(
 def test_snapshot_outside_a_repository_is_an_error_without_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_cli(capsys, "snapshot", cwd=tmp_path)
+    # Outside git a snapshot goes to a shadow repository (docs/shadow.md); turned off, or in a
+    # refused directory (tests/cli/test_shadow_cli.py), it is an error.
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "settings.json").write_text(
+        '{"rewind": {"snapshot": {"shadowRepositories": false}}}'
+    )
+    (tmp_path / "plain").mkdir()
+    result = run_cli(capsys, "--agent-dir", agent_dir, "snapshot", cwd=tmp_path / "plain")
     assert result.code == 1
     assert result.err.startswith("error: ") and "Traceback" not in result.err
 

@@ -355,11 +355,16 @@ def test_an_error_reply_to_a_call_fails_that_event_only(pi: FakePi) -> None:
     assert pi.event("ping").error is None
 
 
-def test_outside_a_git_repository_every_event_is_a_no_op(
+def test_outside_git_with_shadow_repositories_off_every_event_is_a_no_op(
     tmp_path: Path, isolated_env: Path
 ) -> None:
     (tmp_path / "plain").mkdir()
-    fake = FakePi(tmp_path / "plain", isolated_env / ".pi" / "agent")
+    agent_dir = isolated_env / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "settings.json").write_text(
+        '{"rewind": {"snapshot": {"shadowRepositories": false}}}'
+    )
+    fake = FakePi(tmp_path / "plain", agent_dir)
     try:
         reply = fake.event("session_start", {"reason": "startup"})
         assert reply.error is None and reply.status is None and not reply.calls

@@ -1,0 +1,386 @@
+"""Shadow repositories: rewind in a directory that is not inside any git work tree.
+
+Why it exists: Pi users run agents in plain directories too (scratch folders, unpacked archives,
+documents). There, snapshots go to a private git directory under the agent dir whose work tree
+is the user's directory (docs/shadow.md). Everything above the opening (capture, store, restore,
+records) is unchanged: a :class:`ShadowRepo` is a :class:`~ledger.git.repo.GitRepo` whose
+``git_dir`` lies outside its ``root``.
+
+Layout: ``<agent-dir>/rewind/shadow/<basename>-<sha256(realpath)[:16]>/`` holds ``git/`` (a
+git directory: ``core.bare=false``, ``core.worktree`` = the directory) and ``shadow.json`` (the
+served directory's real path, creation time, and the migration mark once ``git init`` made the
+directory a repository).
+
+Invariants:
+- Nothing is ever created or written inside the served directory: the git directory, its
+  ``info/exclude``, the private index and every other file live under the shadow's home. Every
+  git subprocess gets ``GIT_DIR`` and ``GIT_WORK_TREE`` explicitly (:mod:`ledger.git.runner`).
+- Keyed by the real path: two directories with the same name never share a shadow; a moved
+  directory is a new one (its old shadow is orphaned, ``rewind doctor`` lists it).
+- Refused (:class:`~ledger.errors.ShadowRefusedError`): ``/``, the user's home directory, any
+  directory containing the agent dir or lying inside it, and anything inside a ``.git``.
+- A real repository always wins: :func:`open_work_tree` tries git's own discovery first.
+- Only callers that may write (``create=True``: capture) create a shadow; a read-only open
+  of a directory without one is a :class:`~ledger.errors.NoShadowError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pygit2
+
+from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
+from ledger.git.index import private_dir
+from ledger.git.repo import GitRepo, is_inside
+from ledger.settings import SnapshotSettings, load_settings
+
+SHADOW_DIR = Path("rewind") / "shadow"
+MARKER = "shadow.json"
+GIT_SUBDIR = "git"
+FORMAT = 1
+LAST_SNAPSHOT = "last-snapshot.json"  # ledger.git.snapshot.LAST_SNAPSHOT_FILE (no import cycle)
+UNBORN_HEAD = "ref: refs/heads/shadow"
+EXCLUDE_HEADER = "# rewind-ledger shadow excludes (rewind.snapshot.shadowExcludes); rewritten"
+
+
+@dataclass(frozen=True)
+class ShadowInfo:
+    """One shadow repository, as its ``shadow.json`` describes it."""
+
+    home: Path
+    directory: Path
+    """The served directory's real path."""
+    created: str
+    migrated_to: str | None = None
+    """The repository root the shadow's snapshots were copied into (``git init`` happened)."""
+    migrated_head: str | None = None
+    """The shadow store head at the last migration (a later snapshot means: migrate again)."""
+
+    @property
+    def git_dir(self) -> Path:
+        return self.home / GIT_SUBDIR
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "format": FORMAT,
+            "directory": str(self.directory),
+            "created": self.created,
+            "migratedTo": self.migrated_to,
+            "migratedHead": self.migrated_head,
+        }
+
+
+class ShadowRepo(GitRepo):
+    """A repository whose git directory is a shadow's, with the served directory as work tree."""
+
+    shadow: ShadowInfo
+
+    @classmethod
+    def open(cls, info: ShadowInfo) -> ShadowRepo:
+        try:
+            repository = pygit2.Repository(
+                str(info.git_dir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH
+            )
+            # In memory only, as GitRepo.discover does.
+            repository.workdir = str(info.directory)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise NotARepositoryError(info.directory) from exc
+        repo = cls(repository)
+        repo.shadow = info
+        return repo
+
+
+@dataclass
+class OpenedWorkTree:
+    """What :func:`open_work_tree` found, and what the user should be told once."""
+
+    repo: GitRepo
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def shadow(self) -> ShadowInfo | None:
+        return self.repo.shadow if isinstance(self.repo, ShadowRepo) else None
+
+
+# --- layout -------------------------------------------------------------------------------
+
+
+def shadow_root(agent_dir: Path) -> Path:
+    return Path(agent_dir) / SHADOW_DIR
+
+
+def shadow_key(directory: Path | str) -> str:
+    """``<basename>-<sha256(realpath)[:16]>``; the basename only makes listings readable."""
+    real = os.path.realpath(directory)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40].lstrip(".") or "dir"
+    return f"{name}-{digest}"
+
+
+def shadow_home(agent_dir: Path, directory: Path | str) -> Path:
+    return shadow_root(agent_dir) / shadow_key(directory)
+
+
+def read_info(home: Path) -> ShadowInfo | None:
+    """The shadow at ``home``, or None when it has no readable ``shadow.json``."""
+    try:
+        data = json.loads((home / MARKER).read_text("utf-8"))
+        directory = data["directory"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(directory, str) or not os.path.isabs(directory):
+        return None
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and value else None
+
+    return ShadowInfo(
+        home=home,
+        directory=Path(directory),
+        created=text("created") or "",
+        migrated_to=text("migratedTo"),
+        migrated_head=text("migratedHead"),
+    )
+
+
+def write_info(info: ShadowInfo) -> None:
+    path = info.home / MARKER
+    tmp = path.with_name(f"{MARKER}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(info.to_json(), indent=1) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def refusal(directory: Path | str, agent_dir: Path) -> str | None:
+    """Why ``directory`` (resolved) may not get a shadow repository, or None."""
+    real = os.path.realpath(directory)
+    agent = os.path.realpath(agent_dir)
+    home = os.path.realpath(Path.home())
+    if real == os.sep:
+        return "the root directory"
+    if real == home:
+        return "your home directory"
+    if is_inside(agent, real):
+        return f"it contains the agent dir {agent}"
+    if is_inside(real, agent):
+        return f"it lies inside the agent dir {agent}"
+    if ".git" in Path(real).parts:
+        return "it lies inside a .git directory"
+    return None
+
+
+# --- opening ------------------------------------------------------------------------------
+
+
+def find_shadow(start: Path | str, agent_dir: Path) -> ShadowInfo | None:
+    """The shadow serving ``start`` or its nearest ancestor that has one (as git looks for
+    ``.git`` upwards), or None."""
+    current = os.path.realpath(start)
+    while True:
+        info = read_info(shadow_home(agent_dir, current))
+        if info is not None and str(info.directory) == current:
+            return info
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
+def open_work_tree(
+    start: Path | str,
+    agent_dir: Path,
+    *,
+    create: bool,
+    migrate: bool | None = None,
+) -> OpenedWorkTree:
+    """The repository for ``start``: the real one when git finds one, else the shadow serving
+    ``start`` (created for ``start`` itself when ``create`` and none exists).
+
+    ``migrate`` (default: ``create``): when the real repository's root has a shadow whose
+    snapshots it does not hold yet (``git init`` happened), copy them over
+    (:func:`ledger.git.shadow_upkeep.migrate_shadow`). Read-only callers pass neither.
+
+    Raises :class:`NotARepositoryError` (also :class:`UnsafeLayoutError`),
+    :class:`ShadowRefusedError` or :class:`NoShadowError`."""
+    path = Path(start)
+    probe = path if path.is_dir() else path.parent
+    try:
+        repo = GitRepo.discover(path)
+    except UnsafeLayoutError:
+        raise
+    except NotARepositoryError:
+        if not probe.is_dir():
+            raise
+    else:
+        opened = OpenedWorkTree(repo)
+        if create if migrate is None else migrate:
+            from ledger.git.shadow_upkeep import migrate_if_needed
+
+            opened.notices += migrate_if_needed(repo, agent_dir)
+        return opened
+    info = find_shadow(probe, agent_dir)
+    notices: list[str] = []
+    if info is None:
+        reason = refusal(probe, agent_dir)
+        if reason is not None:
+            raise ShadowRefusedError(probe, reason)
+        if not create:
+            raise NoShadowError(probe)
+        if not shadows_enabled(agent_dir, probe):
+            raise NotARepositoryError(probe)
+        info = create_shadow(probe, agent_dir)
+        notices.append(
+            f"{info.directory} is not a git repository: rewind keeps its snapshots in a shadow "
+            f"repository ({info.home}); nothing is written inside the directory"
+        )
+    elif info.migrated_to is not None and (create if migrate is None else migrate):
+        # The repository it was migrated into is gone (.git deleted): serve the directory again.
+        info = replace(info, migrated_to=None, migrated_head=None)
+        write_info(info)
+    return OpenedWorkTree(ShadowRepo.open(info), notices)
+
+
+def create_shadow(directory: Path | str, agent_dir: Path) -> ShadowInfo:
+    """Create (or, when another process just did, reuse) the shadow for ``directory``."""
+    real = Path(os.path.realpath(directory))
+    reason = refusal(real, agent_dir)
+    if reason is not None:
+        raise ShadowRefusedError(real, reason)
+    home = shadow_home(agent_dir, real)
+    existing = read_info(home)
+    if existing is not None:
+        return existing
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = home.with_name(f".{home.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    info = ShadowInfo(
+        home=home, directory=real, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    )
+    try:
+        staging.mkdir()
+        repository = pygit2.init_repository(str(staging / GIT_SUBDIR), bare=True)
+        config = repository.config
+        config["core.bare"] = False
+        config["core.worktree"] = str(real)
+        config["core.logAllRefUpdates"] = False
+        write_excludes(staging / GIT_SUBDIR, SnapshotSettings())
+        write_info(replace(info, home=staging))
+        try:
+            os.rename(staging, home)
+        except OSError:
+            # Another process created it first (rename onto a non-empty directory fails).
+            existing = read_info(home)
+            if existing is None:
+                raise
+            return existing
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
+def reopen(root: Path, git_dir: Path) -> GitRepo:
+    """A new handle on the same repository (threads need their own pygit2 objects)."""
+    home = Path(git_dir).parent
+    if Path(git_dir).name == GIT_SUBDIR and (home / MARKER).is_file():
+        info = read_info(home)
+        if info is not None:
+            return ShadowRepo.open(info)
+    return GitRepo.discover(root)
+
+
+# --- capture settings ---------------------------------------------------------------------
+
+
+def exclude_text(settings: SnapshotSettings) -> str:
+    patterns = [p for p in settings.shadow_excludes if p.strip()]
+    return "\n".join([EXCLUDE_HEADER, *patterns]) + "\n"
+
+
+def write_excludes(git_dir: Path, settings: SnapshotSettings) -> None:
+    """``<git-dir>/info/exclude`` = the shadow excludes (rewritten only when they changed; the
+    capture fingerprints this file, so a change rebuilds the private index)."""
+    path = git_dir / "info" / "exclude"
+    text = exclude_text(settings)
+    with contextlib.suppress(OSError):
+        if path.read_text("utf-8") == text:
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"exclude.{os.getpid()}.tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, path)
+
+
+def capture_settings(repo: GitRepo, settings: SnapshotSettings) -> SnapshotSettings:
+    """The settings a capture uses in ``repo``: unchanged in a real repository; in a shadow,
+    the excludes written to its ``info/exclude`` and ``shadowMaxFileBytes`` as the size limit
+    (there is no .gitignore and no user index to say what matters)."""
+    if not isinstance(repo, ShadowRepo):
+        return settings
+    write_excludes(repo.git_dir, settings)
+    point_head_at_last_snapshot(repo)
+    return replace(settings, max_untracked_file_bytes=settings.shadow_max_file_bytes)
+
+
+def point_head_at_last_snapshot(repo: ShadowRepo) -> None:
+    """Detach the shadow's own HEAD at the latest exact snapshot (its tree is what the private
+    index holds), so that the capture's ``git status`` lists only what changed: with an unborn
+    HEAD it lists every entry as added, which costs O(files) at every capture. The capture reads
+    only the work-tree column of status, so HEAD never changes a result; snapshot commits of a
+    shadow carry no ``Head:`` line (docs/shadow.md#speed). A HEAD naming a missing commit would
+    make status fail: it is reset to unborn."""
+    head_file = repo.git_dir / "HEAD"
+    try:
+        current = head_file.read_text("utf-8").strip()
+    except OSError:
+        current = ""
+    target: str | None = None
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads((private_dir(repo.git_dir) / LAST_SNAPSHOT).read_text("utf-8"))
+        commit = data["commit"]
+        if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit):
+            target = commit
+    if target is not None and not repo.commit_exists(target):
+        target = None
+    if target is None:
+        detached_gone = re.fullmatch(r"[0-9a-f]{40}", current) and not repo.commit_exists(current)
+        if not detached_gone:
+            return
+        wanted = UNBORN_HEAD
+    else:
+        wanted = target
+    if wanted == current:
+        return
+    tmp = head_file.with_name(f"HEAD.{os.getpid()}.tmp")
+    tmp.write_text(wanted + "\n", "utf-8")
+    os.replace(tmp, head_file)
+
+
+def shadows_enabled(agent_dir: Path, directory: Path | str) -> bool:
+    """``rewind.snapshot.shadowRepositories`` for ``directory`` (its ``.pi/settings.json`` too)."""
+    settings, _ = load_settings(agent_dir, directory)
+    return settings.snapshot.shadow_repositories
+
+
+__all__ = [
+    "OpenedWorkTree",
+    "ShadowInfo",
+    "ShadowRepo",
+    "capture_settings",
+    "create_shadow",
+    "find_shadow",
+    "open_work_tree",
+    "refusal",
+    "reopen",
+    "shadow_home",
+    "shadow_key",
+    "shadow_root",
+]
