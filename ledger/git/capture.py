@@ -38,12 +38,13 @@ run at the repository root, so the result does not depend on the caller's cwd.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from ledger.git.capture_state import (
     CaptureState,
     dir_signatures,
     parent_dirs,
+    rule_dirs,
     same_content,
     topmost,
 )
@@ -207,35 +209,54 @@ class Capturer:
         saved_dirs = dict(state.dirs)
 
         # Rule files and embedded .git directories, compared before status runs: a change
-        # after this point is seen by the next capture.
-        ignore_dirs, attr_dirs, repo_dirs = [], [], []
-        for rel, previous in list(state.dirs.items()):
-            current = dir_signatures(self._root_s, rel, previous)
-            if not same_content(previous.ignore, current.ignore):
-                ignore_dirs.append(rel)
-            if not same_content(previous.attributes, current.attributes):
-                attr_dirs.append(rel)
-            if rel and current.has_git and not previous.has_git:
-                repo_dirs.append(rel)
-            state.dirs[rel] = current
+        # after this point is seen by the next capture. Every known directory, unless the last
+        # capture left the signatures in step with git's untracked cache: then only those
+        # holding a rule file or .git (an edit in place changes no directory), and status
+        # itself says whether any other directory changed (docs/capture.md#start-up).
+        changes = _RuleChanges()
+        everywhere = fresh or not state.synced
+        self._compare_rules(
+            state, list(state.dirs) if everywhere else rule_dirs(state.dirs), changes
+        )
 
         # Entries that became embedded repositories or stopped being repositories leave the
         # index, so that the status below lists them as they are now.
         stale = [g for g in state.gitlinks if not self.has_dotgit(g)]
         drop: list[str] = list(stale)
-        if repo_dirs:
-            drop += self.ls_private(topmost(repo_dirs))
+        if changes.repos:
+            drop += self.ls_private(topmost(changes.repos))
         drop += old_racy_entries(self._root_s, state)
-
         if drop:
             modified = True
-            self._update_index(["--force-remove"], drop)
+            self._update_index(["--force-remove"], drop, forget_untracked=bool(changes.repos))
             updated += len(drop)
             state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
 
         status_started_ns = time.time_ns()
+        records, quiet = self._status()
+        synced = quiet
+        if not quiet and not everywhere:
+            # Some directory changed since git's untracked cache recorded it (an entry
+            # created, removed or renamed; a .gitignore edited): an ignored rule file or a
+            # .git may have appeared there, which status cannot list. Look everywhere, now;
+            # when something did change, status runs again after these reads.
+            late = _RuleChanges()
+            self._compare_rules(state, list(state.dirs), late)
+            synced = True
+            if late:
+                changes.merge(late)
+                if late.repos:
+                    again = self.ls_private(topmost(late.repos))
+                    if again:
+                        modified = True
+                        self._update_index(["--force-remove"], again, forget_untracked=True)
+                        updated += len(again)
+                status_started_ns = time.time_ns()
+                records, synced = self._status()
+        ignore_dirs, attr_dirs = changes.ignore, changes.attributes
+
         plan = classify(
-            parse_status(self._status()),
+            parse_status(records),
             self.settings,
             self,
             gitlinks=state.gitlinks,
@@ -246,8 +267,10 @@ class Capturer:
             self._check_dirty(state, plan)
         except DirtySubmoduleError:
             # Nothing of the plan was applied, but status may have refreshed entries: guard
-            # them, and keep the old rule signatures so that their changes are still seen.
+            # them, and keep the old rule signatures so that their changes are still seen
+            # (everywhere, next time: status may have recorded directories since).
             state.dirs = saved_dirs
+            state.synced = False
             if modified:
                 state.tree = None
             guard_racy_entries(self.index.index_path, state, start_s)
@@ -264,6 +287,7 @@ class Capturer:
         if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
             lazy_tree = self._lazy_tree(state, plan)
             if lazy_tree is not None:
+                state.synced = synced
                 guard_racy_entries(self.index.index_path, state, start_s)
                 self.index.save_state(state)
                 self.last_state = state
@@ -307,6 +331,7 @@ class Capturer:
 
         if modified or state.tree is None:
             state.tree = self._write_tree()
+        state.synced = synced
         guard_racy_entries(self.index.index_path, state, start_s)
         self.index.save_state(state)
         self.last_state = state
@@ -344,7 +369,13 @@ class Capturer:
         except LazyUnsupported:
             return None
 
-    def _status(self) -> list[bytes]:
+    def _status(self) -> tuple[list[bytes], bool]:
+        """``git status`` on the private index: its records, and whether git's untracked cache
+        found every directory as it had recorded it (:func:`untracked_cache_quiet`).
+
+        git (2.39) builds its untracked cache for the mode ``status.showUntrackedFiles`` names
+        and uses it only with that mode: ``all`` in :data:`PRIVATE_CONFIG` and
+        ``--untracked-files=all`` here must stay together."""
         try:
             result = self.git.run(
                 [
@@ -359,10 +390,29 @@ class Capturer:
                 index=self.index.index_path,
                 config=PRIVATE_CONFIG,
                 optional_locks=True,
+                extra_env=_TRACE_ENV,
             )
         except GitError as exc:
             raise IndexUnusable(str(exc)) from exc
-        return result.lines_z()
+        return result.lines_z(), untracked_cache_quiet(result.stderr)
+
+    def _compare_rules(self, state: CaptureState, dirs: Sequence[str], into: _RuleChanges) -> None:
+        """Re-sign the rules of ``dirs`` (known directories), record them in ``state`` and list
+        the directories whose ignore rules, attributes or repository status changed."""
+        root = self._root_s
+        known = state.dirs
+        for rel in dirs:
+            previous = known[rel]
+            current = dir_signatures(root, rel, previous)
+            if current == previous:
+                continue
+            if not same_content(previous.ignore, current.ignore):
+                into.ignore.append(rel)
+            if not same_content(previous.attributes, current.attributes):
+                into.attributes.append(rel)
+            if rel and current.has_git and not previous.has_git:
+                into.repos.append(rel)
+            known[rel] = current
 
     def _check_dirty(self, state: CaptureState, plan: CapturePlan) -> None:
         """A submodule or embedded repository with uncommitted changes fails the capture (D6)."""
@@ -425,13 +475,25 @@ class Capturer:
 
     # --- small git helpers (also the :class:`~ledger.git.capture_plan.Probe` of classify) ---
 
-    def _update_index(self, options: list[str], paths: Sequence[str]) -> None:
+    def _update_index(
+        self, options: list[str], paths: Sequence[str], *, forget_untracked: bool = False
+    ) -> None:
+        """``update-index`` on the private index. ``forget_untracked`` also drops git's
+        untracked cache (rebuilt by the next status): needed when a directory whose files the
+        index held became an embedded repository. With ``status.showUntrackedFiles=all`` git
+        invalidates only the directory of a removed entry, not its parents, so the parent's
+        cached "recurse into it" would stand and status would list the repository's files
+        instead of ``dir/`` (git 2.39, dir.c ``invalidate_one_component``)."""
+        config = PRIVATE_CONFIG
+        if forget_untracked:
+            options = [*options, "--no-untracked-cache"]
+            config = (*PRIVATE_CONFIG, ("core.untrackedCache", "false"))
         self.git.run(
             ["update-index", *options, "-z", "--stdin"],
             input=nul_join(paths),
             operation="git update-index (capture index)",
             index=self.index.index_path,
-            config=PRIVATE_CONFIG,
+            config=config,
             optional_locks=True,
         )
 
@@ -488,6 +550,55 @@ class Capturer:
             return not nested.head_is_unborn
         except (pygit2.GitError, OSError, ValueError, KeyError):
             return False
+
+
+@dataclass
+class _RuleChanges:
+    """Known directories whose rules changed, by kind."""
+
+    ignore: list[str] = field(default_factory=list)
+    attributes: list[str] = field(default_factory=list)
+    repos: list[str] = field(default_factory=list)
+    """Directories that now hold a ``.git``."""
+
+    def __bool__(self) -> bool:
+        return bool(self.ignore or self.attributes or self.repos)
+
+    def merge(self, other: _RuleChanges) -> None:
+        self.ignore += other.ignore
+        self.attributes += other.attributes
+        self.repos += other.repos
+
+
+# git reports, on stderr through trace2, what its untracked cache did during status (dir.c,
+# emit_traversal_statistics). Nesting: the counters sit three regions deep.
+_TRACE_ENV = {"GIT_TRACE2_EVENT": "2", "GIT_TRACE2_EVENT_NESTING": "9"}
+_QUIET_KEYS = ("node-creation", "gitignore-invalidation", "directory-invalidation", "opendir")
+
+
+def untracked_cache_quiet(stderr: bytes) -> bool:
+    """Whether git's untracked cache reported that it created, invalidated and opened no
+    directory: every directory status visited had the stat data and ``.gitignore`` content git
+    recorded for it (git's own racy-timestamp rules apply). Anything else (a counter not zero,
+    missing because the cache was not used, an unknown output) is ``False``: not quiet."""
+    values: dict[str, list[object]] = {}
+    for line in stderr.splitlines():
+        if not line.startswith(b"{") or b'"read_directory"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("event") == "data"
+            and event.get("category") == "read_directory"
+            and event.get("key") in _QUIET_KEYS
+        ):
+            values.setdefault(str(event["key"]), []).append(event.get("value"))
+    return all(key in values for key in _QUIET_KEYS) and all(
+        value in ("0", 0) for found in values.values() for value in found
+    )
 
 
 def _active_feed(repo: GitRepo) -> Any:

@@ -25,13 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from pygit2.enums import FileMode
-
 from ledger.errors import GitError
 from ledger.git.runner import decode_path
 from ledger.settings import SnapshotSettings
 
-_GITLINK = b"%o" % FileMode.COMMIT
+_GITLINK = b"160000"  # the mode of a gitlink (pygit2.enums.FileMode.COMMIT), as status prints it
 _MANY_UNTRACKED = 2000
 """Beyond this many untracked paths, the user's tracked files are listed once instead of one
 ``lstat`` per untracked path (a first capture, a big checkout)."""

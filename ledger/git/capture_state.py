@@ -9,13 +9,19 @@ directories kept because the user tracks something there, and the racy-entry boo
 
 The file (version :data:`STATE_VERSION`)::
 
-    {"version": 1, "fingerprint": "<sha256>", "tree": "<tree id>" | null,
+    {"version": 2, "fingerprint": "<sha256>", "tree": "<tree id>" | null,
      "dirs": {"<dir>": [<.gitignore sig>, <.gitattributes sig>, <has .git>], …},
+     "plain_dirs": ["<dir>", …], "synced": true | false,
      "gitlinks": […], "danger": […], "danger_until": <s>, "kept_protected": […],
      "index_mtime_real_ns": <ns>, "index_mtime_set_ns": <ns>}
 
 where a rule-file signature is ``[size, mtime_ns, ctime_ns, inode, digest]`` or ``null`` when
 the file is absent (:class:`RuleSig`; a directory's three values are :class:`DirRules`).
+``dirs`` holds only the directories with a rule file or a ``.git``; ``plain_dirs`` the other
+known directories (no rule file, no ``.git``), so that reading and writing the state costs little
+per directory. ``synced``: every signature was read after git's untracked cache last recorded
+that directory (docs/capture.md#start-up; the capture may then look at :func:`rule_dirs` alone
+when git's status says no directory changed).
 
 Invariants:
 - A state file of another version, or one whose shape is not exactly the above, reads as no
@@ -37,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 _SIG_FRESH_NS = 2_000_000_000
 
 
@@ -61,6 +67,10 @@ class DirRules(NamedTuple):
     has_git: bool
 
 
+PLAIN = DirRules(None, None, False)
+"""A directory without rule files or ``.git``."""
+
+
 @dataclass
 class CaptureState:
     """The persisted companion of the private index (see the module for the format)."""
@@ -74,18 +84,24 @@ class CaptureState:
     """Racy entries too old to guard by the index timestamp: the next capture drops them."""
     danger_until: int = 0
     kept_protected: list[str] = field(default_factory=list)
+    synced: bool = False
+    """Every signature in ``dirs`` was read after git's untracked cache last recorded its
+    directory (see the module)."""
     index_mtime_real_ns: int = 0
     """The index file's mtime as git last wrote it."""
     index_mtime_set_ns: int = 0
     """The mtime we last gave the index file (equal to the real one unless moved back)."""
 
     def to_json(self) -> bytes:
+        rules = {k: v for k, v in self.dirs.items() if v is not PLAIN and v != PLAIN}
         return json.dumps(
             {
                 "version": STATE_VERSION,
                 "fingerprint": self.fingerprint,
                 "tree": self.tree,
-                "dirs": self.dirs,  # named tuples are written as JSON arrays
+                "dirs": rules,  # named tuples are written as JSON arrays
+                "plain_dirs": [k for k, v in self.dirs.items() if v is PLAIN or v == PLAIN],
+                "synced": self.synced,
                 "gitlinks": sorted(set(self.gitlinks)),
                 "danger": sorted(set(self.danger)),
                 "danger_until": self.danger_until,
@@ -107,7 +123,14 @@ class CaptureState:
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
             return None
         try:
-            dirs = {str(k): _dir_rules(v) for k, v in dict(data["dirs"]).items()}
+            plain = data["plain_dirs"]
+            if not isinstance(plain, list) or not all(isinstance(d, str) for d in plain):
+                raise ValueError("not a list of directories")
+            dirs = dict.fromkeys(plain, PLAIN)
+            dirs.update((str(k), _dir_rules(v)) for k, v in dict(data["dirs"]).items())
+            synced = data["synced"]
+            if not isinstance(synced, bool):
+                raise ValueError("not a boolean")
             return cls(
                 fingerprint=str(data["fingerprint"]),
                 tree=data["tree"] if isinstance(data.get("tree"), str) else None,
@@ -116,6 +139,7 @@ class CaptureState:
                 danger=[str(p) for p in data["danger"]],
                 danger_until=int(data["danger_until"]),
                 kept_protected=[str(p) for p in data.get("kept_protected", [])],
+                synced=synced,
                 index_mtime_real_ns=int(data.get("index_mtime_real_ns", 0)),
                 index_mtime_set_ns=int(data.get("index_mtime_set_ns", 0)),
             )
@@ -181,13 +205,31 @@ def same_content(a: RuleSig | None, b: RuleSig | None) -> bool:
 
 def dir_signatures(root: str, rel_dir: str, previous: DirRules | None = None) -> DirRules:
     """The rules of one directory (``root`` and ``rel_dir`` as strings: this runs for every
-    directory at every capture)."""
+    known directory when the tree's shape changed). Absence is tested with ``faccessat``
+    (``os.access`` without following symlinks, like ``lexists``), which costs a third of a
+    failing ``lstat`` in Python; only present files are signed."""
     base = os.path.join(root, rel_dir) if rel_dir else root
-    return DirRules(
-        file_signature(base + "/.gitignore", previous.ignore if previous else None),
-        file_signature(base + "/.gitattributes", previous.attributes if previous else None),
-        bool(rel_dir) and os.path.lexists(base + "/.git"),
+    ignore = base + "/.gitignore"
+    attributes = base + "/.gitattributes"
+    rules = DirRules(
+        file_signature(ignore, previous.ignore if previous else None)
+        if _access(ignore, os.F_OK, follow_symlinks=False)
+        else None,
+        file_signature(attributes, previous.attributes if previous else None)
+        if _access(attributes, os.F_OK, follow_symlinks=False)
+        else None,
+        bool(rel_dir) and _access(base + "/.git", os.F_OK, follow_symlinks=False),
     )
+    return PLAIN if rules == PLAIN else rules  # one shared value: cheap to tell apart
+
+
+_access = os.access
+
+
+def rule_dirs(dirs: dict[str, DirRules]) -> list[str]:
+    """The known directories holding a rule file or a ``.git``: the only ones whose rules can
+    change without changing the directory itself (an edit in place)."""
+    return [rel for rel, rules in dirs.items() if rules is not PLAIN and rules != PLAIN]
 
 
 # --- directories -----------------------------------------------------------------------------
@@ -217,6 +259,7 @@ def topmost(dirs: Iterable[str]) -> list[str]:
 
 
 __all__ = [
+    "PLAIN",
     "STATE_VERSION",
     "CaptureState",
     "DirRules",
@@ -224,6 +267,7 @@ __all__ = [
     "dir_signatures",
     "file_signature",
     "parent_dirs",
+    "rule_dirs",
     "same_content",
     "topmost",
 ]

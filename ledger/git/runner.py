@@ -144,7 +144,7 @@ class GitRunner:
         return env
 
     def command(self, args: Sequence[str], config: Iterable[tuple[str, str]] = ()) -> list[str]:
-        cmd = [self.executable]
+        cmd = [resolve_executable(self.executable)]
         for key, value in (*BASE_CONFIG, *config):
             cmd += ["-c", f"{key}={value}"]
         cmd += list(args)
@@ -205,9 +205,28 @@ class GitRunner:
         return pairs
 
 
+_RESOLVED: dict[tuple[str, str], str] = {}
+
+
+def resolve_executable(name: str) -> str:
+    """``name`` looked up on ``PATH`` once per ``PATH`` value (the same lookup ``execvp`` would
+    make for every command: a long ``PATH`` costs a failed ``execve`` per entry each time)."""
+    if os.sep in name:
+        return name
+    key = (name, os.environ.get("PATH", os.defpath))
+    found = _RESOLVED.get(key)
+    if found is None:
+        import shutil
+
+        found = shutil.which(name) or name
+        _RESOLVED[key] = found
+    return found
+
+
 def _first_lines(stderr: bytes, limit: int = 6) -> str:
     text = stderr.decode("utf-8", "replace").strip()
-    lines = [line for line in text.splitlines() if line.strip()]
+    # Lines of a trace2 event stream we asked for on stderr are not git's message.
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith('{"')]
     return "; ".join(lines[:limit])
 
 

@@ -29,7 +29,6 @@ from typing import Final
 
 import pygit2
 
-from ledger.clock import Clock, SystemClock
 from ledger.errors import CaptureIndexError, GitError
 from ledger.git.capture import CaptureResult, capture_tree
 from ledger.git.capture_plan import SkippedPath
@@ -39,6 +38,12 @@ from ledger.git.runner import GitRunner
 from ledger.git.shadow import ShadowRepo
 from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, offset_minutes
 from ledger.settings import SnapshotSettings
+
+# Not `from typing import TYPE_CHECKING`: see ledger/cli/context.py. ledger.clock (uuid,
+# datetime) is imported only when a new commit is made: a reused snapshot needs no time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.clock import Clock
 
 FALLBACK_IDENTITY = Identity("pi-rewind", "pi-rewind@localhost", fallback=True)
 LAST_SNAPSHOT_FILE = "last-snapshot.json"
@@ -184,6 +189,8 @@ def commit_snapshot(
             raise GitError("snapshot", f"{tree} is not a tree")
     except ValueError as exc:
         raise GitError("snapshot", f"{tree} is not a tree id") from exc
+    from ledger.clock import SystemClock
+
     ident = identity or git_identity(repo)
     when_s = (clock or SystemClock()).now_ms() // 1000
     offset = offset_minutes(when_s)
