@@ -103,7 +103,7 @@ def start_engine(
     from ledger.engine.engine import Engine
     from ledger.errors import ShadowRefusedError
     from ledger.git.shadow import open_work_tree
-    from ledger.session.discovery import resolve_agent_dir
+    from ledger.session.agent_dir import resolve_agent_dir
     from ledger.settings import load_settings
 
     state.engine = None

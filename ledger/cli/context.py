@@ -106,7 +106,7 @@ class CliContext:
             return None
 
     def agent_dir(self) -> Path:
-        from ledger.session.discovery import resolve_agent_dir
+        from ledger.session.agent_dir import resolve_agent_dir
 
         option = self.agent_dir_option
         return resolve_agent_dir(str(self.path(option)) if option else None)

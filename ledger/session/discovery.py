@@ -26,15 +26,6 @@ from ledger.session.store import read_header
 NEWEST = "@"
 
 
-def resolve_agent_dir(option: str | os.PathLike[str] | None = None) -> Path:
-    if option:
-        return Path(option).expanduser()
-    env = os.environ.get("PI_CODING_AGENT_DIR")
-    if env:
-        return Path(os.path.expanduser(env))
-    return Path.home() / ".pi" / "agent"
-
-
 @dataclass(frozen=True)
 class SessionInfo:
     """What a session file's header says, plus the file's mtime."""

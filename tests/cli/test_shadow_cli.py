@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.session.discovery import resolve_agent_dir
+from ledger.session.agent_dir import resolve_agent_dir
 from tests.cli.helpers import run_cli, run_process
 
 

@@ -32,7 +32,8 @@ from ledger.git.snapshot import take_snapshot
 from ledger.git.store import Store
 from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
-from ledger.session.discovery import repo_sessions, resolve_agent_dir
+from ledger.session.agent_dir import resolve_agent_dir
+from ledger.session.discovery import repo_sessions
 from ledger.session.store import SessionAppender
 from ledger.settings import SnapshotSettings
 from tests.enginekit import Agent

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from ledger.errors import NameResolutionError
-from ledger.session.discovery import SessionInfo, resolve_agent_dir, resolve_entry, resolve_session
+from ledger.session.agent_dir import resolve_agent_dir
+from ledger.session.discovery import SessionInfo, resolve_entry, resolve_session
 from ledger.session.model import Session
 from ledger.session.parse import parse_session_bytes
 
