@@ -18,17 +18,24 @@ and clean filters applied) through :func:`ledger.git.treeedit.current_entries`. 
 does not model — nested ``.git``, gitlinks, protected directories, too-large files, special
 files, names git reads differently — means a full scan, which then becomes the new base.
 
-Trust but verify: after a fed capture, when the process is idle, a verifier thread takes the
-capture lock, makes a fed capture F and a full scan S back to back, and, when no event arrived
-in between, compares them. A difference (mmap writes, hard links written from outside, another
-mount namespace …) switches the feed off for the session: every later capture is a full scan,
-:func:`report` says so, and the evidence (the differing paths) goes to
-``<git-dir>/pi-rewind/feed-mismatch.json``. ``feed-status.json`` next to it carries the mode.
+Trust but verify: after a fed capture, when the process is idle, a verifier thread makes a fed
+capture F (under the capture lock, like any capture) and then a full scan S on its own private
+index (``<git-dir>/pi-rewind/verify/``, seeded from a copy of the main one) *without* the capture
+lock, so that a prompt's capture arriving meanwhile is not held up for a whole scan (seconds at
+1M files). When no event arrived and no capture changed the base in between, it compares them;
+otherwise the round is inconclusive and retried at the next idle time. A difference (mmap
+writes, hard links written from outside, another mount namespace …) switches the feed off for the
+session: every later capture is a full scan, :func:`report` says so, and the evidence (the
+differing paths) goes to ``<git-dir>/pi-rewind/feed-mismatch.json``. ``feed-status.json`` next
+to it carries the mode, and the session's final counts when the feed closes.
 
 Invariants:
 - Nothing here runs unless :func:`enable` was called (``rewind serve`` does); one-shot commands
   never import this module.
-- A fed capture never writes the private index; it writes only git objects.
+- A fed capture never writes the private index; it writes only git objects. The verifier's
+  scan writes only its own index under ``verify/`` and git objects.
+- A base is set only under the capture lock (dropping one is safe anywhere); every change of
+  the base is a new generation.
 - The feed is used only while ``watcher.epoch`` equals the epoch its base was taken at, the
   watcher has not failed, and the environment signature (configuration files, ignore/attribute
   files outside the tree, environment, settings) is unchanged.
@@ -39,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -46,8 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.git.feed_tree import NeedScan, fed_tree
-from ledger.git.index import private_dir
+from ledger.git.feed_tree import KeptGit, NeedScan, fed_tree
+from ledger.git.index import CaptureLock, PrivateIndex, private_dir
 from ledger.git.watch_inotify import InotifyWatcher
 
 if TYPE_CHECKING:
@@ -59,6 +67,7 @@ VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
+VERIFY_DIR = "verify"
 _ENV_PREFIXES = ("GIT_",)
 _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
@@ -168,7 +177,9 @@ class Feed:
             if max_watches is not None
             else (int(env_max) if env_max else None),
         )
-        self.base: _Base | None = None
+        self._base: _Base | None = None
+        self._generation = 0
+        self._git: KeptGit | None = None
         self.counters = Counters()
         self.disabled: str | None = None
         self.evidence: list[str] = []
@@ -182,6 +193,17 @@ class Feed:
         self._need_verify = False
         self._last_capture = 0.0
         self._verifier: threading.Thread | None = None
+
+    @property
+    def base(self) -> _Base | None:
+        return self._base
+
+    @base.setter
+    def base(self, value: _Base | None) -> None:
+        # Every change of the base is a new generation: a verification that saw one happen
+        # during its scan compares trees of different moments (inconclusive, not a mismatch).
+        self._base = value
+        self._generation += 1
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -199,6 +221,9 @@ class Feed:
         self.watcher.stop()
         if self._verifier is not None and self._verifier is not threading.current_thread():
             self._verifier.join(timeout=30)
+        self._drop_git()
+        if self.counters.fed or self.counters.full:
+            self.write_status()  # the session's final counts, for `rewind doctor`
 
     def describe(self) -> dict[str, Any]:
         if self.disabled or self.watcher.failed:
@@ -244,12 +269,16 @@ class Feed:
         if not dirty:
             self.counters.fed += 1
             return CaptureResult(base.tree, base.skipped, False, 0)
+        if self._git is None:
+            self._git = KeptGit(self.root, self.git_dir)
         try:
-            tree, count = fed_tree(capturer, base.tree, base.skipped, base.filemode, dirty)
+            tree, count = fed_tree(
+                capturer, base.tree, base.skipped, base.filemode, dirty, self._git
+            )
         except NeedScan as exc:
             with self.watcher.lock:  # the paths are re-read by the full scan's status
                 self.watcher.dirty |= dirty
-            self._fallback(str(exc))
+            self._fallback(str(exc), exc.why)
             return None
         self.base = _Base(
             tree,
@@ -267,6 +296,11 @@ class Feed:
     def before_full(self) -> int | None:
         """Take the dirty set before a full scan; the epoch to arm with (``None``: the watcher
         is not ready, so the scan cannot be a base)."""
+        if not self.watcher.ready:
+            # Not the watcher's lock: its walk takes it once per directory and Python's locks
+            # are not fair, so a capture waiting for it would wait for the whole walk (seconds
+            # at 1M files) on the prompt's critical path. Before ready nothing is a base anyway.
+            return None
         with self.watcher.lock:
             self.watcher.sync()
             self.watcher.dirty.clear()
@@ -274,8 +308,15 @@ class Feed:
                 return None
             return self.watcher.epoch
 
+    def _drop_git(self) -> None:
+        """End the kept git processes: the rules they loaded may be stale after a fallback."""
+        git, self._git = self._git, None
+        if git is not None:
+            git.close()
+
     def after_full(self, capturer: Capturer, result: CaptureResult, epoch: int | None) -> None:
         self.counters.full += 1
+        self._drop_git()
         self.base = None
         self._settings = capturer.settings
         if epoch is None or self.disabled or capturer.facts_ignore_case:
@@ -293,10 +334,12 @@ class Feed:
         )
         self._settings = capturer.settings
 
-    def _fallback(self, reason: str) -> None:
-        """Count a reason to scan fully (the caller returns ``None``)."""
+    def _fallback(self, reason: str, kind: str | None = None) -> None:
+        """Count a reason to scan fully (the caller returns ``None``); counted by ``kind``, by
+        default the reason up to its first colon (paths come after it)."""
         self.last_reason = reason
-        key = reason.split(":")[0][:60]
+        self._drop_git()
+        key = (kind or reason.split(":")[0])[:60]
         self.counters.fallbacks[key] = self.counters.fallbacks.get(key, 0) + 1
 
     def _untrusted(self, capturer: Capturer) -> str | None:
@@ -409,7 +452,7 @@ class Feed:
     def verify_now(self) -> bool | None:
         """Compare a fed capture with a full scan now (or arm the feed if it has no base).
         ``True``: equal; ``False``: they differed (the feed is now off); ``None``: nothing to
-        compare, or a change arrived during the scan."""
+        compare, or a change or a capture came during the scan."""
         from ledger.git.capture import Capturer
         from ledger.git.shadow import reopen
 
@@ -418,25 +461,38 @@ class Feed:
             return None  # no capture yet: its settings are unknown, the first one arms the feed
         repo = reopen(self.root, self.git_dir)  # our own handle: the engine's is not for threads
         capturer = Capturer(repo, settings, use_feed=False)
+        scanner = Capturer(repo, settings, use_feed=False)
+        scanner.index = VerifyIndex(self.git_dir)
         with capturer.index.locked():
             fed = self.try_fed(capturer) if self.base is not None else None
             if fed is None:
                 capturer.capture_with(self)  # a base scan: arms the feed
                 return None
             epoch = self.base.epoch if self.base is not None else -1
-            scan = capturer.full_capture()
-            with self.watcher.lock:
-                self.watcher.sync()
-                quiet = not self.watcher.dirty and self.watcher.epoch == epoch
-            if not quiet:
-                self.counters.inconclusive += 1
-                self._request_verify()
-                return None
-            if scan.tree == fed.tree:
-                self.counters.verified += 1
-                return True
-            self._mismatch(repo, fed.tree, scan.tree)
-            return False
+            generation = self._generation
+            seed = scanner.index.copy_of(capturer.index)
+        # The full scan runs on the verifier's own index, without the capture lock: a prompt's
+        # capture meanwhile is not held up for a whole scan (seconds at 1M files); it changes
+        # the base instead, and the comparison is then inconclusive.
+        with scanner.index.locked():
+            scanner.index.install(seed)
+            scan = scanner.full_capture()
+        with self.watcher.lock:
+            self.watcher.sync()
+            quiet = (
+                not self.watcher.dirty
+                and self.watcher.epoch == epoch
+                and self._generation == generation
+            )
+        if not quiet:
+            self.counters.inconclusive += 1
+            self._request_verify()
+            return None
+        if scan.tree == fed.tree:
+            self.counters.verified += 1
+            return True
+        self._mismatch(repo, fed.tree, scan.tree)
+        return False
 
     def _mismatch(self, repo: GitRepo, fed: str, scan: str) -> None:
         paths: list[str] = []
@@ -473,6 +529,58 @@ class Feed:
             os.replace(tmp, path)
 
 
+class VerifyIndex(PrivateIndex):
+    """The verifier's own private index, ``<git-dir>/pi-rewind/verify/`` (same files, own lock):
+    its full scans never hold the capture lock, and its stat cache keeps them a stat scan."""
+
+    def __init__(self, git_dir: Path) -> None:
+        super().__init__(git_dir)
+        self.dir = private_dir(git_dir) / VERIFY_DIR
+        self.index_path = self.dir / "index"
+        self.state_path = self.dir / "capture-state.json"
+        self.lock_path = self.dir / "lock"
+        self.pending_path = self.dir / "capture-in-progress"
+        self._lock = CaptureLock(self.dir, self.lock_path)
+
+    def copy_of(self, main: PrivateIndex) -> tuple[Path, Path] | None:
+        """When this index has no usable state yet: copies of ``main``'s index and state (the
+        caller holds ``main``'s lock, not this one), for :meth:`install`. A first scan then
+        stats instead of hashing every file; a copy that cannot be made only means it hashes."""
+        if self.load_state() is not None or main.load_state() is None:
+            return None
+        tag = f"{os.getpid()}.{threading.get_ident()}"
+        index, state = self.dir / f"seed-index.{tag}", self.dir / f"seed-state.{tag}"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # The index's own mtime is part of git's racy check: copy2 keeps it.
+            shutil.copy2(main.index_path, index)
+            shutil.copy2(main.state_path, state)
+        except OSError:
+            _unlink(index, state)
+            return None
+        return index, state
+
+    def install(self, copy: tuple[Path, Path] | None) -> None:
+        """Put a :meth:`copy_of` in place unless a state appeared meanwhile (under this lock)."""
+        if copy is None:
+            return
+        try:
+            if self.load_state() is None:
+                self.reset()
+                os.replace(copy[0], self.index_path)
+                os.replace(copy[1], self.state_path)
+        except OSError:
+            self.reset()
+        finally:
+            _unlink(*copy)
+
+
+def _unlink(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
 def _settings_key(capturer: Capturer) -> tuple[Any, ...]:
     s = capturer.settings
     return (s.max_untracked_file_bytes, tuple(sorted(s.protected_dirs)))
@@ -487,12 +595,26 @@ def _stat_sig(path: str) -> tuple[int, ...] | None:
 
 
 def _config_origins(capturer: Capturer) -> list[str]:
+    """The configuration files git reads, and the files ``core.excludesFile`` and
+    ``core.attributesFile`` name (their rules apply to every path, and no event reports them)."""
     result = capturer.git.run(
         ["config", "--list", "--show-origin", "-z"], operation="git config", check=False
     )
     out: set[str] = set()
+    named: dict[str, str] = {}
     for i, record in enumerate(result.lines_z()):
-        if i % 2 == 0 and record.startswith(b"file:"):
-            name = os.fsdecode(record[5:])
-            out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
+        if i % 2 == 0:
+            if record.startswith(b"file:"):
+                name = os.fsdecode(record[5:])
+                out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
+            continue
+        key, _, value = os.fsdecode(record).partition("\n")
+        if key.lower() in ("core.excludesfile", "core.attributesfile"):
+            named[key.lower()] = value  # the last one wins, as in git
+    home = os.environ.get("HOME", "")
+    for value in named.values():
+        if value.startswith("~/") and home:
+            value = os.path.join(home, value[2:])
+        if value:
+            out.add(value if os.path.isabs(value) else os.path.join(capturer.root_s, value))
     return sorted(out)

@@ -15,13 +15,19 @@ protected directories, too-large files, special files, names git reads different
 from __future__ import annotations
 
 import os
+import select
 import stat
+import subprocess
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import FileMode
 
 from ledger.git.capture_plan import SkippedPath, protected_prefix
+from ledger.git.runner import GitResult, GitRunner
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 
 if TYPE_CHECKING:
@@ -29,10 +35,18 @@ if TYPE_CHECKING:
 
 FED_MAX_PATHS = 5_000
 """More dirty paths than this: a full scan (hash-object and tree edits would cost more)."""
+KEPT_MAX_PATHS = 256
+"""Batches up to this size go to the kept git processes; larger ones to a one-shot git."""
+KEPT_TIMEOUT_S = 120.0
 
 
 class NeedScan(Exception):
-    """The dirty set holds something the feed does not model: scan fully."""
+    """The dirty set holds something the feed does not model: scan fully. ``why`` is the kind of
+    reason without the path (the feed counts fallbacks by it), ``str()`` the whole message."""
+
+    def __init__(self, why: str, path: str | None = None) -> None:
+        super().__init__(f"{path}: {why}" if path is not None else why)
+        self.why = why
 
 
 def fed_tree(
@@ -41,14 +55,19 @@ def fed_tree(
     base_skipped: tuple[SkippedPath, ...],
     filemode: bool,
     dirty: set[str],
+    git: GitRunner | None = None,
 ) -> tuple[str, int]:
     """``(tree, changed paths)``: ``base_tree`` (a capture's tree, whose skipped paths are
     ``base_skipped``) with every path of ``dirty`` as it is now, classified the way ``git add -A``
-    into a fresh index would. Raises :class:`NeedScan` for anything the feed does not model."""
+    into a fresh index would. Raises :class:`NeedScan` for anything the feed does not model.
+    ``git``: the runner for ``check-ignore`` and ``hash-object`` (a :class:`KeptGit`), by default
+    the capturer's."""
     from ledger.git.capture import PRIVATE_CONFIG
 
+    runner = git or capturer.git
+
     if len(dirty) > FED_MAX_PATHS:
-        raise NeedScan(f"{len(dirty)} changed paths")
+        raise NeedScan(f"more than {FED_MAX_PATHS} changed paths")
     repo = capturer.repo.pygit2
     root = capturer.root_s
     settings = capturer.settings
@@ -68,19 +87,19 @@ def fed_tree(
     for path in pending:  # grows while it is read: see the directory case below
         parts = path.split("/")
         if ".git" in parts:
-            raise NeedScan(f"{path}: a nested repository changed")
+            raise NeedScan("a nested repository changed", path)
         if parts[-1] in (".gitignore", ".gitattributes"):
-            raise NeedScan(f"{path}: ignore or attribute rules changed")
+            raise NeedScan("ignore or attribute rules changed", path)
         if path in skipped_files or path in skipped_dirs:
-            raise NeedScan(f"{path}: a skipped path changed")
+            raise NeedScan("a skipped path changed", path)
         under = _under_skipped(parts, skipped_dirs)
         if under is not None:
             if under[1] != "protected-dir" or not _real_dir(root, under[0]):
-                raise NeedScan(f"{path}: changed under skipped {under[0]}/")
+                raise NeedScan("changed under a skipped directory", f"{path} (in {under[0]}/)")
             continue  # still skipped: the user's index is watched (see _env_signature)
         parent = _parent_state(root, parts, dirs)
         if parent == "repo":
-            raise NeedScan(f"{path}: inside a nested repository")
+            raise NeedScan("inside a nested repository", path)
         if parent == "gone":
             changes[path] = None
             continue
@@ -92,10 +111,10 @@ def fed_tree(
         existing = _entry(tree, path)
         if stat.S_ISDIR(st.st_mode):
             if os.path.lexists(os.path.join(root, path, ".git")):
-                raise NeedScan(f"{path}: a nested repository")
+                raise NeedScan("a nested repository", path)
             if existing is not None and existing[0] != FileMode.TREE:
                 if existing[0] == FileMode.COMMIT:
-                    raise NeedScan(f"{path}: a gitlink changed")
+                    raise NeedScan("a gitlink changed", path)
                 changes[path] = None  # a file became a directory: its files follow
             elif existing is not None:
                 # The watcher reports a directory moved away (and one made again under its name)
@@ -105,32 +124,32 @@ def fed_tree(
                         listed.add(leaf)
                         pending.append(leaf)
                 if len(pending) > FED_MAX_PATHS:
-                    raise NeedScan(f"{len(pending)} changed paths")
+                    raise NeedScan(f"more than {FED_MAX_PATHS} changed paths")
             continue
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-            raise NeedScan(f"{path}: not a file, symlink or directory")
+            raise NeedScan("not a file, symlink or directory", path)
         if existing is not None and existing[0] == FileMode.COMMIT:
-            raise NeedScan(f"{path}: a gitlink changed")
+            raise NeedScan("a gitlink changed", path)
         if limit and stat.S_ISREG(st.st_mode) and st.st_size > limit:
-            raise NeedScan(f"{path}: larger than the untracked size limit")
+            raise NeedScan("larger than the untracked size limit", path)
         if existing is not None and existing[0] != FileMode.TREE:
             known.append(path)
         else:
             new.append(path)
     if new:
-        ignored = _check_ignore(capturer, new)
+        ignored = _check_ignore(runner, new)
         for path in new:
             if path in ignored:
                 changes[path] = None
             elif protected and protected_prefix(path, protected, include_last=False):
-                raise NeedScan(f"{path}: in a protected directory")
+                raise NeedScan("in a protected directory", path)
             else:
                 known.append(path)
     try:
         if known:
             changes.update(
                 current_entries(
-                    capturer.git,
+                    runner,
                     repo,
                     root,
                     known,
@@ -140,17 +159,17 @@ def fed_tree(
             )
         return edit_tree(repo, base_tree, changes), len(changes)
     except LazyUnsupported as exc:
-        raise NeedScan(f"tree edit unsupported: {exc}") from None
+        raise NeedScan("tree edit unsupported", str(exc)) from None
 
 
-def _check_ignore(capturer: Capturer, paths: list[str]) -> set[str]:
+def _check_ignore(git: GitRunner, paths: list[str]) -> set[str]:
     """Which of ``paths`` git's exclude rules ignore (``check-ignore`` refuses literal pathspec
     mode, and would read a leading ``:`` as pathspec magic)."""
     if any(p.startswith(":") for p in paths):
         raise NeedScan("a new path starts with ':'")
     data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    result = capturer.git.run(
-        ["check-ignore", "--no-index", "-z", "--stdin"],
+    result = git.run(
+        list(CHECK_IGNORE),
         input=data,
         operation="git check-ignore",
         check=False,
@@ -159,6 +178,176 @@ def _check_ignore(capturer: Capturer, paths: list[str]) -> set[str]:
     if result.returncode not in (0, 1):
         raise NeedScan("git check-ignore failed")
     return {os.fsdecode(p) for p in result.lines_z()}
+
+
+CHECK_IGNORE = ("check-ignore", "--no-index", "-z", "--stdin")
+HASH_PATHS = ("hash-object", "-w", "--stdin-paths")
+
+
+class KeptGit(GitRunner):
+    """A :class:`GitRunner` that serves small ``check-ignore --stdin`` and ``hash-object
+    --stdin-paths`` batches from git processes kept running between captures (two process
+    starts per fed capture were most of its cost: ~10 ms each on a loaded machine).
+
+    Exactness: git answers each path as it reads it (both commands flush per path), with the
+    ignore and attribute rules and configuration it loaded *when it started*. Every change of
+    those sends the feed to a full scan (a ``.gitignore``/``.gitattributes`` event, the
+    environment signature), and the feed then replaces this object (:meth:`close`), so a kept
+    process never outlives the rules it read. Anything unexpected (a process that died, a short
+    answer, a timeout) raises :class:`NeedScan` and closes the processes.
+    """
+
+    def __init__(self, root: Path, git_dir: Path) -> None:
+        super().__init__(root, git_dir)
+        self._procs: dict[tuple[object, ...], subprocess.Popen[bytes]] = {}
+        self._buffers: dict[int, bytearray] = {}
+
+    def close(self) -> None:
+        procs, self._procs = list(self._procs.values()), {}
+        for proc in procs:
+            _stop(proc)
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        operation: str | None = None,
+        index: Path | None = None,
+        config: Iterable[tuple[str, str]] = (),
+        input: bytes | None = None,
+        optional_locks: bool = False,
+        check: bool = True,
+        cwd: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> GitResult:
+        kind = tuple(args)
+        sep = b"\0" if kind == CHECK_IGNORE else b"\n"
+        items = (input or b"").split(sep)
+        if items and items[-1] == b"":
+            items.pop()
+        if (
+            kind not in (CHECK_IGNORE, HASH_PATHS)
+            or index is not None
+            or optional_locks
+            or cwd is not None
+            or not items
+            or len(items) > KEPT_MAX_PATHS
+        ):
+            return super().run(
+                args,
+                operation=operation,
+                index=index,
+                config=config,
+                input=input,
+                optional_locks=optional_locks,
+                check=check,
+                cwd=cwd,
+                extra_env=extra_env,
+            )
+        config = tuple(config)
+        key = (kind, config, tuple(sorted((extra_env or {}).items())))
+        try:
+            if kind == CHECK_IGNORE:
+                return self._check_ignore(key, config, extra_env, items)
+            return self._hash(key, config, extra_env, items)
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise NeedScan(f"a kept git process failed: {exc}") from None
+
+    def _check_ignore(
+        self,
+        key: tuple[object, ...],
+        config: tuple[tuple[str, str], ...],
+        extra_env: Mapping[str, str] | None,
+        paths: list[bytes],
+    ) -> GitResult:
+        # -v -n: one record of four fields per path, matched or not (so the answer is complete);
+        # a match of a negated pattern ("!x") means "not ignored", as without -v.
+        proc = self._proc(key, [*CHECK_IGNORE, "-v", "-n"], config, extra_env)
+        ignored = []
+        for path in paths:
+            self._send(proc, path + b"\0")
+            source, _line, pattern, name = (self._read(proc, b"\0") for _ in range(4))
+            if name != path:
+                raise ValueError("check-ignore answered for another path")
+            if source and not pattern.startswith(b"!"):
+                ignored.append(path + b"\0")
+        return GitResult(0 if ignored else 1, b"".join(ignored), b"")
+
+    def _hash(
+        self,
+        key: tuple[object, ...],
+        config: tuple[tuple[str, str], ...],
+        extra_env: Mapping[str, str] | None,
+        paths: list[bytes],
+    ) -> GitResult:
+        proc = self._proc(key, list(HASH_PATHS), config, extra_env)
+        out = []
+        for path in paths:
+            self._send(proc, path + b"\n")
+            oid = self._read(proc, b"\n")
+            if len(oid) not in (40, 64) or not all(c in b"0123456789abcdef" for c in oid):
+                raise ValueError(f"hash-object answered {oid[:80]!r}")
+            out.append(oid + b"\n")
+        return GitResult(0, b"".join(out), b"")
+
+    def _proc(
+        self,
+        key: tuple[object, ...],
+        args: list[str],
+        config: tuple[tuple[str, str], ...],
+        extra_env: Mapping[str, str] | None,
+    ) -> subprocess.Popen[bytes]:
+        proc = self._procs.get(key)
+        if proc is None or proc.poll() is not None:
+            proc = subprocess.Popen(
+                self.command(args, config),
+                cwd=str(self.root),
+                env=self.env(extra=extra_env),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+            self._procs[key] = proc
+            self._buffers[proc.pid] = bytearray()
+        return proc
+
+    @staticmethod
+    def _send(proc: subprocess.Popen[bytes], data: bytes) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.flush()
+
+    def _read(self, proc: subprocess.Popen[bytes], sep: bytes) -> bytes:
+        """One ``sep``-terminated field of ``proc``'s output (without ``sep``)."""
+        assert proc.stdout is not None
+        buffer = self._buffers[proc.pid]
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + KEPT_TIMEOUT_S
+        while sep not in buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise ValueError("no answer in time")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise ValueError("the process ended")
+            buffer += chunk
+        field, _, rest = bytes(buffer).partition(sep)
+        buffer[:] = rest
+        return field
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _entry(tree: pygit2.Tree, path: str) -> tuple[int, str] | None:
@@ -177,10 +366,10 @@ def _base_leaves(repo: pygit2.Repository, tree_id: str, path: str) -> list[str]:
         oid, prefix = stack.pop()
         tree = repo.get(oid)
         if not isinstance(tree, pygit2.Tree):
-            raise NeedScan(f"{prefix}: base tree missing")
+            raise NeedScan("base tree missing", prefix)
         for entry in tree:
             if entry.raw_name is None:
-                raise NeedScan(f"{prefix}: an entry without a name")
+                raise NeedScan("an entry without a name", prefix)
             child = f"{prefix}/{os.fsdecode(entry.raw_name)}"
             if entry.filemode == FileMode.TREE:
                 stack.append((str(entry.id), child))
@@ -224,4 +413,4 @@ def _parent_state(root: str, parts: list[str], cache: dict[str, str]) -> str:
     return "ok"
 
 
-__all__ = ["FED_MAX_PATHS", "NeedScan", "fed_tree"]
+__all__ = ["FED_MAX_PATHS", "KeptGit", "NeedScan", "fed_tree"]

@@ -290,7 +290,7 @@ class InotifyWatcher:
                 if report:
                     self.dirty.add(child)
                     if seen > MAX_MOVED_IN:
-                        self.untrust(f"{top}: more than {MAX_MOVED_IN} entries moved in")
+                        self.untrust(f"more than {MAX_MOVED_IN} entries moved in: {top}")
                         report = False
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -361,7 +361,7 @@ class InotifyWatcher:
             if rel == "":
                 self.fail("the work tree's root directory was moved, deleted or unmounted")
             elif mask & IN_UNMOUNT:
-                self.untrust(f"{rel}: file system unmounted")
+                self.untrust(f"file system unmounted: {rel}")
             return  # the parent's event names the path
         if not name:
             return

@@ -26,6 +26,8 @@ from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
 
+from ledger.session.store import read_session
+
 PI_VERSION = "0.73.1"
 HERE = Path(__file__).resolve().parent
 SCRIPTED = HERE / "pi" / "scripted-provider.mjs"
@@ -495,3 +497,31 @@ class TmuxPi:
         )
         socket_dir = Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}"
         (socket_dir / self.socket).unlink(missing_ok=True)  # the server is gone; so is its socket
+
+
+# --- shared by the tmux tests -----------------------------------------------------------
+
+FIRST = "first [[done: first-ok]] " + turns([write("a.txt", "one\n")])
+SECOND = "second [[done: second-ok]] " + turns([write("a.txt", "two\n"), write("b.txt", "new\n")])
+
+
+def sessions(agent_dir: Path) -> list[Path]:
+    return sorted((agent_dir / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+
+
+def records(path: Path, custom_type: str) -> list[dict]:
+    return [e.raw["data"] for e in read_session(path).entries if e.custom_type == custom_type]
+
+
+def open_tree(tui: TmuxPi, search: str) -> None:
+    tui.type("/tree")
+    tui.wait_for("Session Tree")
+    tui.type(search)  # type-to-search, then Enter selects the match
+
+
+def open_fork(tui: TmuxPi, *, up: int = 0) -> None:
+    tui.type("/fork")
+    tui.wait_for("Fork from Message")
+    for _ in range(up):
+        tui.keys("Up")
+    tui.keys("Enter")

@@ -16,19 +16,21 @@ from pathlib import Path
 from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.store import read_session
-from tests.e2e.pikit import HERE, TmuxPi, pi_args, turns, write
+from tests.e2e.pikit import (
+    FIRST,
+    HERE,
+    SECOND,
+    TmuxPi,
+    open_fork,
+    open_tree,
+    pi_args,
+    records,
+    sessions,
+    turns,
+    write,
+)
 
 StartTui = Callable[..., TmuxPi]
-FIRST = "first [[done: first-ok]] " + turns([write("a.txt", "one\n")])
-SECOND = "second [[done: second-ok]] " + turns([write("a.txt", "two\n"), write("b.txt", "new\n")])
-
-
-def sessions(agent_dir: Path) -> list[Path]:
-    return sorted((agent_dir / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
-
-
-def records(path: Path, custom_type: str) -> list[dict]:
-    return [e.raw["data"] for e in read_session(path).entries if e.custom_type == custom_type]
 
 
 def files(project: Path) -> dict[str, str]:
@@ -48,20 +50,6 @@ def two_prompts(tui: TmuxPi, project: Path, agent_dir: Path) -> Path:
     assert files(project) == AFTER_SECOND
     (path,) = sessions(agent_dir)
     return path
-
-
-def open_tree(tui: TmuxPi, search: str) -> None:
-    tui.type("/tree")
-    tui.wait_for("Session Tree")
-    tui.type(search)  # type-to-search, then Enter selects the match
-
-
-def open_fork(tui: TmuxPi, *, up: int = 0) -> None:
-    tui.type("/fork")
-    tui.wait_for("Fork from Message")
-    for _ in range(up):
-        tui.keys("Up")
-    tui.keys("Enter")
 
 
 def test_tree_restore_then_undo_say_what_happened_after_the_redraw(

@@ -12,14 +12,7 @@ import pytest
 
 from ledger.engine import messages as M
 from ledger.records import OP, TURN
-from tests.e2e.pikit import TmuxPi
-from tests.e2e.test_pi_interactive import (
-    FIRST,
-    SECOND,
-    open_tree,
-    records,
-    sessions,
-)
+from tests.e2e.pikit import FIRST, SECOND, TmuxPi, open_tree, records, sessions
 
 StartTui = Callable[..., TmuxPi]
 BEFORE = {"README.md": "# plain\n"}

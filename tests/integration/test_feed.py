@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,12 +24,12 @@ from pathlib import Path
 import pytest
 
 from ledger.git.capture import Capturer
-from ledger.git.feed import Feed
+from ledger.git.feed import Feed, VerifyIndex
 from ledger.git.repo import GitRepo
 from ledger.records import TURN
 from tests.bridgekit import FakePi
-from tests.gitkit import git
-from tests.property.test_feed_property import NONE, fresh_tree
+from tests.gitkit import fresh_tree, git
+from tests.snapshotkit import NO_PROTECTION as NONE
 
 
 def _arm(repo: Path, **kwargs: object) -> tuple[Feed, GitRepo]:
@@ -119,6 +120,27 @@ def test_watch_limit_means_full_scans(repo: Path) -> None:
         feed.close()
 
 
+def test_a_capture_during_the_watchers_walk_does_not_wait_for_it(repo: Path) -> None:
+    # The walk takes the watcher's lock once per directory, and Python's locks are not fair: a
+    # capture that waited for that lock waited for the whole walk (2 s at 100k files, seen in
+    # tools/bench_feed.py). Here the lock is held for as long as the capture may take.
+    (repo / "a.txt").write_text("a\n")
+    gitrepo = GitRepo.discover(repo)
+    feed = Feed(gitrepo.root, gitrepo.git_dir, verify=False)
+    feed.watcher.lock.acquire()  # the walk cannot finish: ready stays False
+    try:
+        feed.start()
+        done: list[str] = []
+        worker = threading.Thread(target=lambda: done.append(_capture(feed, gitrepo)))
+        worker.start()
+        worker.join(timeout=30)
+        assert done == [fresh_tree(repo)], "the capture waited for the watcher's walk"
+        assert not feed.watcher.ready and feed.counters.full == 1 and feed.base is None
+    finally:
+        feed.watcher.lock.release()
+        feed.close()
+
+
 def test_a_dead_watcher_thread_means_full_scans(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
     feed, gitrepo = armed
     feed.watcher.crash_thread()
@@ -140,6 +162,26 @@ def test_rule_file_edits_fall_back(repo: Path, armed: tuple[Feed, GitRepo]) -> N
     git(repo, "config", "core.excludesFile", str(repo / "d4" / "f.txt"))
     assert _capture(feed, gitrepo) == fresh_tree(repo)
     assert "configuration" in feed.last_reason
+
+
+def test_an_edit_of_the_excludes_file_outside_the_tree_falls_back(
+    repo: Path, tmp_path: Path
+) -> None:
+    # core.excludesFile and core.attributesFile name files no watch sees: their stat data is
+    # part of the environment signature, so an edit sends the next capture to a full scan.
+    excludes = tmp_path / "global-excludes"
+    excludes.write_text("*.tmp\n")
+    git(repo, "config", "core.excludesFile", str(excludes))
+    (repo / "d1").mkdir()
+    (repo / "d1" / "f.txt").write_text("tracked until ignored\n")
+    feed, gitrepo = _arm(repo)
+    try:
+        assert _capture(feed, gitrepo) == fresh_tree(repo)
+        excludes.write_text("*.tmp\nd1/\n")
+        assert _capture(feed, gitrepo) == fresh_tree(repo)
+        assert "configuration" in feed.last_reason
+    finally:
+        feed.close()
 
 
 def test_an_mmap_write_is_caught_by_verification(repo: Path, armed: tuple[Feed, GitRepo]) -> None:
@@ -176,6 +218,38 @@ def test_verification_agrees_when_the_feed_is_right(
     (repo / "d9" / "g.txt").write_text("g\n")
     _capture(feed, gitrepo)
     assert feed.verify_now() is True and not feed.disabled
+
+
+def test_a_capture_during_verification_is_not_held_up_nor_a_mismatch(
+    repo: Path, armed: tuple[Feed, GitRepo]
+) -> None:
+    # The verifier's full scan (seconds at 1M files) runs on its own index, without the capture
+    # lock. Holding that index's lock here keeps the verifier inside its scan for as long as the
+    # prompt's capture may take.
+    feed, gitrepo = armed
+    (repo / "d1" / "f.txt").write_text("before the verification\n")
+    fed = feed.counters.fed
+    scan_lock = VerifyIndex(gitrepo.git_dir).locked()
+    scan_lock.__enter__()
+    try:
+        results: list[bool | None] = []
+        verifier = threading.Thread(target=lambda: results.append(feed.verify_now()))
+        verifier.start()
+        deadline = time.monotonic() + 10
+        while feed.counters.fed == fed:  # its fed capture F is made: it waits for the scan now
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (repo / "d2" / "f.txt").write_text("during the verification\n")
+        done: list[str] = []
+        prompt = threading.Thread(target=lambda: done.append(_capture(feed, gitrepo)))
+        prompt.start()
+        prompt.join(timeout=30)
+        assert done == [fresh_tree(repo)], "the capture waited for the verifier's scan"
+    finally:
+        scan_lock.__exit__(None, None, None)
+    verifier.join(timeout=60)
+    assert results == [None] and feed.counters.inconclusive == 1 and not feed.disabled
+    assert feed.verify_now() is True
 
 
 def _snapshot_trees(pi: FakePi) -> list[str]:

@@ -41,8 +41,22 @@ DIRS = ["dir", "dir/sub", "new", "new/deep", "moved", "build"]
 CONTENTS = [b"", b"one\n", b"two\n", b"one\r\ntwo\r\n", b"\x00bin", b"eins\n"]
 IGNORES = [b"", b"*.md\n", b"dir/\n", b"sub/\n", b"*.txt\n!a.txt\n", b"build/\n", b"*.log\n"]
 ATTRIBUTES = [b"", b"*.txt text eol=lf\n", b"*.txt -text\n", b"* text=auto\n"]
-STATS = {"fed": 0, "captures": 0}
+STATS = {"fed": 0, "captures": 0, "plain": 0, "plain_fed": 0}
 REASONS: dict[str, int] = {}
+MODELLED = frozenset(
+    {
+        "no base scan yet",  # the first capture of every example
+        "ignore or attribute rules changed",
+        "a nested repository changed",
+        "inside a nested repository",
+        "a nested repository",
+        "a gitlink changed",
+        "a skipped path changed",
+        "changed under a skipped directory",
+    }
+)
+"""Fallbacks the operations above may cause by design; any other reason is a defect."""
+RULE_OPS = frozenset({"ignore", "attributes", "nested-repo"})
 
 op = st.one_of(
     st.tuples(st.just("write"), st.sampled_from(FILES), st.sampled_from(CONTENTS)),
@@ -174,11 +188,16 @@ def start_feed(repo: Path) -> tuple[Feed, GitRepo]:
     return feed, gitrepo
 
 
-def fed_capture(feed: Feed, gitrepo: GitRepo) -> str:
+def fed_capture(feed: Feed, gitrepo: GitRepo, *, plain: bool = False) -> str:
+    """A capture through ``feed``; ``plain``: no rule file or nested repository was touched in
+    this example and a base exists, so the capture has no modelled reason to scan fully."""
     before = feed.counters.fed
     tree = Capturer(gitrepo, NONE).capture_with(feed).tree
+    fed = feed.counters.fed - before
     STATS["captures"] += 1
-    STATS["fed"] += feed.counters.fed - before
+    STATS["fed"] += fed
+    STATS["plain"] += plain
+    STATS["plain_fed"] += plain and fed
     return tree
 
 
@@ -200,10 +219,12 @@ def test_fed_captures_equal_fresh_index_trees(ops: list[tuple[str, str, object]]
     feed, gitrepo = start_feed(repo)
     try:
         assert fed_capture(feed, gitrepo) == fresh_tree(repo)  # the base scan
+        plain = True
         for kind, name, arg in [*ops, ("capture", None, None)]:
             if kind == "capture":
-                assert fed_capture(feed, gitrepo) == fresh_tree(repo), (kind, ops)
+                assert fed_capture(feed, gitrepo, plain=plain) == fresh_tree(repo), (kind, ops)
             else:
+                plain = plain and kind not in RULE_OPS
                 apply(repo, outside, kind, name, arg)
         assert feed.watcher.failed is None
         for reason, count in feed.counters.fallbacks.items():
@@ -214,7 +235,17 @@ def test_fed_captures_equal_fresh_index_trees(ops: list[tuple[str, str, object]]
 
 
 def test_the_property_run_used_the_feed() -> None:
-    """Runs after the property (file order): most captures must have been fed."""
+    """Runs after the property (file order): every full scan had a modelled reason, and every
+    capture of an example that touched no rule file and made no nested repository was fed.
+
+    Not a ratio of all captures: how many captures can be fed depends on the random mix of
+    operations (rule edits and nested repositories send captures to a full scan by design), and
+    a ratio threshold failed on unlucky mixes. These two checks do not depend on the mix, and
+    fail on any fallback the operations do not explain (a watcher not ready, an epoch bump, a
+    configuration signature that moved, a feed error) and on a feed that is never used."""
     if STATS["captures"] == 0:
         return
-    assert STATS["fed"] > STATS["captures"] // 4, (STATS, REASONS)
+    unexpected = {reason: n for reason, n in REASONS.items() if reason not in MODELLED}
+    assert not unexpected, (unexpected, STATS)
+    assert STATS["plain_fed"] == STATS["plain"], (STATS, REASONS)
+    assert STATS["fed"] > 0, (STATS, REASONS)

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Benchmark: what a prompt of the real Pi costs with rewind-ledger and its change feed, 100k files.
+
+Why it exists: issue 13's target "a ``pi -p`` prompt on a 100k-file repository costs ≤ 30 ms more
+than with no extension (bridge start excluded, shown apart)". One ``pi -p`` run starts a new Pi
+and a new bridge, so its extra cost is bridge start + per-prompt work, and its captures cannot be
+fed (the watcher's walk of the tree is not over when the pre-prompt snapshot is taken). The two
+parts are therefore measured apart:
+
+1. ``pi -p`` whole runs (Pi 0.73.1, print mode, scripted offline model, two tool turns that each
+   write a file), three configurations alternated run by run: no extension; the extension with
+   the feed (the default of ``rewind serve``); the extension with ``REWIND_FEED=0``. The
+   difference to no extension is bridge start + per-prompt cost + the watcher's background walk
+   competing for the CPU.
+2. Bridge start alone: ``rewind serve --stdio`` spawned in the repository until it has answered
+   ``session_start`` (what Pi awaits before its first prompt), feed on and off alternated; and
+   the watcher's walk (in the background, off the critical path) measured in-process.
+3. Per prompt, bridge start excluded: one long-lived Pi per configuration (``pi --mode rpc``,
+   as in interactive use), several prompts in the same session, alternating between a session
+   without the extension and one with it (same load drifts). After each prompt both sessions
+   idle for ``--think`` seconds (a user reading the answer): the feed's idle-time verification
+   (a full scan) runs then, as it would in real use, and not inside a timed prompt. A prompt
+   with the extension ends when its ``rewind-turn`` record is in the session file. The
+   extension's session writes ``feed-status.json`` when its bridge ends: the fed/full counts
+   prove the captures were fed.
+
+Not a test: nothing here asserts a time. Needs node and npm (Pi is installed into the cache as
+the end-to-end tests do).
+
+Usage: python tools/bench_pi_feed.py [--files 100000] [--runs 7] [--prompts 10] [--think 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_feed import build_repo
+from bench_pi_extension import Bridge
+
+from tests.e2e.pikit import PiRunner, RpcPi, ensure_pi, turns, write
+
+CONFIGS = {
+    "no extension": (False, {}),
+    "extension + feed": (True, {"REWIND_FEED": "1"}),
+    "extension, REWIND_FEED=0": (True, {"REWIND_FEED": "0"}),
+}
+
+
+def prompt_text(tag: str, n: int) -> str:
+    return f"{tag} {n} " + turns(
+        [write(f"bench/{tag}-a{n}.txt", f"{n}\n")], [write(f"bench/{tag}-b{n}.txt", f"{n}\n")]
+    )
+
+
+def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[float]]:
+    runners = {
+        name: PiRunner(cli, repo, tmp / f"agent-p-{i}", extension=ext)
+        for i, (name, (ext, _env)) in enumerate(CONFIGS.items())
+    }
+    times: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    for n in range(runs + 1):
+        for i, (name, (_ext, env)) in enumerate(CONFIGS.items()):
+            t0 = time.perf_counter()
+            runners[name].run(prompt_text(f"p{i}", n), *([] if n == 0 else ["-c"]), env=env)
+            if n:  # the first run creates the session (and our private index)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def bridge_start(repo: Path, tmp: Path, runs: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"feed on": [], "feed off": []}
+    for _ in range(runs):
+        for name, value in (("feed on", "1"), ("feed off", "0")):
+            os.environ["REWIND_FEED"] = value
+            try:
+                t0 = time.perf_counter()
+                bridge = Bridge(repo, tmp / "agent-bridge")
+                bridge.event("session_start", {"reason": "startup"})
+                times[name].append((time.perf_counter() - t0) * 1000)
+                bridge.close()
+            finally:
+                del os.environ["REWIND_FEED"]
+    return times
+
+
+def watcher_walk(repo: Path, runs: int) -> list[float]:
+    from ledger.git.watch_inotify import InotifyWatcher
+
+    times = []
+    for _ in range(runs):
+        watcher = InotifyWatcher(str(repo))
+        t0 = time.perf_counter()
+        watcher.start()
+        while not watcher.ready and not watcher.failed:
+            time.sleep(0.005)
+        times.append((time.perf_counter() - t0) * 1000)
+        watcher.stop()
+    return times
+
+
+def rpc_sessions(
+    cli: Path, repo: Path, tmp: Path, prompts: int, think: float
+) -> tuple[dict[str, list[float]], dict[str, object] | None]:
+    status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
+    status_file.unlink(missing_ok=True)
+    sessions = {
+        "no extension": RpcPi(cli, repo, tmp / "agent-rpc-plain", extension=False),
+        "extension + feed": RpcPi(
+            cli, repo, tmp / "agent-rpc-feed", extension=True, env={"REWIND_FEED": "1"}
+        ),
+    }
+    times: dict[str, list[float]] = {name: [] for name in sessions}
+    try:
+        for n in range(prompts + 2):  # two warm-up prompts: the feed is armed after the first
+            for i, (name, rpc) in enumerate(sessions.items()):
+                t0 = time.perf_counter()
+                rpc.prompt(prompt_text(f"r{i}", n))
+                path = Path(rpc.state()["sessionFile"])  # both: the same round trips
+                if name != "no extension":
+                    while path.read_text().count('"customType":"rewind-turn"') < n + 1:
+                        time.sleep(0.002)
+                if n >= 2:
+                    times[name].append((time.perf_counter() - t0) * 1000)
+                time.sleep(think)
+    finally:
+        for rpc in sessions.values():
+            rpc.close()
+    status = None
+    deadline = time.monotonic() + 10
+    while status is None and time.monotonic() < deadline:
+        try:
+            status = json.loads(status_file.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.1)
+    return times, status
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=7, help="pi -p runs per configuration")
+    parser.add_argument("--prompts", type=int, default=10, help="timed rpc prompts per session")
+    parser.add_argument("--think", type=float, default=3.0, help="idle seconds after a prompt")
+    parser.add_argument("--skip-print", action="store_true", help="skip the pi -p runs")
+    args = parser.parse_args()
+    cli = ensure_pi()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pi-feed-"))
+    try:
+        t0 = time.perf_counter()
+        repo = build_repo(tmp, args.files, 10)
+        print(
+            f"repository: {args.files} files, 10 per directory (built in "
+            f"{time.perf_counter() - t0:.0f} s); git "
+            f"{subprocess.run(['git', 'version'], capture_output=True, text=True).stdout.strip()}; "
+            f"{os.cpu_count()} cpus; Pi 0.73.1, scripted model, 2 tool turns (a file written "
+            "in each) per prompt; medians",
+            flush=True,
+        )
+        if not args.skip_print:
+            runs = print_mode(cli, repo, tmp, args.runs)
+            base = med(runs["no extension"])
+            print(f"1. pi -p, whole runs (runs {args.runs}, configurations alternated)")
+            for name, values in runs.items():
+                extra = "" if name == "no extension" else f"   added {med(values) - base:+6.0f} ms"
+                print(f"  {name:28s} {med(values):7.0f} ms{extra}", flush=True)
+        starts = bridge_start(repo, tmp, args.runs)
+        walk = watcher_walk(repo, 3)
+        print("2. bridge start (spawn → session_start answered; on Pi's start-up path)")
+        for name, values in starts.items():
+            print(f"  rewind serve --stdio, {name:9s} {med(values):7.0f} ms", flush=True)
+        print(f"  watcher walk (background thread, not awaited)  {med(walk):7.0f} ms", flush=True)
+        rpc, status = rpc_sessions(cli, repo, tmp, args.prompts, args.think)
+        a, b = med(rpc["no extension"]), med(rpc["extension + feed"])
+        print(
+            f"3. per prompt, one Pi session each (rpc; {args.prompts} prompts alternated, "
+            f"{args.think:.0f} s idle after each; bridge start excluded)"
+        )
+        print(f"  no extension                 {a:7.0f} ms")
+        print(f"  extension + feed             {b:7.0f} ms   added {b - a:+6.0f} ms per prompt")
+        print(f"  all samples: {json.dumps({k: [round(v) for v in vs] for k, vs in rpc.items()})}")
+        if status is not None:
+            keys = ("mode", "fed", "full", "verified", "inconclusive", "fallbacks", "lastFallback")
+            print(f"  feed status at the end: {json.dumps({k: status.get(k) for k in keys})}")
+        else:
+            print("  feed status at the end: none written")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
