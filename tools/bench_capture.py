@@ -82,7 +82,7 @@ def build_repo(parent: Path, files: int) -> Path:
 
 
 def reference_capture(repo: Path) -> str:
-    """The reference's pipeline (rewind-v2.md §4): fresh index, add -A, write-tree, commit-tree."""
+    """The reference's pipeline (docs/design.md#the-references-methods): fresh index, add -A, write-tree, commit-tree."""
     with tempfile.TemporaryDirectory(prefix="pi-rewind-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)

@@ -39,6 +39,9 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_capture import reference_capture
 
 from ledger.git import feed as feedmod
 from ledger.git.repo import GitRepo
@@ -83,25 +86,6 @@ def build_repo(parent: Path, files: int, per_dir: int) -> Path:
     _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-qm", "s")
     done.write_text(f"{files} {per_dir}\n")
     return repo
-
-
-def reference_capture(repo: Path) -> str:
-    with tempfile.TemporaryDirectory(prefix="pi-rewind-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
-        tree = _git(repo, "write-tree", env=env).strip()
-    _git(
-        repo,
-        "-c",
-        "user.name=Bench",
-        "-c",
-        "user.email=bench@example.com",
-        "commit-tree",
-        tree,
-        "-m",
-        "pi rewind snapshot",
-    )
-    return tree
 
 
 def rss_mb() -> float:

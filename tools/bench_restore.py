@@ -6,7 +6,7 @@ the repository: on the 100k-file repository, ours (the whole ``restore_commit``:
 plan, undo snapshot, delete/write, verification) must take at most 1/5 of the reference's
 restore measured in the same run.
 
-The reference (rewind-v2.md §8): a fresh-index capture (``GIT_INDEX_FILE`` in a temp dir,
+The reference (docs/design.md#the-references-methods): a fresh-index capture (``GIT_INDEX_FILE`` in a temp dir,
 ``git -c core.autocrlf=false add -A``, ``write-tree``), ``commit-tree`` for the undo snapshot,
 the delete list (``git diff --name-only --diff-filter=D -z``), then ``git restore
 --source=<c> --worktree -- .`` at the root against the user's index.
@@ -69,7 +69,7 @@ def _git(
 
 
 def reference_restore(repo: Path, target: str) -> None:
-    """rewind-v2.md §8, as the reference runs it (from the repository root)."""
+    """The reference's restore (docs/design.md#the-references-methods), as it runs it (from the repository root)."""
     with tempfile.TemporaryDirectory(prefix="pi-rewind-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)

@@ -7,7 +7,7 @@ of that repository, 900 without rewind records (40 messages each) and 100 with (
 
 - ours: :func:`ledger.retention.sweep.run_sweep` (header-only fast path for files without
   ``"rewind-``, pygit2 existence checks and keepalive commits, one compare-and-swap).
-- reference method (rewind-v2.md §13, §5.3): parse every file line by line, one
+- reference method (docs/design.md#the-references-methods): parse every file line by line, one
   ``git cat-file -e`` per pinned/live commit, one ``git commit-tree`` per keepalive, then
   ``update-ref``.
 

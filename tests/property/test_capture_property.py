@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from hypothesis import strategies as st
 
 from ledger.git.capture import capture_tree
 from ledger.git.repo import GitRepo
-from ledger.settings import SnapshotSettings
+from tests.gitkit import fresh_tree, git
+from tests.snapshotkit import NO_PROTECTION as NONE
 
 NAMES = ["a.txt", "A.txt", "b.md", "dir/c.txt", "dir/D.txt", "dir/sub/e.bin", "x*y.txt"]
 CONTENTS = [b"", b"one\n", b"two\n", b"one\r\ntwo\r\n", b"\x00bin", b"eins\n"]
@@ -39,7 +39,6 @@ IGNORES = [
     b".gitignore\n.gitattributes\nc.txt\n",
 ]
 ATTRIBUTES = [b"", b"*.txt text eol=lf\n", b"*.txt -text\n", b"* text=auto\n"]
-NONE = SnapshotSettings(max_untracked_file_bytes=0, protected_dirs=())
 
 edit = st.one_of(
     st.tuples(st.just("write"), st.sampled_from(NAMES), st.sampled_from(CONTENTS)),
@@ -63,19 +62,6 @@ edit = st.one_of(
     st.tuples(st.just("age"), st.just(""), st.none()),
 )
 IDENTITY = ("-c", "user.name=Prop", "-c", "user.email=prop@example.com")
-
-
-def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, check=True, env={**os.environ, **(env or {})}
-    ).stdout.decode()
-
-
-def _fresh(repo: Path) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
-        return _git(repo, "write-tree", env=env).strip()
 
 
 def _apply(repo: Path, op: str, name: str, arg: object) -> None:
@@ -131,7 +117,7 @@ def _apply(repo: Path, op: str, name: str, arg: object) -> None:
     elif op == "nested-repo":
         nested = repo / name
         if nested.is_dir() and not nested.is_symlink() and not _has_repo_near(repo, nested):
-            _git(nested, "init", "-q")
+            git(nested, "init", "-q")
             _commit_nested(nested)
 
 
@@ -146,14 +132,14 @@ def _has_repo_near(repo: Path, path: Path) -> bool:
 
 
 def _commit_nested(nested: Path) -> None:
-    _git(nested, "add", "-A")
-    _git(nested, *IDENTITY, "commit", "-q", "--allow-empty", "-m", "nested")
+    git(nested, "add", "-A")
+    git(nested, *IDENTITY, "commit", "-q", "--allow-empty", "-m", "nested")
 
 
 def _nested_clean(repo: Path) -> None:
     """Commit what changed in nested repositories: a dirty one fails a capture on purpose."""
     for dotgit in repo.rglob(".git"):
-        if dotgit.parent != repo and _git(dotgit.parent, "status", "--porcelain"):
+        if dotgit.parent != repo and git(dotgit.parent, "status", "--porcelain"):
             _commit_nested(dotgit.parent)
 
 
@@ -168,7 +154,7 @@ def _age(repo: Path) -> None:
 
 def _check(gitrepo: GitRepo, repo: Path, steps: object) -> None:
     _nested_clean(repo)
-    assert capture_tree(gitrepo, NONE).tree == _fresh(repo), steps
+    assert capture_tree(gitrepo, NONE).tree == fresh_tree(repo), steps
 
 
 @settings(
@@ -182,12 +168,12 @@ def test_capture_equals_fresh_index_after_any_edit_sequence(steps: list[list[tup
     try:
         repo = root / "repo"
         repo.mkdir()
-        _git(repo, "init", "-q")
+        git(repo, "init", "-q")
         (repo / "a.txt").write_bytes(b"start\n")
         (repo / "dir").mkdir()
         (repo / "dir" / "c.txt").write_bytes(b"c\r\n")
         gitrepo = GitRepo.discover(repo)
-        assert capture_tree(gitrepo, NONE).tree == _fresh(repo)
+        assert capture_tree(gitrepo, NONE).tree == fresh_tree(repo)
         for batch in steps:
             for op, name, arg in batch:
                 if op == "age":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,9 +22,9 @@ from hypothesis import strategies as st
 from ledger.git.capture import Capturer
 from ledger.git.feed import Feed
 from ledger.git.repo import GitRepo
-from ledger.settings import SnapshotSettings
+from tests.gitkit import fresh_tree, git
+from tests.snapshotkit import NO_PROTECTION as NONE
 
-NONE = SnapshotSettings(max_untracked_file_bytes=0, protected_dirs=())
 FILES = [
     "a.txt",
     "A.txt",
@@ -76,19 +75,6 @@ op = st.one_of(
     st.tuples(st.just("nested-repo"), st.sampled_from(["nest", "dir/nest"]), st.none()),
     st.tuples(st.just("capture"), st.none(), st.none()),
 )
-
-
-def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, check=True, env={**os.environ, **(env or {})}
-    ).stdout.decode()
-
-
-def fresh_tree(repo: Path) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
-        return _git(repo, "write-tree", env=env).strip()
 
 
 def _exists(path: Path) -> bool:
@@ -170,11 +156,11 @@ def apply(repo: Path, outside: Path, kind: str, name: str, arg: object) -> None:
             rule.write_bytes(arg if isinstance(arg, bytes) else b"")
     elif kind == "nested-repo" and not _exists(path) and _clear_way(path, repo):
         path.mkdir(parents=True)
-        _git(path, "init", "-q")
+        git(path, "init", "-q")
         (path / "inside.txt").write_text("nested\n")
         # With a commit: the reference's git add -A refuses a repository without one.
-        _git(path, "add", "-A")
-        _git(path, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", "n")
+        git(path, "add", "-A")
+        git(path, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", "n")
 
 
 def start_feed(repo: Path) -> tuple[Feed, GitRepo]:
@@ -212,7 +198,7 @@ def test_fed_captures_equal_fresh_index_trees(ops: list[tuple[str, str, object]]
     repo, outside = base / "repo", base / "outside"
     repo.mkdir()
     outside.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     for seed in ("a.txt", "dir/c.txt", "dir/sub/e.bin"):
         (repo / seed).parent.mkdir(parents=True, exist_ok=True)
         (repo / seed).write_text(f"{seed}\n")
