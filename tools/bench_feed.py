@@ -161,6 +161,23 @@ def measure(repo: Path, runs: int) -> dict[str, object]:
         t1 = time.perf_counter()
         agreed = feed.verify_now()
         verify_ms = (time.perf_counter() - t1) * 1000
+        # A prompt's capture while the verifier scans (it must not wait for the scan).
+        pool[0].write_bytes(originals[pool[0]] + b"before the verification\n")
+        take_snapshot(gitrepo, settings)
+        pool[1].write_bytes(originals[pool[1]] + b"verified\n")
+        fed_before = feed.counters.fed
+        verifier = threading.Thread(target=feed.verify_now)
+        t2 = time.perf_counter()
+        verifier.start()
+        while feed.counters.fed == fed_before and verifier.is_alive():
+            time.sleep(0.001)
+        time.sleep(0.05)  # inside the scan now
+        pool[2].write_bytes(originals[pool[2]] + b"during the verification\n")
+        t3 = time.perf_counter()
+        take_snapshot(gitrepo, settings)
+        during_ms = (time.perf_counter() - t3) * 1000
+        verifier.join()
+        second_ms = (time.perf_counter() - t2) * 1000
         described = feed.describe()
     finally:
         for path, data in originals.items():
@@ -173,6 +190,8 @@ def measure(repo: Path, runs: int) -> dict[str, object]:
         f"  watcher memory: +{watcher_mb:.1f} MB RSS (alone), Python heap {heap_mb:.1f} MB "
         f"(peak during the walk {heap_peak_mb:.1f} MB); kernel: ~1 KB per watch, not in RSS\n"
         f"  one idle verification {verify_ms:.0f} ms (agreed={agreed}, off the critical path); "
+        f"a capture (1 file modified) during a verification took {during_ms:.1f} ms "
+        f"(that verification {second_ms:.0f} ms, inconclusive={described['inconclusive']}); "
         f"fed={described['fed']} full={described['full']}",
         flush=True,
     )

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.git.feed_tree import KeptGit, NeedScan, fed_tree
 from ledger.git.index import CaptureLock, PrivateIndex, private_dir
-from ledger.git.watch_inotify import InotifyWatcher
+from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
     from ledger.git.capture import Capturer, CaptureResult
@@ -430,6 +430,7 @@ class Feed:
         self._request_verify()
 
     def _verify_loop(self) -> None:
+        lower_thread_priority()  # its full scans must not slow a prompt's capture
         while True:
             with self._cond:
                 while not self._closed and not self._need_verify:

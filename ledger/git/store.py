@@ -12,12 +12,14 @@ Invariants:
   every attempt builds a new keepalive on the head it just read, so a concurrent append is never
   lost. Exhausted retries raise :class:`~ledger.errors.StoreUpdateError`.
 - No reflog is written for the ref and no hook runs.
-- pygit2 builds the objects and reads the chain; git's ``update-ref`` does the swap (pygit2
-  exposes no compare-and-swap ref update).
+- pygit2 builds the objects and reads the chain. The swap is git's lock-file protocol done
+  in-process (:mod:`ledger.git.refswap`, the same ``store.lock`` git takes); any layout it does
+  not fully understand is left to ``git update-ref`` itself.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import time
@@ -29,6 +31,7 @@ from typing import TypeVar
 import pygit2
 
 from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
+from ledger.git.refswap import SwapOutcome, swap_loose_ref
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
 
@@ -77,10 +80,15 @@ class Store:
         rng: random.Random | None = None,
     ) -> None:
         self.repo = repo
-        self.git = GitRunner(repo.root, repo.git_dir)
         self.attempts = attempts
         self._sleep = sleep
         self._rng = rng or random.Random()
+
+    @functools.cached_property
+    def git(self) -> GitRunner:
+        """Only for the swaps :mod:`ledger.git.refswap` leaves to git (built on first use: a
+        runner copies the environment, which a prompt's three snapshots need not pay)."""
+        return GitRunner(self.repo.root, self.repo.git_dir)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -252,15 +260,21 @@ class Store:
             if built is None:
                 return None
             new, value = built
-            result = self.git.run(
-                ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
-                operation=operation,
-                check=False,
-                config=[("core.logAllRefUpdates", "false")],
-            )
-            if result.returncode == 0:
+            outcome = swap_loose_ref(self.repo.common_dir, STORE_REF, new, old)
+            if outcome is SwapOutcome.SWAPPED:
                 return value
-            last_detail = result.stderr.decode("utf-8", "replace").strip()
+            if outcome is SwapOutcome.LOST:
+                last_detail = f"cannot lock ref '{STORE_REF}': it moved or another writer holds it"
+            else:
+                result = self.git.run(
+                    ["update-ref", "--no-deref", STORE_REF, new, old or ZERO_SHA],
+                    operation=operation,
+                    check=False,
+                    config=[("core.logAllRefUpdates", "false")],
+                )
+                if result.returncode == 0:
+                    return value
+                last_detail = result.stderr.decode("utf-8", "replace").strip()
             self._raise_if_stale_lock()
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
         raise StoreUpdateError(

@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -123,6 +124,18 @@ def filesystem_type(path: str) -> tuple[str, list[str]]:
 
 def unsupported(fs_type: str) -> bool:
     return fs_type in UNSUPPORTED_FS or fs_type.startswith("fuse")
+
+
+BACKGROUND_NICE = 10
+"""Niceness of background work (the walk, the verifier): the prompt's captures come first."""
+
+
+def lower_thread_priority() -> None:
+    """Make the calling thread, and the processes it starts, yield the CPU to the rest of the
+    process (Linux applies ``setpriority`` to one thread, and children inherit it). On two cores
+    a background full scan otherwise slows a concurrent capture several times over."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
 
 
 class InotifyWatcher:
@@ -234,9 +247,24 @@ class InotifyWatcher:
             return
         with self.lock:
             self._fd = fd
+
         # Watches are added outside the lock (a capture may sync meanwhile); events queued
-        # during the walk are read once it is over.
-        self._add_tree("", report=False)
+        # during the walk are read once it is over. The walk runs in a thread of its own at a
+        # lower priority (this reader thread keeps its own, to drain the queue in time).
+        errors: list[BaseException] = []
+
+        def walk() -> None:
+            lower_thread_priority()
+            try:
+                self._add_tree("", report=False)
+            except BaseException as exc:  # re-raised below: a walk cut short is never ready
+                errors.append(exc)
+
+        walker = threading.Thread(target=walk, name="rewind-inotify-walk", daemon=True)
+        walker.start()
+        walker.join()
+        if errors:
+            raise errors[0]
         with self.lock:
             if self.failed is None:
                 self._drain()
