@@ -308,6 +308,16 @@ class ImportConflictError(LedgerError):
         )
 
 
+class WatchRefusedError(LedgerError):
+    """``rewind serve --watch`` cannot serve ``path``: it is not a git work tree on Linux, or
+    another ``rewind serve`` already serves its snapshots."""
+
+    def __init__(self, path: Path | str, reason: str, *, hint: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}", hint=hint)
+
+
 class CaptureIndexError(GitError):
     """The private capture index under ``<git-dir>/pi-rewind/`` cannot be written or read (a full
     disk, a read-only or unwritable git directory): nothing was captured."""
@@ -379,4 +389,5 @@ __all__ = [
     "StoreUpdateError",
     "UnsafeLayoutError",
     "UnsafeRestoreError",
+    "WatchRefusedError",
 ]

@@ -11,11 +11,16 @@ Invariants:
   goes on; so does any failure inside a handler (an internal error is reported, never raised).
 - The bridge never writes the session file: records go to the host (``pi.appendEntry``).
 - End of input ends the bridge, after a retention sweep in flight has finished.
+- ``REWIND_TRACE=<file>`` appends one JSON line per event: the time the bridge spent on it, the
+  part of it spent waiting for the host's replies, and the footer's share (for benchmarks and
+  bug reports; nothing else reads it).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,6 +51,9 @@ class BridgeServer:
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int, str | None] | None = None
+        self._trace_path = os.environ.get("REWIND_TRACE") or None
+        self._waited_s = 0.0
+        self._footer_s = 0.0
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -62,7 +70,9 @@ class BridgeServer:
         call_id = f"c{self._calls}"
         self._send({"type": "call", "id": call_id, "method": method, "params": params})
         while True:
+            started = time.perf_counter()
             line = self.reader.readline()
+            self._waited_s += time.perf_counter() - started
             if not line:
                 raise BridgeClosed
             message = self._decode(line)
@@ -124,6 +134,26 @@ class BridgeServer:
         return 0
 
     def _handle(self, message: EventMessage) -> None:
+        if self._trace_path is None:
+            self._handle_event(message)
+            return
+        started, calls = time.perf_counter(), self._calls
+        self._waited_s = self._footer_s = 0.0
+        self._handle_event(message)
+        line = orjson.dumps(
+            {
+                "event": message.event,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "hostMs": round(self._waited_s * 1000, 2),
+                "calls": self._calls - calls,
+                "footerMs": round(self._footer_s * 1000, 2),
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        with open(self._trace_path, "ab") as trace:
+            trace.write(line)
+
+    def _handle_event(self, message: EventMessage) -> None:
         try:
             outcome = self._dispatch(message)
         except BridgeClosed:
@@ -141,7 +171,9 @@ class BridgeServer:
             "notices": outcome.notices,
         }
         if not self.state.passive:
-            reply["status"] = self._footer()
+            started = time.perf_counter()
+            reply["status"] = self._footer(recount=message.event != "message_end")
+            self._footer_s = time.perf_counter() - started
         if outcome.panel is not None:
             reply["panel"] = outcome.panel
         self._send(reply)
@@ -156,19 +188,21 @@ class BridgeServer:
         self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
         return dispatch(self.state, message)
 
-    def _footer(self) -> str | None:
+    def _footer(self, *, recount: bool = True) -> str | None:
         """``◆ N points / M snapshots`` (docs/design.md#the-footer); None when silent or outside a
         repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
         live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
         points, which it can restore), M the distinct snapshots among them. Recomputed only when
-        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo)."""
+        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo).
+        ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
+        ``turn_end``) keeps the last count: a count walks the branch, ~0.5 ms per event."""
         engine, settings = self.state.engine, self.state.settings
         if engine is None or settings is None or settings.silent_checkpoints:
             return None
         session = self.state.host.session_for_status()
         leaf = self.state.host.known_leaf()
         key = (id(session), len(session.entries), leaf)
-        if key != self._status_key:
+        if key != self._status_key and (recount or self._status_key is None):
             points = engine.reader.lineage(session).points(engine.repo.commit_exists)
             on_branch = [
                 points[entry.id][0] for entry in session.branch(leaf) if entry.id in points

@@ -19,6 +19,11 @@ from pathlib import Path
 
 from ledger.cli.context import CliContext
 
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.bridge.snapshot_socket import SnapshotService
+
 
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
@@ -32,11 +37,24 @@ def register(
         "while it works, calls the host (session facts, appendEntry, select). "
         "See schemas/bridge.schema.json.",
     )
-    parser.add_argument(
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
         "--stdio",
         action="store_true",
-        required=True,
-        help="speak the protocol on stdin/stdout (the only transport)",
+        help="speak the protocol on stdin/stdout (how Pi's extension runs it)",
+    )
+    mode.add_argument(
+        "--watch",
+        action="store_true",
+        help="no agent: only watch the repository and answer 'rewind snapshot' from other "
+        "processes in O(changed) until interrupted",
+    )
+    parser.add_argument(
+        "--idle-exit",
+        metavar="SECONDS",
+        type=float,
+        default=0.0,
+        help="with --watch: exit after this long without a snapshot request (default: never)",
     )
     parser.set_defaults(run=run)
 
@@ -44,19 +62,98 @@ def register(
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     import gc
 
+    gc.enable()  # main() pauses the collector for short commands; this process lives long
+    if args.watch:
+        return _watch(args, ctx)
     from ledger.bridge.server import serve_stdio
 
-    gc.enable()  # main() pauses the collector for short commands; this process lives long
-
     use_feed = os.environ.get("REWIND_FEED", "1") != "0"
+    service: list[SnapshotService] = []
     if use_feed:
         from ledger.git import feed
 
         feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-        feed.start_for(ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd)
+        start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
+        feed.start_for(start)
+        _serve_snapshots_in_background(start, service)
     option = ctx.agent_dir_option
     try:
         return serve_stdio(Path(option) if option else None)
     finally:
+        for running in service:
+            running.close()
         if use_feed:
             feed.disable()
+
+
+def _serve_snapshots_in_background(start: Path, out: list[SnapshotService]) -> None:
+    """Answer other processes' ``rewind snapshot`` from this bridge's feed (no error if there
+    is no repository, or another bridge of the same repository already answers)."""
+    import contextlib
+    import threading
+
+    def run() -> None:
+        from ledger.bridge.snapshot_socket import SnapshotService
+        from ledger.git.repo import GitRepo
+
+        with contextlib.suppress(Exception):
+            repo = GitRepo.discover(start)
+            service = SnapshotService(repo.root, repo.git_dir)
+            if service.start():
+                out.append(service)
+
+    threading.Thread(target=run, name="rewind-snapshot-socket-start", daemon=True).start()
+
+
+def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
+    import signal
+    import time
+
+    from ledger.bridge.snapshot_socket import SnapshotService, supported
+    from ledger.errors import WatchRefusedError
+    from ledger.git import feed
+    from ledger.git.shadow import ShadowRepo
+
+    repo = ctx.repo()
+    if isinstance(repo, ShadowRepo) or not supported():
+        raise WatchRefusedError(
+            repo.root,
+            "not a git work tree on Linux",
+            hint="'rewind serve --watch' serves git repositories on Linux; "
+            "'rewind snapshot' works everywhere without it",
+        )
+    feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
+    service = SnapshotService(repo.root, repo.git_dir)
+    if not service.start():
+        feed.disable()
+        raise WatchRefusedError(
+            repo.root,
+            "another 'rewind serve' already serves this repository's snapshots",
+            hint="'rewind snapshot' is already fast here; stop the other one to run this one",
+        )
+    feed.feed_for(repo)  # the watcher's walk starts now
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C and SIGTERM end it cleanly (also when started in the background, where a shell
+    # leaves SIGINT ignored).
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    ctx.stderr.write(f"rewind: watching {repo.root}; 'rewind snapshot' is served from here\n")
+    ctx.stderr.flush()
+    try:
+        while args.idle_exit <= 0 or service.idle_s() < args.idle_exit:
+            time.sleep(min(1.0, args.idle_exit) if args.idle_exit > 0 else 1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
+        feed.disable()
+    declined = ", ".join(f"{why}: {n}" for why, n in sorted(service.declined.items()))
+    ctx.stderr.write(
+        f"rewind: served {service.served} snapshots"
+        + (f"; declined {declined} (those captured by themselves)" if declined else "")
+        + "\n"
+    )
+    return 0

@@ -1,7 +1,9 @@
 """``rewind snapshot``: capture the work tree now and keep it in the store.
 
 Why it exists: a manual checkpoint, and the quickest way to see what a capture costs and what it
-leaves out. Thin: the work is :func:`ledger.git.snapshot.take_snapshot`.
+leaves out. Thin: the work is :func:`ledger.git.snapshot.take_snapshot`, done by the running
+``rewind serve`` of the repository when there is one (:mod:`ledger.bridge.snapshot_socket`), else
+here.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ledger.cli.context import CliContext
 # itself is imported when a command runs.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ledger.git.snapshot import SnapshotReport
+    from ledger.bridge.snapshot_socket import Fields
 
 
 def register(
@@ -32,33 +34,58 @@ def register(
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.git.snapshot import take_snapshot
-    from ledger.settings import load_settings
+    served = _served(ctx)
+    if served is not None:
+        fields, warnings = served
+    else:
+        from ledger.bridge.snapshot_socket import report_fields
+        from ledger.git.snapshot import take_snapshot
+        from ledger.settings import load_settings
 
-    repo = ctx.repo(create=True)
-    settings, warnings = load_settings(ctx.agent_dir(), repo.root)
+        repo = ctx.repo(create=True)
+        settings, warnings = load_settings(ctx.agent_dir(), repo.root)
+        fields = report_fields(take_snapshot(repo, settings.snapshot))
     for warning in warnings:
         ctx.warn(warning)
-    report = take_snapshot(repo, settings.snapshot)
-    if report.identity_fallback:
+    if fields["identityFallback"]:
         ctx.warn(
             "git has no user identity; the snapshot was committed as pi-rewind "
             "<pi-rewind@localhost>"
         )
-    ctx.emit(report.to_json(), lambda: _text(report))
+    ctx.emit(fields["json"], lambda: _text(fields), small=True)
     return 0
 
 
-def _text(report: SnapshotReport) -> str:
+def _served(ctx: CliContext) -> tuple[Fields, list[str]] | None:
+    """The snapshot taken by the running ``rewind serve`` of this repository (its change feed
+    makes it O(changed), docs/capture.md#served-snapshots), or ``None``: capture here.
+    ``REWIND_SERVED=0`` always captures here."""
+    import os
+
+    if os.environ.get("REWIND_SERVED", "1") == "0":
+        return None
+    from ledger.bridge.snapshot_socket import request_snapshot
+
+    start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
+    return request_snapshot(start, ctx.agent_dir())
+
+
+def _text(fields: Fields) -> str:
     lines = [
-        f"snapshot {report.commit}{' (reused)' if report.reused else ''}",
-        f"tree     {report.tree}",
+        f"snapshot {fields['commit']}{' (reused)' if fields['reused'] else ''}",
+        f"tree     {fields['tree']}",
     ]
-    for item in report.skipped:
-        detail = item.reason if item.size is None else f"{item.reason}, {_size(item.size)}"
-        lines.append(f"skipped  {item.path} ({detail})")
-    note = ", private index rebuilt" if report.rebuilt else ""
-    lines.append(f"took     {report.ms:.0f} ms{note}")
+    skipped = fields["skipped"]
+    assert isinstance(skipped, list)
+    for item in skipped:
+        size = item.get("size")
+        reason = item["reason"]
+        detail = reason if size is None else f"{reason}, {_size(int(size))}"
+        lines.append(f"skipped  {item['path']} ({detail})")
+    note = ", private index rebuilt" if fields["rebuilt"] else ""
+    ms = fields["ms"]
+    assert isinstance(ms, (int, float))
+    lines.append(f"took     {ms:.0f} ms{note}")
     return "\n".join(lines)
 
 

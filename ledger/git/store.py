@@ -83,6 +83,7 @@ class Store:
         self.attempts = attempts
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._empty_tree: pygit2.Oid | None = None
 
     @functools.cached_property
     def git(self) -> GitRunner:
@@ -230,7 +231,9 @@ class Store:
     ) -> str | None:
         """Objects only: keepalive commits for ``snapshots`` chained on ``base``; the new head."""
         repo = self.repo.pygit2
-        empty_tree = repo.TreeBuilder().write()
+        if self._empty_tree is None:  # written once per Store: libgit2 hashes it at every write
+            self._empty_tree = repo.TreeBuilder().write()
+        empty_tree = self._empty_tree
         sig = identity.signature(when_s, offset_min)
         head = base
         for sha in snapshots:

@@ -1,0 +1,289 @@
+"""A one-shot ``rewind snapshot`` answered by the running ``rewind serve`` of its repository.
+
+Why it exists: a one-shot process pays interpreter start-up, imports and git's stat scan of the
+whole tree (~0.3 s at 100k files, docs/capture.md#served-snapshots), while the bridge of a Pi
+session (or ``rewind serve --watch``) already watches that tree and captures in O(changed). So
+``rewind snapshot`` first asks it over a local socket and captures by itself only when nobody
+answers.
+
+Invariants:
+- Delegation never changes the answer. The server answers only for its own repository (work
+  tree and git dir, both resolved), only when the client's git-relevant environment (``GIT_*``,
+  ``HOME``, ``XDG_CONFIG_HOME``, ``EMAIL``) equals its own, and with the settings the client
+  would load (the client's agent dir, the repository's project settings). In any other case, and
+  on any failure or timeout, the client captures by itself.
+- Only the same user: a Linux abstract socket (no file anywhere, gone with the process; its
+  name is derived from the work tree and git dir), and the peer's uid is checked with
+  ``SO_PEERCRED`` before a request is read.
+- One request per connection, one JSON line each way. Requests are served one at a time on the
+  service's own thread with its own :class:`~ledger.git.repo.GitRepo` (libgit2 objects are not
+  shared between threads); the capture lock orders them with the bridge's own captures.
+- The client half imports only the standard library: it runs before pygit2 would be loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+PROTOCOL = 1
+CLIENT_TIMEOUT_S = 120.0
+"""How long a client waits for the answer (a capture may wait for a prompt's capture)."""
+_MAX_REQUEST = 1 << 16
+_DISCOVERY_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+
+Fields = dict[str, object]
+"""A snapshot report as plain values (:func:`report_fields`), the same on both paths."""
+
+
+def supported() -> bool:
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_PEERCRED")
+
+
+def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of an environment that can change what git captures or who commits."""
+    return {
+        key: value
+        for key, value in env.items()
+        if key.startswith("GIT_") or key in ("HOME", "XDG_CONFIG_HOME", "EMAIL")
+    }
+
+
+def socket_name(root: Path, git_dir: Path) -> bytes:
+    """The abstract socket name of the service for this work tree and git dir (resolved).
+
+    Two CRC-32s, not a cryptographic hash (hashlib's OpenSSL import costs ~4 ms of a one-shot
+    command): a collision is harmless, the service checks the request's paths and declines."""
+    a = zlib.crc32(os.fsencode(root))
+    b = zlib.crc32(os.fsencode(git_dir), a)
+    return b"\0rewind-ledger/snapshot/%08x%08x" % (a, b)
+
+
+# --- client ----------------------------------------------------------------------------------
+
+
+def find_repository(start: Path) -> tuple[Path, Path] | None:
+    """``(work tree, git dir)`` that git would find from ``start``, resolved; ``None`` when the
+    guess could be wrong (discovery redirected by the environment) or there is no ``.git``.
+    A wrong guess is harmless anyway: no service listens under its name."""
+    if any(key in os.environ for key in _DISCOVERY_ENV):
+        return None
+    here = Path(os.path.realpath(start))
+    for candidate in (here, *here.parents):
+        dotgit = candidate / ".git"
+        if dotgit.is_dir():
+            return candidate, Path(os.path.realpath(dotgit))
+        if dotgit.is_file():
+            try:
+                text = dotgit.read_text("utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not text.startswith("gitdir:"):
+                return None
+            return candidate, Path(os.path.realpath(candidate / text[len("gitdir:") :].strip()))
+    return None
+
+
+def request_snapshot(
+    start: Path, agent_dir: Path, *, timeout_s: float = CLIENT_TIMEOUT_S
+) -> tuple[Fields, list[str]] | None:
+    """Ask the service of the repository holding ``start`` for a snapshot: ``(report fields,
+    settings warnings)``, or ``None`` when there is no service or it declined (capture then)."""
+    if not supported():
+        return None
+    found = find_repository(start)
+    if found is None:
+        return None
+    root, git_dir = found
+    request = {
+        "v": PROTOCOL,
+        "op": "snapshot",
+        "root": str(root),
+        "gitDir": str(git_dir),
+        "agentDir": os.path.abspath(agent_dir),
+        "env": relevant_env(os.environ),
+    }
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout_s)
+            conn.connect(socket_name(root, git_dir))
+            conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
+            answer = json.loads(_read_line(conn, 1 << 24) or b"null")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(answer, dict) or answer.get("ok") is not True:
+        return None
+    fields, warnings = answer.get("report"), answer.get("warnings")
+    if not isinstance(fields, dict) or not isinstance(warnings, list):
+        return None
+    return fields, [str(w) for w in warnings]
+
+
+def _read_line(conn: socket.socket, limit: int) -> bytes | None:
+    data = b""
+    while b"\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+        if len(data) > limit:
+            return None
+    return data.split(b"\n", 1)[0]
+
+
+# --- server ----------------------------------------------------------------------------------
+
+
+def report_fields(report: object) -> Fields:
+    """A :class:`~ledger.git.snapshot.SnapshotReport` as plain values (what both the served and
+    the local path print from)."""
+    from ledger.git.snapshot import SnapshotReport
+
+    assert isinstance(report, SnapshotReport)
+    return {
+        "json": report.to_json(),
+        "commit": report.commit,
+        "tree": report.tree,
+        "reused": report.reused,
+        "skipped": [{"path": s.path, "reason": s.reason, "size": s.size} for s in report.skipped],
+        "ms": report.ms,
+        "rebuilt": report.rebuilt,
+        "identityFallback": report.identity_fallback,
+    }
+
+
+class SnapshotService:
+    """Serves snapshots of one repository to one-shot ``rewind snapshot`` processes."""
+
+    def __init__(
+        self, root: Path, git_dir: Path, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.git_dir = Path(os.path.realpath(git_dir))
+        self.served = 0
+        self.declined: dict[str, int] = {}
+        self.last_request = clock()
+        self._clock = clock
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def start(self) -> bool:
+        """Listen; ``False`` (and nothing started) when another process already serves this
+        repository or the platform has no abstract sockets."""
+        if not supported():
+            return False
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(socket_name(self.root, self.git_dir))
+            listener.listen(16)
+        except OSError:
+            listener.close()
+            return False
+        listener.settimeout(0.5)
+        self._listener = listener
+        self._thread = threading.Thread(
+            target=self._serve, name="rewind-snapshot-socket", daemon=True
+        )
+        self._thread.start()
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._listener is not None:  # wake a waiting accept() now: connect to ourselves
+            with (
+                contextlib.suppress(OSError),
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake,
+            ):
+                wake.connect(socket_name(self.root, self.git_dir))
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._listener is not None:
+            self._listener.close()
+
+    def idle_s(self) -> float:
+        return self._clock() - self.last_request
+
+    def _serve(self) -> None:
+        from ledger.git.repo import GitRepo
+
+        repo: GitRepo | None = None
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self._closed.is_set():
+                conn.close()
+                return
+            with conn:
+                self.last_request = self._clock()
+                try:
+                    if repo is None:
+                        repo = GitRepo.discover(self.root)
+                    answer = self._answer(conn, repo)
+                except Exception as exc:  # never let one request end the service
+                    answer = {"ok": False, "why": f"{type(exc).__name__}: {exc}"}
+                if answer.get("ok") is not True:
+                    why = str(answer.get("why", "?")).split(":", 1)[0]
+                    self.declined[why] = self.declined.get(why, 0) + 1
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps(answer).encode("utf-8", "surrogateescape") + b"\n")
+
+    def _answer(self, conn: socket.socket, repo: object) -> dict[str, object]:
+        from ledger.git.repo import GitRepo
+        from ledger.git.snapshot import take_snapshot
+        from ledger.settings import load_settings
+
+        assert isinstance(repo, GitRepo)
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        if uid != os.getuid():
+            return {"ok": False, "why": "another user"}
+        conn.settimeout(5.0)
+        line = _read_line(conn, _MAX_REQUEST)
+        request = json.loads(line) if line else None
+        if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+            return {"ok": False, "why": "unknown request"}
+        if request.get("op") != "snapshot":
+            return {"ok": False, "why": "unknown request"}
+        if request.get("root") != str(self.root) or request.get("gitDir") != str(self.git_dir):
+            return {"ok": False, "why": "another repository"}
+        if request.get("env") != relevant_env(os.environ):
+            return {"ok": False, "why": "another environment"}
+        agent_dir = request.get("agentDir")
+        if not isinstance(agent_dir, str):
+            return {"ok": False, "why": "unknown request"}
+        conn.settimeout(None)
+        settings, warnings = load_settings(Path(agent_dir), repo.root)
+        report = take_snapshot(repo, settings.snapshot)
+        self.served += 1
+        return {"ok": True, "report": report_fields(report), "warnings": warnings}
+
+
+__all__ = [
+    "SnapshotService",
+    "find_repository",
+    "relevant_env",
+    "report_fields",
+    "request_snapshot",
+    "socket_name",
+]

@@ -1,0 +1,194 @@
+"""``rewind snapshot`` answered by a running ``rewind serve`` (``--watch`` here; Pi's bridge does
+the same): the same snapshot a local capture makes, declined for another environment or user,
+one server per repository, real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ledger.bridge.snapshot_socket import find_repository, socket_name
+from tests.cli.helpers import run_process
+from tests.gitkit import ROOT, fresh_tree, git
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
+
+
+def _start_watch(repo: Path, *extra: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "serve", "--watch", *extra],
+        cwd=repo,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "'rewind snapshot' is served from here" in line, line
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> str:
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return err
+
+
+@pytest.fixture
+def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = _start_watch(repo)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
+def _snapshot(repo: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot", "--json"],
+        cwd=cwd or repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_served_snapshots_are_the_exact_work_tree_after_each_change(
+    repo: Path, watching: subprocess.Popen[str]
+) -> None:
+    (repo / "src").mkdir()
+    trees = []
+    for step in range(4):
+        (repo / "src" / f"new-{step}.txt").write_text(f"step {step}\n")
+        (repo / "README.md").write_text(f"readme {step}\n")
+        if step == 2:
+            (repo / "src" / "new-0.txt").unlink()
+        payload = _snapshot(repo, cwd=repo / "src")
+        assert payload["tree"] == fresh_tree(repo)
+        assert git(repo, "rev-parse", f"{payload['commit']}^{{tree}}").strip() == payload["tree"]
+        trees.append(payload["tree"])
+    again = _snapshot(repo)
+    assert again["reused"] is True and again["tree"] == trees[-1]
+    assert set(again) == {"commit", "tree", "reused", "skipped", "ms"}
+    err = _stop(watching, signal.SIGTERM)
+    assert "served 5 snapshots" in err and "declined" not in err
+
+
+def test_text_output_and_skips_are_the_same_as_a_local_capture(
+    repo: Path, watching: subprocess.Popen[str]
+) -> None:
+    (repo / "node_modules").mkdir()
+    (repo / "node_modules" / "dep.js").write_text("dep\n")
+    served = run_process("snapshot", cwd=repo)
+    local = subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_SERVED": "0"},
+    )
+    assert served.code == 0 and local.returncode == 0
+    strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("took")]  # noqa: E731
+    assert strip(served.out)[2:] == ["skipped  node_modules/ (protected-dir)"]
+    assert strip(served.out)[1:] == strip(local.stdout)[1:]
+    assert "served 1 snapshots" in _stop(watching)
+
+
+def test_a_client_with_another_git_environment_captures_by_itself(
+    repo: Path, watching: subprocess.Popen[str]
+) -> None:
+    (repo / "ignored.log").write_text("noise\n")
+    excludes = repo.parent / "excludes"
+    excludes.write_text("*.log\n")
+    payload = _snapshot(
+        repo,
+        env={
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "core.excludesFile",
+            "GIT_CONFIG_VALUE_0": str(excludes),
+        },
+    )
+    assert "ignored.log" not in git(repo, "ls-tree", "--name-only", payload["tree"])
+    assert "ignored.log" in git(repo, "ls-tree", "--name-only", _snapshot(repo)["tree"])
+    err = _stop(watching)
+    assert "served 1 snapshots" in err and "another environment: 1" in err
+
+
+def test_another_user_is_declined_before_the_request_is_read(
+    repo: Path, watching: subprocess.Popen[str]
+) -> None:
+    if os.getuid() != 0 or not Path("/usr/bin/setpriv").exists():
+        pytest.skip("needs root and setpriv to connect as another user")
+    found = find_repository(repo)
+    assert found is not None
+    name = socket_name(*found)
+    client = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        f"s.connect({name!r})\n"
+        "s.sendall(b'{}\\n')\n"
+        "sys.stdout.write(s.makefile().readline())\n"
+    )
+    proc = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            client,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"ok": False, "why": "another user"}
+    assert "another user: 1" in _stop(watching)
+
+
+def test_one_server_per_repository_and_none_outside_git(
+    repo: Path, tmp_path: Path, watching: subprocess.Popen[str]
+) -> None:
+    second = run_process("serve", "--watch", cwd=repo)
+    assert second.code == 1
+    assert "already serves this repository's snapshots" in second.err and "hint:" in second.err
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    outside = run_process("serve", "--watch", cwd=plain)
+    assert outside.code == 1 and "error:" in outside.err and "Traceback" not in outside.err
+
+
+def test_watch_exits_by_itself_when_idle(repo: Path) -> None:
+    proc = _start_watch(repo, "--idle-exit", "1")
+    _snapshot(repo)
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "served 1 snapshots" in err
+    assert time.monotonic() - started < 20
+
+
+def test_find_repository_follows_a_worktree_git_file(repo: Path, tmp_path: Path) -> None:
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", str(linked))
+    (linked / "sub").mkdir()
+    found = find_repository(linked / "sub")
+    assert found == (linked.resolve(), (repo / ".git" / "worktrees" / "linked").resolve())
+    assert find_repository(repo) == (repo.resolve(), (repo / ".git").resolve())
+    assert socket_name(*found) != socket_name(repo.resolve(), (repo / ".git").resolve())
