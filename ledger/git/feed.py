@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.git.feed_tree import KeptGit, NeedScan, fed_tree
-from ledger.git.index import CaptureLock, PrivateIndex, private_dir
+from ledger.git.index import VerifyIndex, private_dir
 from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
@@ -67,7 +66,6 @@ VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
-VERIFY_DIR = "verify"
 _ENV_PREFIXES = ("GIT_",)
 _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
@@ -269,12 +267,15 @@ class Feed:
         if not dirty:
             self.counters.fed += 1
             return CaptureResult(base.tree, base.skipped, False, 0)
-        if self._git is None:
-            self._git = KeptGit(self.root, self.git_dir)
+        # The verifier runs at a lower priority, and so would every git process it starts: the
+        # kept processes, which serve the prompts' captures, are never started (or used) there.
+        git: KeptGit | None = None
+        if threading.current_thread() is not self._verifier:
+            if self._git is None:
+                self._git = KeptGit(self.root, self.git_dir)
+            git = self._git
         try:
-            tree, count = fed_tree(
-                capturer, base.tree, base.skipped, base.filemode, dirty, self._git
-            )
+            tree, count = fed_tree(capturer, base.tree, base.skipped, base.filemode, dirty, git)
         except NeedScan as exc:
             with self.watcher.lock:  # the paths are re-read by the full scan's status
                 self.watcher.dirty |= dirty
@@ -528,58 +529,6 @@ class Feed:
             tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(data), "utf-8")
             os.replace(tmp, path)
-
-
-class VerifyIndex(PrivateIndex):
-    """The verifier's own private index, ``<git-dir>/pi-rewind/verify/`` (same files, own lock):
-    its full scans never hold the capture lock, and its stat cache keeps them a stat scan."""
-
-    def __init__(self, git_dir: Path) -> None:
-        super().__init__(git_dir)
-        self.dir = private_dir(git_dir) / VERIFY_DIR
-        self.index_path = self.dir / "index"
-        self.state_path = self.dir / "capture-state.json"
-        self.lock_path = self.dir / "lock"
-        self.pending_path = self.dir / "capture-in-progress"
-        self._lock = CaptureLock(self.dir, self.lock_path)
-
-    def copy_of(self, main: PrivateIndex) -> tuple[Path, Path] | None:
-        """When this index has no usable state yet: copies of ``main``'s index and state (the
-        caller holds ``main``'s lock, not this one), for :meth:`install`. A first scan then
-        stats instead of hashing every file; a copy that cannot be made only means it hashes."""
-        if self.load_state() is not None or main.load_state() is None:
-            return None
-        tag = f"{os.getpid()}.{threading.get_ident()}"
-        index, state = self.dir / f"seed-index.{tag}", self.dir / f"seed-state.{tag}"
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            # The index's own mtime is part of git's racy check: copy2 keeps it.
-            shutil.copy2(main.index_path, index)
-            shutil.copy2(main.state_path, state)
-        except OSError:
-            _unlink(index, state)
-            return None
-        return index, state
-
-    def install(self, copy: tuple[Path, Path] | None) -> None:
-        """Put a :meth:`copy_of` in place unless a state appeared meanwhile (under this lock)."""
-        if copy is None:
-            return
-        try:
-            if self.load_state() is None:
-                self.reset()
-                os.replace(copy[0], self.index_path)
-                os.replace(copy[1], self.state_path)
-        except OSError:
-            self.reset()
-        finally:
-            _unlink(*copy)
-
-
-def _unlink(*paths: Path) -> None:
-    for path in paths:
-        with contextlib.suppress(OSError):
-            path.unlink()
 
 
 def _settings_key(capturer: Capturer) -> tuple[Any, ...]:

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -200,11 +201,67 @@ class CaptureLock:
             os.close(fd)  # closing the descriptor releases the flock
 
 
+VERIFY_DIR = "verify"
+
+
+class VerifyIndex(PrivateIndex):
+    """The verifier's own private index, ``<git-dir>/pi-rewind/verify/`` (same files, own lock):
+    its full scans never hold the capture lock, and its stat cache keeps them a stat scan."""
+
+    def __init__(self, git_dir: Path) -> None:
+        super().__init__(git_dir)
+        self.dir = private_dir(git_dir) / VERIFY_DIR
+        self.index_path = self.dir / "index"
+        self.state_path = self.dir / "capture-state.json"
+        self.lock_path = self.dir / "lock"
+        self.pending_path = self.dir / "capture-in-progress"
+        self._lock = CaptureLock(self.dir, self.lock_path)
+
+    def copy_of(self, main: PrivateIndex) -> tuple[Path, Path] | None:
+        """When this index has no usable state yet: copies of ``main``'s index and state (the
+        caller holds ``main``'s lock, not this one), for :meth:`install`. A first scan then
+        stats instead of hashing every file; a copy that cannot be made only means it hashes."""
+        if self.load_state() is not None or main.load_state() is None:
+            return None
+        tag = f"{os.getpid()}.{threading.get_ident()}"
+        index, state = self.dir / f"seed-index.{tag}", self.dir / f"seed-state.{tag}"
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # The index's own mtime is part of git's racy check: copy2 keeps it.
+            shutil.copy2(main.index_path, index)
+            shutil.copy2(main.state_path, state)
+        except OSError:
+            _unlink(index, state)
+            return None
+        return index, state
+
+    def install(self, copy: tuple[Path, Path] | None) -> None:
+        """Put a :meth:`copy_of` in place unless a state appeared meanwhile (under this lock)."""
+        if copy is None:
+            return
+        try:
+            if self.load_state() is None:
+                self.reset()
+                os.replace(copy[0], self.index_path)
+                os.replace(copy[1], self.state_path)
+        except OSError:
+            self.reset()
+        finally:
+            _unlink(*copy)
+
+
+def _unlink(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
 __all__ = [
     "LOCK_TIMEOUT_S",
     "PRIVATE_DIR_NAME",
     "CaptureLock",
     "IndexUnusable",
     "PrivateIndex",
+    "VerifyIndex",
     "private_dir",
 ]

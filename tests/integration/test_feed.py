@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from ledger.git.capture import Capturer
-from ledger.git.feed import Feed, VerifyIndex
+from ledger.git.feed import Feed
+from ledger.git.index import VerifyIndex
 from ledger.git.repo import GitRepo
 from ledger.records import TURN
 from tests.bridgekit import FakePi
