@@ -48,7 +48,7 @@ _DISCOVERY_ENV = (
 )
 
 Fields = dict[str, object]
-"""A snapshot report as plain values (:func:`report_fields`), the same on both paths."""
+"""A snapshot report as plain values (``SnapshotReport.fields()``), the same on both paths."""
 
 
 def supported() -> bool:
@@ -147,24 +147,6 @@ def _read_line(conn: socket.socket, limit: int) -> bytes | None:
 
 
 # --- server ----------------------------------------------------------------------------------
-
-
-def report_fields(report: object) -> Fields:
-    """A :class:`~ledger.git.snapshot.SnapshotReport` as plain values (what both the served and
-    the local path print from)."""
-    from ledger.git.snapshot import SnapshotReport
-
-    assert isinstance(report, SnapshotReport)
-    return {
-        "json": report.to_json(),
-        "commit": report.commit,
-        "tree": report.tree,
-        "reused": report.reused,
-        "skipped": [{"path": s.path, "reason": s.reason, "size": s.size} for s in report.skipped],
-        "ms": report.ms,
-        "rebuilt": report.rebuilt,
-        "identityFallback": report.identity_fallback,
-    }
 
 
 class SnapshotService:
@@ -276,14 +258,13 @@ class SnapshotService:
         settings, warnings = load_settings(Path(agent_dir), repo.root)
         report = take_snapshot(repo, settings.snapshot)
         self.served += 1
-        return {"ok": True, "report": report_fields(report), "warnings": warnings}
+        return {"ok": True, "report": report.fields(), "warnings": warnings}
 
 
 __all__ = [
     "SnapshotService",
     "find_repository",
     "relevant_env",
-    "report_fields",
     "request_snapshot",
     "socket_name",
 ]

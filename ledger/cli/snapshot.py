@@ -38,13 +38,12 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     if served is not None:
         fields, warnings = served
     else:
-        from ledger.bridge.snapshot_socket import report_fields
         from ledger.git.snapshot import take_snapshot
         from ledger.settings import load_settings
 
         repo = ctx.repo(create=True)
         settings, warnings = load_settings(ctx.agent_dir(), repo.root)
-        fields = report_fields(take_snapshot(repo, settings.snapshot))
+        fields = take_snapshot(repo, settings.snapshot).fields()
     for warning in warnings:
         ctx.warn(warning)
     if fields["identityFallback"]:

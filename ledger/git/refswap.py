@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+import stat
 from pathlib import Path
 
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -88,8 +89,11 @@ _UNKNOWN = _Unknown()
 
 
 def _current_value(common_dir: Path, path: Path, ref: str) -> str | _Unknown | None:
-    """The ref's value as git would read it: the loose file wins over ``packed-refs``."""
+    """The ref's value as git would read it: the loose file wins over ``packed-refs``. Only a
+    regular file is read (a FIFO would block, a symlink would be followed): else git decides."""
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return _UNKNOWN
         text = path.read_text("ascii").strip()
     except FileNotFoundError:
         return _packed_value(common_dir, ref)
@@ -99,8 +103,11 @@ def _current_value(common_dir: Path, path: Path, ref: str) -> str | _Unknown | N
 
 
 def _packed_value(common_dir: Path, ref: str) -> str | _Unknown | None:
+    packed = common_dir / "packed-refs"
     try:
-        data = (common_dir / "packed-refs").read_bytes()
+        if not stat.S_ISREG(os.lstat(packed).st_mode):
+            return _UNKNOWN
+        data = packed.read_bytes()
     except FileNotFoundError:
         return None
     except OSError:

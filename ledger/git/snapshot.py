@@ -93,6 +93,20 @@ class SnapshotReport:
             "ms": round(self.ms, 1),
         }
 
+    def fields(self) -> dict[str, object]:
+        """Plain values for printing it, the same whether it was taken here or served by a
+        running ``rewind serve`` (:mod:`ledger.bridge.snapshot_socket`)."""
+        return {
+            "json": self.to_json(),
+            "commit": self.commit,
+            "tree": self.tree,
+            "reused": self.reused,
+            "skipped": [{"path": s.path, "reason": s.reason, "size": s.size} for s in self.skipped],
+            "ms": self.ms,
+            "rebuilt": self.rebuilt,
+            "identityFallback": self.identity_fallback,
+        }
+
 
 # --- the latest exact snapshot record ------------------------------------------------------
 

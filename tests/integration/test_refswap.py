@@ -130,3 +130,22 @@ def test_appends_racing_with_real_git_update_ref_processes_are_never_lost(repo: 
     kept = Store(GitRepo.discover(repo)).snapshots()
     assert set(made) <= set(kept)
     assert not (repo / ".git" / (STORE_REF + ".lock")).exists()
+
+
+def test_swap_never_reads_a_fifo_in_place_of_the_ref_or_packed_refs(repo: Path) -> None:
+    """A FIFO would block a read: anything but a regular file is left to git."""
+    import os
+
+    common = repo / ".git"
+    a = _commit(repo, "a")
+    (common / "refs" / "pi-rewind").mkdir(parents=True)
+    os.mkfifo(common / STORE_REF)
+    assert swap_loose_ref(common, STORE_REF, a, None) is SwapOutcome.UNSUPPORTED
+    (common / STORE_REF).unlink()
+    os.mkfifo(common / "packed-refs")
+    try:
+        assert swap_loose_ref(common, STORE_REF, a, None) is SwapOutcome.UNSUPPORTED
+    finally:
+        (common / "packed-refs").unlink()
+    assert swap_loose_ref(common, STORE_REF, a, None) is SwapOutcome.SWAPPED
+    assert not (common / (STORE_REF + ".lock")).exists()
