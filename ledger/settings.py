@@ -83,6 +83,10 @@ class SnapshotSettings:
         default=DEFAULT_SHADOW_MAX_FILE_BYTES, metadata=_key("shadowMaxFileBytes")
     )
     """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
+    auto_watch_seconds: int = field(default=0, metadata=_key("autoWatchSeconds"))
+    """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), start
+    ``rewind serve --watch --idle-exit N`` in the background so the next ones are served from its
+    change feed (docs/capture.md#served-snapshots); 0 (the default) never starts one."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ class EffectiveSettings:
             ("rewind.snapshot.shadowRepositories", s.snapshot.shadow_repositories),
             ("rewind.snapshot.shadowExcludes", list(s.snapshot.shadow_excludes)),
             ("rewind.snapshot.shadowMaxFileBytes", s.snapshot.shadow_max_file_bytes),
+            ("rewind.snapshot.autoWatchSeconds", s.snapshot.auto_watch_seconds),
             ("rewind.retention", s.retention is not None),
         ]
         retention = s.retention or RetentionSettings()
@@ -361,6 +366,7 @@ _RULES: dict[str, Callable[[Any], Any]] = {
     "shadow_repositories": _boolean,
     "shadow_excludes": _patterns,
     "shadow_max_file_bytes": _byte_count,
+    "auto_watch_seconds": _byte_count,  # a whole, non-negative number of seconds
 }
 
 

@@ -134,6 +134,39 @@ def request_snapshot(
     return fields, [str(w) for w in warnings]
 
 
+def start_watcher(start: Path, idle_exit_s: int) -> bool:
+    """Start ``rewind serve --watch --idle-exit N`` for the repository holding ``start``,
+    detached (its own session, no terminal, no output), so the next ``rewind snapshot`` there
+    is served; ``False`` where snapshots cannot be served (not Linux, no repository the client
+    would find) or the process could not be started.
+
+    Opt-in (``rewind.snapshot.autoWatchSeconds``), as git's fsmonitor daemon is: a process that
+    outlives the command is never started by default. Safe to race: a second watcher of the
+    same repository refuses by itself (one server per socket name), and the watcher ends after
+    ``idle_exit_s`` seconds without a request."""
+    if idle_exit_s <= 0 or not supported():
+        return False
+    found = find_repository(start)
+    if found is None:
+        return False
+    import subprocess
+
+    command = [sys.executable, "-m", "ledger", "serve", "--watch", "--idle-exit", str(idle_exit_s)]
+    try:
+        subprocess.Popen(
+            command,
+            cwd=found[0],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not in the caller's process group: Ctrl-C there spares it
+            close_fds=True,
+        )
+    except OSError:
+        return False
+    return True
+
+
 def _read_line(conn: socket.socket, limit: int) -> bytes | None:
     data = b""
     while b"\n" not in data:
@@ -160,6 +193,7 @@ class SnapshotService:
         self.served = 0
         self.declined: dict[str, int] = {}
         self.last_request = clock()
+        self._busy = False
         self._clock = clock
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -199,6 +233,10 @@ class SnapshotService:
             self._listener.close()
 
     def idle_s(self) -> float:
+        """Seconds since the last snapshot served (0 while a request is being answered): what
+        ``--idle-exit`` counts. A declined or empty connection is no use, so it is not activity."""
+        if self._busy:
+            return 0.0
         return self._clock() - self.last_request
 
     def _serve(self) -> None:
@@ -217,7 +255,7 @@ class SnapshotService:
                 conn.close()
                 return
             with conn:
-                self.last_request = self._clock()
+                self._busy = True
                 try:
                     if repo is None:
                         repo = GitRepo.discover(self.root)
@@ -227,6 +265,9 @@ class SnapshotService:
                 if answer.get("ok") is not True:
                     why = str(answer.get("why", "?")).split(":", 1)[0]
                     self.declined[why] = self.declined.get(why, 0) + 1
+                else:
+                    self.last_request = self._clock()
+                self._busy = False
                 with contextlib.suppress(OSError):
                     conn.sendall(json.dumps(answer).encode("utf-8", "surrogateescape") + b"\n")
 
@@ -267,4 +308,5 @@ __all__ = [
     "relevant_env",
     "request_snapshot",
     "socket_name",
+    "start_watcher",
 ]

@@ -17,6 +17,7 @@ from ledger.cli.context import CliContext
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.bridge.snapshot_socket import Fields
+    from ledger.git.repo import GitRepo
 
 
 def register(
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         repo = ctx.repo(create=True)
         settings, warnings = load_settings(ctx.agent_dir(), repo.root)
         fields = take_snapshot(repo, settings.snapshot).fields()
+        if settings.snapshot.auto_watch_seconds > 0:
+            _start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
     for warning in warnings:
         ctx.warn(warning)
     if fields["identityFallback"]:
@@ -67,6 +70,25 @@ def _served(ctx: CliContext) -> tuple[Fields, list[str]] | None:
 
     start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
     return request_snapshot(start, ctx.agent_dir())
+
+
+def _start_watching(ctx: CliContext, repo: GitRepo, seconds: int) -> None:
+    """``rewind.snapshot.autoWatchSeconds``: nobody served this snapshot, so start a watcher
+    that serves the next ones (docs/capture.md#served-snapshots). Not when local captures were
+    asked for (``REWIND_SERVED=0``) or in a shadow repository (it has no feed)."""
+    import os
+
+    from ledger.bridge.snapshot_socket import start_watcher
+    from ledger.git.shadow import ShadowRepo
+
+    if os.environ.get("REWIND_SERVED", "1") == "0" or isinstance(repo, ShadowRepo):
+        return
+    root = repo.root
+    if start_watcher(root, seconds):
+        ctx.stderr.write(
+            f"rewind: watching {root} in the background (ends after {seconds} s without a "
+            "snapshot; rewind.snapshot.autoWatchSeconds): the next snapshots are served by it\n"
+        )
 
 
 def _text(fields: Fields) -> str:

@@ -245,7 +245,7 @@ def take_snapshot(
 
     ``last_exact``: ``PERSISTED`` (default) uses the record in the private dir; a
     :class:`LastExact` is the caller's own (e.g. the engine's per-session value); ``None``
-    disables dedup. The persisted record is updated in every case.
+    disables dedup. The persisted record names the result in every case (written only on change).
     """
     started = time.perf_counter()
     captured: CaptureResult = capture_tree(repo, settings)
@@ -260,8 +260,14 @@ def take_snapshot(
             str(exc),
             no_space="No space left" in str(exc) or getattr(exc, "errno", None) == errno.ENOSPC,
         ) from None
+    made_exact = LastExact(made.commit, made.tree)
+    # The record is rewritten only when it changes: a reused snapshot (most captures in a
+    # session) reads ~40 bytes instead of writing and renaming a file. A concurrent writer
+    # between the read and the skip leaves its own (equally valid) hint: dedup re-checks it.
+    recorded = last if isinstance(last_exact, Persisted) else load_last_exact(repo)
     try:
-        save_last_exact(repo, LastExact(made.commit, made.tree))
+        if recorded != made_exact:
+            save_last_exact(repo, made_exact)
     except OSError:
         # Only a dedup hint: forget it rather than keep a stale one (unlinking needs no space).
         with contextlib.suppress(OSError):

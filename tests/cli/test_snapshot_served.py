@@ -192,3 +192,79 @@ def test_find_repository_follows_a_worktree_git_file(repo: Path, tmp_path: Path)
     assert found == (linked.resolve(), (repo / ".git" / "worktrees" / "linked").resolve())
     assert find_repository(repo) == (repo.resolve(), (repo / ".git").resolve())
     assert socket_name(*found) != socket_name(repo.resolve(), (repo / ".git").resolve())
+
+
+def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
+    repo: Path, tmp_path: Path
+) -> None:
+    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "settings.json").write_text(
+        json.dumps({"rewind": {"snapshot": {"autoWatchSeconds": 3}}})
+    )
+    found = find_repository(repo)
+    assert found is not None
+    first = subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot", "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
+    )
+    assert first.returncode == 0, first.stderr
+    assert "watching" in first.stderr and "autoWatchSeconds" in first.stderr
+    deadline = time.monotonic() + 60
+    while not _listening(socket_name(*found)):
+        assert time.monotonic() < deadline, "no watcher started"
+        time.sleep(0.05)
+    (repo / "later.txt").write_text("later\n")
+    served = subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot", "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert served.returncode == 0 and "watching" not in served.stderr  # served: none started
+    assert json.loads(served.stdout)["tree"] == fresh_tree(repo)
+    local = run_process("snapshot", cwd=repo)  # also served; REWIND_SERVED=0 never starts one
+    assert local.code == 0 and "watching" not in local.err
+    deadline = time.monotonic() + 60
+    while _listening(socket_name(*found)):  # the watcher ends by itself when idle
+        assert time.monotonic() < deadline, "the watcher did not end when idle"
+        time.sleep(0.2)
+
+
+def test_auto_watch_is_off_by_default_and_with_rewind_served_0(repo: Path) -> None:
+    found = find_repository(repo)
+    assert found is not None
+    assert "watching" not in run_process("snapshot", cwd=repo).err
+    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "settings.json").write_text(
+        json.dumps({"rewind": {"snapshot": {"autoWatchSeconds": 3}}})
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_SERVED": "0"},
+    )
+    assert proc.returncode == 0 and "watching" not in proc.stderr
+    time.sleep(0.5)
+    assert not _listening(socket_name(*found))
+
+
+def _listening(name: bytes) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(name)
+        except OSError:
+            return False
+    return True

@@ -3,6 +3,7 @@ the injected clock, and the caller's own ``last_exact``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ledger.clock import FixedClock
@@ -73,6 +74,23 @@ def test_persisted_last_exact_can_be_forgotten(repo: Path) -> None:
     assert not take_snapshot(gitrepo).reused
     (repo / ".git" / "pi-rewind" / "last-snapshot.json").write_text("{broken")
     assert load_last_exact(gitrepo) is None
+
+
+def test_persisted_record_is_rewritten_only_when_it_changes(repo: Path) -> None:
+    """A reused snapshot leaves the record's file alone (no write and rename); a
+    record naming another snapshot (another session's, or the caller's own dedup value) is
+    brought in step with the result."""
+    gitrepo = GitRepo.discover(repo)
+    first = take_snapshot(gitrepo)
+    record = repo / ".git" / "pi-rewind" / "last-snapshot.json"
+    witness = record.with_name("witness")  # a second name: a rename over the record unlinks it
+    os.link(record, witness)
+    assert take_snapshot(gitrepo).reused
+    assert take_snapshot(gitrepo, last_exact=LastExact(first.commit, first.tree)).reused
+    assert record.stat().st_nlink == 2 and os.path.samefile(record, witness)
+    save_last_exact(gitrepo, LastExact(first.commit, "4b825dc642cb6eb9a060e54bf8d69288fbee4904"))
+    again = take_snapshot(gitrepo, last_exact=LastExact(first.commit, first.tree))
+    assert again.reused and load_last_exact(gitrepo) == LastExact(first.commit, first.tree)
 
 
 def test_snapshot_uses_a_fallback_identity_when_git_has_none(tmp_path: Path) -> None:

@@ -100,3 +100,17 @@ def test_wrong_shapes_never_crash(tmp_path: Path) -> None:
             or settings.snapshot.protected_dirs == DEFAULT_PROTECTED_DIRS
         )
         assert warnings, document
+
+
+def test_auto_watch_seconds_is_off_by_default_and_must_be_a_whole_non_negative_number(
+    tmp_path: Path,
+) -> None:
+    assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == 0
+    _write(tmp_path, {"rewind": {"snapshot": {"autoWatchSeconds": 600}}})
+    assert load_settings(tmp_path) == (load_settings(tmp_path)[0], [])
+    assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == 600
+    for bad in (-1, 1.5, "600", True):
+        _write(tmp_path, {"rewind": {"snapshot": {"autoWatchSeconds": bad}}})
+        settings, warnings = load_settings(tmp_path)
+        assert settings.snapshot.auto_watch_seconds == 0
+        assert len(warnings) == 1 and "rewind.snapshot.autoWatchSeconds" in warnings[0]
