@@ -12,9 +12,10 @@ Invariants:
   ``HOME``, ``XDG_CONFIG_HOME``, ``EMAIL``) equals its own, and with the settings the client
   would load (the client's agent dir, the repository's project settings). In any other case, and
   on any failure or timeout, the client captures by itself.
-- Only the same user: a Linux abstract socket (no file anywhere, gone with the process; its
-  name is derived from the work tree and git dir), and the peer's uid is checked with
-  ``SO_PEERCRED`` before a request is read.
+- Only the same user, both ways: a Linux abstract socket (no file anywhere, gone with the
+  process; its name is derived from the work tree and git dir). The server checks the client's
+  uid with ``SO_PEERCRED`` before it reads a request, and the client checks the server's before
+  it sends one (any user can bind an abstract name first).
 - One request per connection, one JSON line each way. Requests are served one at a time on the
   service's own thread with its own :class:`~ledger.git.repo.GitRepo` (libgit2 objects are not
   shared between threads); the capture lock orders them with the bridge's own captures.
@@ -122,6 +123,10 @@ def request_snapshot(
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(timeout_s)
             conn.connect(socket_name(root, git_dir))
+            # Abstract names are shared by all users of the network namespace: a name held by
+            # another user's process is never told anything, nor believed.
+            if _peer_uid(conn) != os.getuid():
+                return None
             conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
             answer = json.loads(_read_line(conn, 1 << 24) or b"null")
     except (OSError, ValueError):
@@ -129,7 +134,7 @@ def request_snapshot(
     if not isinstance(answer, dict) or answer.get("ok") is not True:
         return None
     fields, warnings = answer.get("report"), answer.get("warnings")
-    if not isinstance(fields, dict) or not isinstance(warnings, list):
+    if not isinstance(fields, dict) or not isinstance(warnings, list) or not _well_formed(fields):
         return None
     return fields, [str(w) for w in warnings]
 
@@ -165,6 +170,36 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
     except OSError:
         return False
     return True
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "json": dict,
+    "commit": str,
+    "tree": str,
+    "reused": bool,
+    "skipped": list,
+    "ms": (int, float),
+    "rebuilt": bool,
+    "identityFallback": bool,
+}
+
+
+def _well_formed(fields: dict[str, object]) -> bool:
+    """An answer the CLI can print (another version of the server may answer otherwise: then
+    the client captures by itself rather than fail)."""
+    if not all(isinstance(fields.get(key), kind) for key, kind in _FIELD_TYPES.items()):
+        return False
+    skipped = fields["skipped"]
+    assert isinstance(skipped, list)
+    return all(
+        isinstance(item, dict) and isinstance(item.get("path"), str) and "reason" in item
+        for item in skipped
+    )
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
 
 
 def _read_line(conn: socket.socket, limit: int) -> bytes | None:
@@ -277,9 +312,7 @@ class SnapshotService:
         from ledger.settings import load_settings
 
         assert isinstance(repo, GitRepo)
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        if uid != os.getuid():
+        if _peer_uid(conn) != os.getuid():
             return {"ok": False, "why": "another user"}
         conn.settimeout(5.0)
         line = _read_line(conn, _MAX_REQUEST)

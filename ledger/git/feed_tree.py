@@ -19,7 +19,7 @@ import select
 import stat
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,11 @@ FED_MAX_PATHS = 5_000
 KEPT_MAX_PATHS = 256
 """Batches up to this size go to the kept git processes; larger ones to a one-shot git."""
 KEPT_TIMEOUT_S = 120.0
+PIPE_PAGE = 4096
+"""A kept process is sent a run of paths at once, then read its answers (one round trip per run,
+not per path). A run's input is at most the smallest capacity a Linux pipe can have (one page,
+when the user's pipe quota is spent): that write never waits for git, so git, which may wait for
+us to read its answers, cannot deadlock with us."""
 
 
 class NeedScan(Exception):
@@ -189,7 +194,8 @@ class KeptGit(GitRunner):
     --stdin-paths`` batches from git processes kept running between captures (two process
     starts per fed capture were most of its cost: ~10 ms each on a loaded machine).
 
-    Exactness: git answers each path as it reads it (both commands flush per path), with the
+    Exactness: git answers each path as it reads it (both commands flush per path; we send runs
+    of paths, :data:`PIPE_PAGE`, and read as many answers), with the
     ignore and attribute rules and configuration it loaded *when it started*. Every change of
     those sends the feed to a full scan (a ``.gitignore``/``.gitattributes`` event, the
     environment signature), and the feed then replaces this object (:meth:`close`), so a kept
@@ -265,13 +271,14 @@ class KeptGit(GitRunner):
         # a match of a negated pattern ("!x") means "not ignored", as without -v.
         proc = self._proc(key, [*CHECK_IGNORE, "-v", "-n"], config, extra_env)
         ignored = []
-        for path in paths:
-            self._send(proc, path + b"\0")
-            source, _line, pattern, name = (self._read(proc, b"\0") for _ in range(4))
-            if name != path:
-                raise ValueError("check-ignore answered for another path")
-            if source and not pattern.startswith(b"!"):
-                ignored.append(path + b"\0")
+        for batch in _batches(paths):
+            self._send(proc, b"".join(path + b"\0" for path in batch))
+            for path in batch:
+                source, _line, pattern, name = (self._read(proc, b"\0") for _ in range(4))
+                if name != path:
+                    raise ValueError("check-ignore answered for another path")
+                if source and not pattern.startswith(b"!"):
+                    ignored.append(path + b"\0")
         return GitResult(0 if ignored else 1, b"".join(ignored), b"")
 
     def _hash(
@@ -283,12 +290,13 @@ class KeptGit(GitRunner):
     ) -> GitResult:
         proc = self._proc(key, list(HASH_PATHS), config, extra_env)
         out = []
-        for path in paths:
-            self._send(proc, path + b"\n")
-            oid = self._read(proc, b"\n")
-            if len(oid) not in (40, 64) or not all(c in b"0123456789abcdef" for c in oid):
-                raise ValueError(f"hash-object answered {oid[:80]!r}")
-            out.append(oid + b"\n")
+        for batch in _batches(paths):
+            self._send(proc, b"".join(path + b"\n" for path in batch))
+            for _path in batch:
+                oid = self._read(proc, b"\n")
+                if len(oid) not in (40, 64) or not all(c in b"0123456789abcdef" for c in oid):
+                    raise ValueError(f"hash-object answered {oid[:80]!r}")
+                out.append(oid + b"\n")
         return GitResult(0, b"".join(out), b"")
 
     def _proc(
@@ -332,9 +340,25 @@ class KeptGit(GitRunner):
             if not chunk:
                 raise ValueError("the process ended")
             buffer += chunk
-        field, _, rest = bytes(buffer).partition(sep)
-        buffer[:] = rest
+        end = buffer.index(sep)
+        field = bytes(buffer[:end])
+        del buffer[: end + len(sep)]
         return field
+
+
+def _batches(paths: list[bytes]) -> Iterator[list[bytes]]:
+    """``paths`` in runs whose input (with separators) fits in :data:`PIPE_PAGE` bytes; a
+    longer path makes a run of its own."""
+    batch: list[bytes] = []
+    size = 0
+    for path in paths:
+        if batch and size + len(path) + 1 > PIPE_PAGE:
+            yield batch
+            batch, size = [], 0
+        batch.append(path)
+        size += len(path) + 1
+    if batch:
+        yield batch
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -163,6 +163,75 @@ def test_another_user_is_declined_before_the_request_is_read(
     assert "another user: 1" in _stop(watching)
 
 
+def test_a_name_held_by_another_user_is_neither_told_nor_believed(repo: Path) -> None:
+    """Any user can bind an abstract name first: the client checks the server's uid before it
+    sends its request, and captures by itself."""
+    if os.getuid() != 0 or not Path("/usr/bin/setpriv").exists():
+        pytest.skip("needs root and setpriv to listen as another user")
+    found = find_repository(repo)
+    assert found is not None
+    fake = {"ok": True, "report": {"commit": "0" * 40, "tree": "0" * 40}, "warnings": []}
+    squatter = (
+        "import json, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        f"s.bind({socket_name(*found)!r}); s.listen(1)\n"
+        "print('ready', flush=True)\n"
+        "c, _ = s.accept(); c.settimeout(3)\n"
+        "try:\n    got = c.recv(65536)\nexcept OSError:\n    got = b''\n"
+        "print('received', len(got), flush=True)\n"
+        f"c.sendall(json.dumps({fake!r}).encode() + b'\\n')\n"
+    )
+    proc = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(squatter)
+    proc.stdin.close()
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        payload = _snapshot(repo)
+        assert payload["tree"] == fresh_tree(repo) != "0" * 40
+        assert proc.stdout.readline().strip() == "received 0"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_an_answer_the_cli_cannot_print_is_not_used(repo: Path) -> None:
+    """A server of another version (or a broken one) answering ``ok`` with other fields: the
+    client captures by itself instead of failing."""
+    import socket
+    import threading
+
+    found = find_repository(repo)
+    assert found is not None
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(socket_name(*found))
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            report = {"commit": "0" * 40, "tree": "0" * 40}
+            conn.sendall(
+                json.dumps({"ok": True, "report": report, "warnings": []}).encode() + b"\n"
+            )
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        assert _snapshot(repo)["tree"] == fresh_tree(repo)
+        thread.join(timeout=30)
+        assert not thread.is_alive()  # it was asked, and its answer was not used
+    finally:
+        server.close()
+
+
 def test_one_server_per_repository_and_none_outside_git(
     repo: Path, tmp_path: Path, watching: subprocess.Popen[str]
 ) -> None:
