@@ -139,11 +139,26 @@ def request_snapshot(
     return fields, [str(w) for w in warnings]
 
 
+def serving(root: Path, git_dir: Path) -> bool:
+    """Whether a process of this user serves the snapshots of ``(root, git_dir)`` (it may still
+    decline a request: another environment). Connects and leaves without a request, which the
+    service neither counts nor treats as activity."""
+    if not supported():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(socket_name(root, git_dir))
+            return _peer_uid(probe) == os.getuid()
+        except OSError:
+            return False
+
+
 def start_watcher(start: Path, idle_exit_s: int) -> bool:
     """Start ``rewind serve --watch --idle-exit N`` for the repository holding ``start``,
     detached (its own session, no terminal, no output), so the next ``rewind snapshot`` there
     is served; ``False`` where snapshots cannot be served (not Linux, no repository the client
-    would find) or the process could not be started.
+    would find), when one of this user's processes already serves them (it declined this
+    client: another environment), or the process could not be started.
 
     Opt-in (``rewind.snapshot.autoWatchSeconds``), as git's fsmonitor daemon is: a process that
     outlives the command is never started by default. Safe to race: a second watcher of the
@@ -152,7 +167,7 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
     if idle_exit_s <= 0 or not supported():
         return False
     found = find_repository(start)
-    if found is None:
+    if found is None or serving(*found):
         return False
     import subprocess
 
@@ -172,6 +187,7 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
     return True
 
 
+_PROBE = "no request"
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "json": dict,
     "commit": str,
@@ -297,7 +313,9 @@ class SnapshotService:
                     answer = self._answer(conn, repo)
                 except Exception as exc:  # never let one request end the service
                     answer = {"ok": False, "why": f"{type(exc).__name__}: {exc}"}
-                if answer.get("ok") is not True:
+                if answer.get("why") == _PROBE:
+                    pass
+                elif answer.get("ok") is not True:
                     why = str(answer.get("why", "?")).split(":", 1)[0]
                     self.declined[why] = self.declined.get(why, 0) + 1
                 else:
@@ -316,7 +334,9 @@ class SnapshotService:
             return {"ok": False, "why": "another user"}
         conn.settimeout(5.0)
         line = _read_line(conn, _MAX_REQUEST)
-        request = json.loads(line) if line else None
+        if not line:
+            return {"ok": False, "why": _PROBE}  # connected and left: asked whether we serve
+        request = json.loads(line)
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
             return {"ok": False, "why": "unknown request"}
         if request.get("op") != "snapshot":
@@ -340,6 +360,7 @@ __all__ = [
     "find_repository",
     "relevant_env",
     "request_snapshot",
+    "serving",
     "socket_name",
     "start_watcher",
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bridge.snapshot_socket import find_repository, socket_name
+from ledger.bridge.snapshot_socket import find_repository, serving, socket_name
 from tests.cli.helpers import run_process
 from tests.gitkit import ROOT, fresh_tree, git
 
@@ -284,7 +284,7 @@ def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
     assert first.returncode == 0, first.stderr
     assert "watching" in first.stderr and "autoWatchSeconds" in first.stderr
     deadline = time.monotonic() + 60
-    while not _listening(socket_name(*found)):
+    while not serving(*found):
         assert time.monotonic() < deadline, "no watcher started"
         time.sleep(0.05)
     (repo / "later.txt").write_text("later\n")
@@ -300,8 +300,17 @@ def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
     assert json.loads(served.stdout)["tree"] == fresh_tree(repo)
     local = run_process("snapshot", cwd=repo)  # also served; REWIND_SERVED=0 never starts one
     assert local.code == 0 and "watching" not in local.err
+    declined = subprocess.run(  # another git environment: declined, captured here, none started
+        [sys.executable, "-m", "ledger", "snapshot"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "GIT_CONFIG_COUNT": "0", "EMAIL": "x@y"},
+    )
+    assert declined.returncode == 0 and "watching" not in declined.stderr
     deadline = time.monotonic() + 60
-    while _listening(socket_name(*found)):  # the watcher ends by itself when idle
+    while serving(*found):  # the watcher ends by itself when idle
         assert time.monotonic() < deadline, "the watcher did not end when idle"
         time.sleep(0.2)
 
@@ -325,15 +334,4 @@ def test_auto_watch_is_off_by_default_and_with_rewind_served_0(repo: Path) -> No
     )
     assert proc.returncode == 0 and "watching" not in proc.stderr
     time.sleep(0.5)
-    assert not _listening(socket_name(*found))
-
-
-def _listening(name: bytes) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(name)
-        except OSError:
-            return False
-    return True
+    assert not serving(*found)
