@@ -83,8 +83,16 @@ def build_repo(parent: Path, files: int, per_dir: int) -> Path:
         (d / f"f{i % per_dir:03d}.txt").write_text(f"file {i}\n" * 3)
     (repo / ".gitignore").write_text("*.log\nbuild/\n")
     _git(repo, "add", "-A")
+    # No background `gc --auto` (it would pack the new objects during the timed runs, on the
+    # same CPUs); the objects are packed now instead, as in a user's repository.
+    _git(repo, "config", "gc.auto", "0")
     _git(repo, "-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-qm", "s")
+    _git(repo, "repack", "-adq")
     done.write_text(f"{files} {per_dir}\n")
+    # The tree was just written: the kernel writes its pages back for the next minute or so, and
+    # every file system write meanwhile (a loose object, a lock file) waits behind that journal
+    # traffic. Flush now: the timed runs see a settled disk, as a user's repository is.
+    os.sync()
     return repo
 
 
