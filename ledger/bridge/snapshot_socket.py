@@ -173,7 +173,7 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
 
     command = [sys.executable, "-m", "ledger", "serve", "--watch", "--idle-exit", str(idle_exit_s)]
     try:
-        subprocess.Popen(
+        watcher = subprocess.Popen(
             command,
             cwd=found[0],
             stdin=subprocess.DEVNULL,
@@ -184,6 +184,8 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
         )
     except OSError:
         return False
+    # Reaped if it ends while we still run (a library caller lives on): no zombie is left.
+    threading.Thread(target=watcher.wait, name="rewind-watcher-reaper", daemon=True).start()
     return True
 
 

@@ -37,6 +37,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.shadow import ShadowRepo
 from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, offset_minutes
+from ledger.safe_read import read_regular_file
 from ledger.settings import SnapshotSettings
 
 # Not `from typing import TYPE_CHECKING`: see ledger/cli/context.py. ledger.clock (uuid,
@@ -112,8 +113,13 @@ class SnapshotReport:
 
 
 def load_last_exact(repo: GitRepo) -> LastExact | None:
+    # Read on every snapshot: through the non-blocking regular-file reader, so a FIFO or device
+    # put in its place is no record (docs/design.md#hostile-files), never a hang.
     try:
-        data = json.loads((private_dir(repo.git_dir) / LAST_SNAPSHOT_FILE).read_text("utf-8"))
+        raw = read_regular_file(private_dir(repo.git_dir) / LAST_SNAPSHOT_FILE, 1 << 16)
+        if raw is None:
+            return None
+        data = json.loads(raw)
         commit, tree = data["commit"], data["tree"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -54,17 +54,31 @@ def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
             proc.communicate(timeout=30)
 
 
-def _snapshot(repo: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "ledger", "snapshot", "--json"],
+def _run_snapshot(
+    repo: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``rewind snapshot ARGS`` as a real process with ``env`` added to ours."""
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", "snapshot", *args],
         cwd=cwd or repo,
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
+
+
+def _snapshot(repo: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
+    proc = _run_snapshot(repo, "--json", env=env, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def _auto_watch(seconds: int) -> None:
+    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
+    agent.mkdir(parents=True, exist_ok=True)
+    rewind = {"snapshot": {"autoWatchSeconds": seconds}}
+    (agent / "settings.json").write_text(json.dumps({"rewind": rewind}))
 
 
 def test_served_snapshots_are_the_exact_work_tree_after_each_change(
@@ -94,13 +108,7 @@ def test_text_output_and_skips_are_the_same_as_a_local_capture(
     (repo / "node_modules").mkdir()
     (repo / "node_modules" / "dep.js").write_text("dep\n")
     served = run_process("snapshot", cwd=repo)
-    local = subprocess.run(
-        [sys.executable, "-m", "ledger", "snapshot"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_SERVED": "0"},
-    )
+    local = _run_snapshot(repo, env={"REWIND_SERVED": "0"})
     assert served.code == 0 and local.returncode == 0
     strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("took")]  # noqa: E731
     assert strip(served.out)[2:] == ["skipped  node_modules/ (protected-dir)"]
@@ -264,23 +272,12 @@ def test_find_repository_follows_a_worktree_git_file(repo: Path, tmp_path: Path)
 
 
 def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
-    repo: Path, tmp_path: Path
+    repo: Path,
 ) -> None:
-    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-    agent.mkdir(parents=True, exist_ok=True)
-    (agent / "settings.json").write_text(
-        json.dumps({"rewind": {"snapshot": {"autoWatchSeconds": 3}}})
-    )
+    _auto_watch(3)
     found = find_repository(repo)
     assert found is not None
-    first = subprocess.run(
-        [sys.executable, "-m", "ledger", "snapshot", "--json"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
-    )
+    first = _run_snapshot(repo, "--json", env={"REWIND_FEED_VERIFY": "0"})
     assert first.returncode == 0, first.stderr
     assert "watching" in first.stderr and "autoWatchSeconds" in first.stderr
     deadline = time.monotonic() + 60
@@ -288,26 +285,13 @@ def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
         assert time.monotonic() < deadline, "no watcher started"
         time.sleep(0.05)
     (repo / "later.txt").write_text("later\n")
-    served = subprocess.run(
-        [sys.executable, "-m", "ledger", "snapshot", "--json"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    served = _run_snapshot(repo, "--json")
     assert served.returncode == 0 and "watching" not in served.stderr  # served: none started
     assert json.loads(served.stdout)["tree"] == fresh_tree(repo)
     local = run_process("snapshot", cwd=repo)  # also served; REWIND_SERVED=0 never starts one
     assert local.code == 0 and "watching" not in local.err
-    declined = subprocess.run(  # another git environment: declined, captured here, none started
-        [sys.executable, "-m", "ledger", "snapshot"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "GIT_CONFIG_COUNT": "0", "EMAIL": "x@y"},
-    )
+    # Another git environment: declined, captured here, and no second watcher is started.
+    declined = _run_snapshot(repo, env={"GIT_CONFIG_COUNT": "0", "EMAIL": "x@y"})
     assert declined.returncode == 0 and "watching" not in declined.stderr
     deadline = time.monotonic() + 60
     while serving(*found):  # the watcher ends by itself when idle
@@ -319,19 +303,8 @@ def test_auto_watch_is_off_by_default_and_with_rewind_served_0(repo: Path) -> No
     found = find_repository(repo)
     assert found is not None
     assert "watching" not in run_process("snapshot", cwd=repo).err
-    agent = Path(os.environ["PI_CODING_AGENT_DIR"])
-    agent.mkdir(parents=True, exist_ok=True)
-    (agent / "settings.json").write_text(
-        json.dumps({"rewind": {"snapshot": {"autoWatchSeconds": 3}}})
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ledger", "snapshot"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_SERVED": "0"},
-    )
+    _auto_watch(3)
+    proc = _run_snapshot(repo, env={"REWIND_SERVED": "0"})
     assert proc.returncode == 0 and "watching" not in proc.stderr
     time.sleep(0.5)
     assert not serving(*found)

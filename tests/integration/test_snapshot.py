@@ -93,6 +93,20 @@ def test_persisted_record_is_rewritten_only_when_it_changes(repo: Path) -> None:
     assert again.reused and load_last_exact(gitrepo) == LastExact(first.commit, first.tree)
 
 
+def test_a_fifo_in_place_of_the_record_is_no_record_and_never_blocks(repo: Path) -> None:
+    """The record is read on every snapshot (also with the caller's own dedup value): a FIFO
+    there must not hang the capture; it is replaced by a real record."""
+    gitrepo = GitRepo.discover(repo)
+    first = take_snapshot(gitrepo)
+    record = repo / ".git" / "pi-rewind" / "last-snapshot.json"
+    record.unlink()
+    os.mkfifo(record)
+    assert load_last_exact(gitrepo) is None
+    again = take_snapshot(gitrepo, last_exact=LastExact(first.commit, first.tree))
+    assert again.reused and record.is_file()
+    assert load_last_exact(gitrepo) == LastExact(first.commit, first.tree)
+
+
 def test_snapshot_uses_a_fallback_identity_when_git_has_none(tmp_path: Path) -> None:
     """D16."""
     path = tmp_path / "anon"
