@@ -52,10 +52,13 @@ from bench_pi_extension import Bridge
 
 from tests.e2e.pikit import PiRunner, RpcPi, ensure_pi, turns, write
 
+SHARED = "extension + shared watcher"
 CONFIGS = {
     "no extension": (False, {}),
-    "extension + feed": (True, {"REWIND_FEED": "1"}),
+    # REWIND_SERVED=0: the bridge runs its own feed even while the shared watcher is up
+    "extension + own feed": (True, {"REWIND_FEED": "1", "REWIND_SERVED": "0"}),
     "extension, REWIND_FEED=0": (True, {"REWIND_FEED": "0"}),
+    SHARED: (True, {}),
 }
 
 
@@ -70,6 +73,11 @@ def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[fl
         name: PiRunner(cli, repo, tmp / f"agent-p-{i}", extension=ext)
         for i, (name, (ext, _env)) in enumerate(CONFIGS.items())
     }
+    # The shared watcher's configuration: its first (untimed) run starts the watcher.
+    shared = runners[SHARED].agent_dir
+    shared.mkdir(parents=True, exist_ok=True)
+    rewind = {"snapshot": {"autoWatchSeconds": 600}}
+    (shared / "settings.json").write_text(json.dumps({"rewind": rewind}))
     times: dict[str, list[float]] = {name: [] for name in CONFIGS}
     for n in range(runs + 1):
         for i, (name, (_ext, env)) in enumerate(CONFIGS.items()):
@@ -77,7 +85,44 @@ def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[fl
             runners[name].run(prompt_text(f"p{i}", n), *([] if n == 0 else ["-c"]), env=env)
             if n:  # the first run creates the session (and our private index)
                 times[name].append((time.perf_counter() - t0) * 1000)
+            if n == 0 and name == SHARED:
+                wait_for_watcher(repo)
     return times
+
+
+def wait_for_watcher(repo: Path) -> None:
+    """Until the shared watcher's feed has its base (its first capture after the walk)."""
+    from ledger.bridge.snapshot_socket import find_repository, serving
+
+    found = find_repository(repo)
+    assert found is not None
+    deadline = time.monotonic() + 120
+    while not serving(*found):
+        if time.monotonic() > deadline:
+            raise SystemExit("the shared watcher did not start")
+        time.sleep(0.1)
+    from ledger.bridge.snapshot_socket import capture_settings_fields, request_capture
+    from ledger.settings import SnapshotSettings
+
+    time.sleep(3)  # the watcher's walk of the tree (~1-2 s at 100k files)
+    settings = SnapshotSettings()
+    fields = capture_settings_fields(settings.max_untracked_file_bytes, settings.protected_dirs)
+    for _ in range(2):  # a full scan that gives the feed its base, then a fed one
+        request_capture(*found, fields)
+
+
+def stop_watcher(repo: Path) -> None:
+    """End the shared watcher of ``repo`` (it would end by itself after autoWatchSeconds)."""
+    import signal
+
+    here = os.path.realpath(repo)
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"--watch" in command and b"serve" in command and os.readlink(proc / "cwd") == here:
+                os.kill(int(proc.name), signal.SIGINT)
+        except (OSError, ValueError):
+            continue
 
 
 def bridge_start(repo: Path, tmp: Path, runs: int) -> dict[str, list[float]]:
@@ -118,7 +163,7 @@ def rpc_sessions(
     status_file.unlink(missing_ok=True)
     sessions = {
         "no extension": RpcPi(cli, repo, tmp / "agent-rpc-plain", extension=False),
-        "extension + feed": RpcPi(
+        "extension + own feed": RpcPi(
             cli, repo, tmp / "agent-rpc-feed", extension=True, env={"REWIND_FEED": "1"}
         ),
     }
@@ -174,7 +219,10 @@ def main() -> int:
             flush=True,
         )
         if not args.skip_print:
-            runs = print_mode(cli, repo, tmp, args.runs)
+            try:
+                runs = print_mode(cli, repo, tmp, args.runs)
+            finally:
+                stop_watcher(repo)
             base = med(runs["no extension"])
             print(f"1. pi -p, whole runs (runs {args.runs}, configurations alternated)")
             for name, values in runs.items():
@@ -187,13 +235,13 @@ def main() -> int:
             print(f"  rewind serve --stdio, {name:9s} {med(values):7.0f} ms", flush=True)
         print(f"  watcher walk (background thread, not awaited)  {med(walk):7.0f} ms", flush=True)
         rpc, status = rpc_sessions(cli, repo, tmp, args.prompts, args.think)
-        a, b = med(rpc["no extension"]), med(rpc["extension + feed"])
+        a, b = med(rpc["no extension"]), med(rpc["extension + own feed"])
         print(
             f"3. per prompt, one Pi session each (rpc; {args.prompts} prompts alternated, "
             f"{args.think:.0f} s idle after each; bridge start excluded)"
         )
         print(f"  no extension                 {a:7.0f} ms")
-        print(f"  extension + feed             {b:7.0f} ms   added {b - a:+6.0f} ms per prompt")
+        print(f"  extension + own feed         {b:7.0f} ms   added {b - a:+6.0f} ms per prompt")
         print(f"  all samples: {json.dumps({k: [round(v) for v in vs] for k, vs in rpc.items()})}")
         if status is not None:
             keys = ("mode", "fed", "full", "verified", "inconclusive", "fallbacks", "lastFallback")

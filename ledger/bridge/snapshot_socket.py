@@ -36,6 +36,11 @@ import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+# Not `from typing import TYPE_CHECKING`: the client half is on the one-shot CLI's start-up path.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+
 PROTOCOL = 1
 CLIENT_TIMEOUT_S = 120.0
 """How long a client waits for the answer (a capture may wait for a prompt's capture)."""
@@ -139,6 +144,56 @@ def request_snapshot(
     return fields, [str(w) for w in warnings]
 
 
+def request_capture(
+    root: Path, git_dir: Path, settings: Fields, *, timeout_s: float = CLIENT_TIMEOUT_S
+) -> Fields | str:
+    """Ask the service of ``(root, git_dir)`` to capture the work tree with ``settings`` (the
+    capture-relevant snapshot settings, :func:`capture_settings_fields`) and return the
+    :class:`~ledger.git.capture.CaptureResult` as plain values; on failure, why: ``"absent"``
+    (nobody listens: a watcher still starting, or gone) or another reason (declined, broken)."""
+    if not supported():
+        return "unsupported"
+    request = {
+        "v": PROTOCOL,
+        "op": "capture",
+        "root": str(root),
+        "gitDir": str(git_dir),
+        "settings": settings,
+        "env": relevant_env(os.environ),
+    }
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout_s)
+            try:
+                conn.connect(socket_name(root, git_dir))
+            except OSError:
+                return "absent"
+            if _peer_uid(conn) != os.getuid():  # see request_snapshot
+                return "another user"
+            conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
+            answer = json.loads(_read_line(conn, 1 << 24) or b"null")
+    except (OSError, ValueError) as exc:
+        return f"broken: {type(exc).__name__}"
+    if not isinstance(answer, dict):
+        return "broken: no answer"
+    if answer.get("ok") is not True:
+        return str(answer.get("why", "declined"))
+    captured = answer.get("capture")
+    if not isinstance(captured, dict) or not _well_formed_capture(captured):
+        return "broken: malformed answer"
+    return captured
+
+
+def capture_settings_fields(
+    max_untracked_file_bytes: int, protected_dirs: tuple[str, ...]
+) -> Fields:
+    """The snapshot settings a capture depends on, as sent with a ``capture`` request."""
+    return {
+        "maxUntrackedFileBytes": max_untracked_file_bytes,
+        "protectedDirs": list(protected_dirs),
+    }
+
+
 def serving(root: Path, git_dir: Path) -> bool:
     """Whether a process of this user serves the snapshots of ``(root, git_dir)`` (it may still
     decline a request: another environment). Connects and leaves without a request, which the
@@ -153,22 +208,22 @@ def serving(root: Path, git_dir: Path) -> bool:
             return False
 
 
-def start_watcher(start: Path, idle_exit_s: int) -> bool:
+def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | None:
     """Start ``rewind serve --watch --idle-exit N`` for the repository holding ``start``,
     detached (its own session, no terminal, no output), so the next ``rewind snapshot`` there
-    is served; ``False`` where snapshots cannot be served (not Linux, no repository the client
-    would find), when one of this user's processes already serves them (it declined this
-    client: another environment), or the process could not be started.
+    is served: the started process, or ``None`` where snapshots cannot be served (not Linux, no
+    repository the client would find), when one of this user's processes already serves them
+    (it declined this client: another environment), or the process could not be started.
 
     Opt-in (``rewind.snapshot.autoWatchSeconds``), as git's fsmonitor daemon is: a process that
     outlives the command is never started by default. Safe to race: a second watcher of the
     same repository refuses by itself (one server per socket name), and the watcher ends after
     ``idle_exit_s`` seconds without a request."""
     if idle_exit_s <= 0 or not supported():
-        return False
+        return None
     found = find_repository(start)
     if found is None or serving(*found):
-        return False
+        return None
     import subprocess
 
     command = [sys.executable, "-m", "ledger", "serve", "--watch", "--idle-exit", str(idle_exit_s)]
@@ -183,10 +238,10 @@ def start_watcher(start: Path, idle_exit_s: int) -> bool:
             close_fds=True,
         )
     except OSError:
-        return False
+        return None
     # Reaped if it ends while we still run (a library caller lives on): no zombie is left.
     threading.Thread(target=watcher.wait, name="rewind-watcher-reaper", daemon=True).start()
-    return True
+    return watcher
 
 
 _PROBE = "no request"
@@ -211,6 +266,31 @@ def _well_formed(fields: dict[str, object]) -> bool:
     assert isinstance(skipped, list)
     return all(
         isinstance(item, dict) and isinstance(item.get("path"), str) and "reason" in item
+        for item in skipped
+    )
+
+
+_CAPTURE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "tree": str,
+    "skipped": list,
+    "rebuilt": bool,
+    "updated": int,
+    "ms": (int, float),
+}
+
+
+def _well_formed_capture(fields: dict[str, object]) -> bool:
+    if not all(isinstance(fields.get(key), kind) for key, kind in _CAPTURE_TYPES.items()):
+        return False
+    tree, skipped = fields["tree"], fields["skipped"]
+    assert isinstance(tree, str) and isinstance(skipped, list)
+    if len(tree) not in (40, 64) or any(c not in "0123456789abcdef" for c in tree):
+        return False
+    return all(
+        isinstance(item, dict)
+        and isinstance(item.get("path"), str)
+        and isinstance(item.get("reason"), str)
+        and (item.get("size") is None or isinstance(item.get("size"), int))
         for item in skipped
     )
 
@@ -244,6 +324,9 @@ class SnapshotService:
         self.root = Path(os.path.realpath(root))
         self.git_dir = Path(os.path.realpath(git_dir))
         self.served = 0
+        """Snapshots answered (``rewind snapshot``)."""
+        self.captured = 0
+        """Captures answered (a bridge's, :mod:`ledger.bridge.delegate`)."""
         self.declined: dict[str, int] = {}
         self.last_request = clock()
         self._busy = False
@@ -286,8 +369,9 @@ class SnapshotService:
             self._listener.close()
 
     def idle_s(self) -> float:
-        """Seconds since the last snapshot served (0 while a request is being answered): what
-        ``--idle-exit`` counts. A declined or empty connection is no use, so it is not activity."""
+        """Seconds since the last snapshot or capture served (0 while a request is being
+        answered): what ``--idle-exit`` counts. A declined or empty connection is no use, so
+        it is not activity."""
         if self._busy:
             return 0.0
         return self._clock() - self.last_request
@@ -341,12 +425,14 @@ class SnapshotService:
         request = json.loads(line)
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
             return {"ok": False, "why": "unknown request"}
-        if request.get("op") != "snapshot":
+        if request.get("op") not in ("snapshot", "capture"):
             return {"ok": False, "why": "unknown request"}
         if request.get("root") != str(self.root) or request.get("gitDir") != str(self.git_dir):
             return {"ok": False, "why": "another repository"}
         if request.get("env") != relevant_env(os.environ):
             return {"ok": False, "why": "another environment"}
+        if request["op"] == "capture":
+            return self._capture(conn, repo, request.get("settings"))
         agent_dir = request.get("agentDir")
         if not isinstance(agent_dir, str):
             return {"ok": False, "why": "unknown request"}
@@ -356,11 +442,49 @@ class SnapshotService:
         self.served += 1
         return {"ok": True, "report": report.fields(), "warnings": warnings}
 
+    def _capture(self, conn: socket.socket, repo: object, given: object) -> dict[str, object]:
+        """A bridge's capture (:mod:`ledger.bridge.delegate`): the tree only; the bridge commits
+        it. The bridge's own settings are used, so the answer is the one it would compute."""
+        from ledger.git.capture import capture_tree
+        from ledger.git.repo import GitRepo
+        from ledger.settings import SnapshotSettings
+
+        assert isinstance(repo, GitRepo)
+        if not isinstance(given, dict):
+            return {"ok": False, "why": "unknown request"}
+        limit, dirs = given.get("maxUntrackedFileBytes"), given.get("protectedDirs")
+        if (
+            not isinstance(limit, int)
+            or isinstance(limit, bool)
+            or limit < 0
+            or not isinstance(dirs, list)
+            or not all(isinstance(d, str) for d in dirs)
+        ):
+            return {"ok": False, "why": "unknown request"}
+        conn.settimeout(None)
+        settings = SnapshotSettings(max_untracked_file_bytes=limit, protected_dirs=tuple(dirs))
+        captured = capture_tree(repo, settings)
+        self.captured += 1
+        return {
+            "ok": True,
+            "capture": {
+                "tree": captured.tree,
+                "skipped": [
+                    {"path": s.path, "reason": s.reason, "size": s.size} for s in captured.skipped
+                ],
+                "rebuilt": captured.rebuilt,
+                "updated": captured.updated,
+                "ms": captured.ms,
+            },
+        }
+
 
 __all__ = [
     "SnapshotService",
+    "capture_settings_fields",
     "find_repository",
     "relevant_env",
+    "request_capture",
     "request_snapshot",
     "serving",
     "socket_name",

@@ -22,6 +22,8 @@ from ledger.cli.context import CliContext
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ledger.bridge.snapshot_socket import SnapshotService
 
 
@@ -46,15 +48,16 @@ def register(
     mode.add_argument(
         "--watch",
         action="store_true",
-        help="no agent: only watch the repository and answer 'rewind snapshot' from other "
-        "processes in O(changed) until interrupted",
+        help="no agent: only watch the repository and answer 'rewind snapshot' and the "
+        "captures of Pi's bridges from other processes in O(changed) until interrupted",
     )
     parser.add_argument(
         "--idle-exit",
         metavar="SECONDS",
         type=float,
         default=0.0,
-        help="with --watch: exit after this long without a snapshot request (default: never)",
+        help="with --watch: exit after this long without a snapshot or capture request "
+        "(default: never)",
     )
     parser.set_defaults(run=run)
 
@@ -70,20 +73,85 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     use_feed = os.environ.get("REWIND_FEED", "1") != "0"
     service: list[SnapshotService] = []
     if use_feed:
+        from ledger.bridge import delegate
         from ledger.git import feed
 
-        feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
         start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
-        feed.start_for(start)
-        _serve_snapshots_in_background(start, service)
+        _set_up_captures(start, ctx, service)
     option = ctx.agent_dir_option
     try:
         return serve_stdio(Path(option) if option else None)
     finally:
+        if use_feed:
+            delegate.install(None)
         for running in service:
             running.close()
         if use_feed:
             feed.disable()
+
+
+def _set_up_captures(start: Path, ctx: CliContext, service: list[SnapshotService]) -> None:
+    """In the background, off the first prompt's path: send the captures to the watcher of the
+    repository when one runs (or, with ``rewind.snapshot.autoWatchSeconds``, start one and send
+    them there; docs/capture.md#shared-watcher); else run this bridge's own change feed and
+    answer other processes' ``rewind snapshot`` from it. No error if there is no repository."""
+    import contextlib
+    import threading
+
+    def own_feed(_why: str = "") -> None:
+        from ledger.git import feed
+
+        feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
+        feed.start_for(start)
+        _serve_snapshots_in_background(start, service)
+
+    from ledger.bridge import delegate
+    from ledger.bridge.snapshot_socket import find_repository, serving, supported
+
+    allowed = os.environ.get("REWIND_SERVED", "1") != "0" and supported()
+    found = find_repository(start) if allowed else None
+    # A watcher already serves this repository (the user's `rewind serve --watch`, or one an
+    # earlier bridge started): decided here, before the first event, so that the very first
+    # capture goes there. One connect, well under a millisecond.
+    if found is not None and serving(*found):
+        delegate.install(delegate.Delegation(*found, on_lost=own_feed))
+        return
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            if found is not None and _start_shared_watcher(found, ctx, own_feed):
+                return
+        own_feed()
+
+    threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
+
+
+def _start_shared_watcher(
+    found: tuple[Path, Path], ctx: CliContext, own_feed: Callable[[str], None]
+) -> bool:
+    """With ``rewind.snapshot.autoWatchSeconds``: start the repository's watcher and send this
+    bridge's captures there (:mod:`ledger.bridge.delegate`); ``False`` when not set up."""
+    from ledger.bridge import delegate
+    from ledger.bridge.snapshot_socket import start_watcher
+    from ledger.settings import load_settings
+
+    root, git_dir = found
+    seconds = load_settings(ctx.agent_dir(), root)[0].snapshot.auto_watch_seconds
+    if seconds <= 0:
+        return False
+    watcher = start_watcher(root, seconds)
+    if watcher is None:
+        return False
+    delegate.install(
+        delegate.Delegation(
+            root,
+            git_dir,
+            on_lost=own_feed,
+            watcher=watcher,
+            restart=lambda: start_watcher(root, seconds),
+        )
+    )
+    return True
 
 
 def _serve_snapshots_in_background(start: Path, out: list[SnapshotService]) -> None:
@@ -152,7 +220,7 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
         feed.disable()
     declined = ", ".join(f"{why}: {n}" for why, n in sorted(service.declined.items()))
     ctx.stderr.write(
-        f"rewind: served {service.served} snapshots"
+        f"rewind: served {service.served} snapshots and {service.captured} captures"
         + (f"; declined {declined} (those captured by themselves)" if declined else "")
         + "\n"
     )

@@ -84,7 +84,7 @@ def _start_watching(ctx: CliContext, repo: GitRepo, seconds: int) -> None:
     if os.environ.get("REWIND_SERVED", "1") == "0" or isinstance(repo, ShadowRepo):
         return
     root = repo.root
-    if start_watcher(root, seconds):
+    if start_watcher(root, seconds) is not None:
         ctx.stderr.write(
             f"rewind: watching {root} in the background (ends after {seconds} s without a "
             "snapshot; rewind.snapshot.autoWatchSeconds): the next snapshots are served by it\n"

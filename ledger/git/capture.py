@@ -142,6 +142,10 @@ class Capturer:
     def capture(self) -> CaptureResult:
         """Capture now: through the change feed when this process runs one (``rewind serve``,
         :mod:`ledger.git.feed`) and it can be trusted, else by a full scan."""
+        if self.use_feed:
+            delegated = _delegated(self)
+            if delegated is not None:
+                return delegated
         feed = _active_feed(self.repo) if self.use_feed else None
         if feed is not None:
             feed.touch()
@@ -608,6 +612,17 @@ def _active_feed(repo: GitRepo) -> Any:
     if module is None or not module.enabled():
         return None
     return module.feed_for(repo)
+
+
+def _delegated(capturer: Capturer) -> CaptureResult | None:
+    """The capture made by the watcher this bridge delegates to (:mod:`ledger.bridge.delegate`,
+    looked up, never imported: only ``rewind serve`` delegates), or ``None``: capture here."""
+    module = sys.modules.get("ledger.bridge.delegate")
+    delegation = module.current() if module is not None else None
+    if delegation is None:
+        return None
+    result: CaptureResult | None = delegation.capture(capturer.root, capturer.settings)
+    return result
 
 
 def _index_error(directory: Path, detail: str, code: int | None) -> CaptureIndexError:

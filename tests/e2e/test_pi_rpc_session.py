@@ -175,9 +175,7 @@ def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
     assert len(warnings) == 1 and warnings[0][0] == "warning", rpc.notices
     assert "continuing without rewind" in warnings[0][1]
     path = Path(rpc.state()["sessionFile"])
-    assert turn_count(path, 1) == 1, (
-        "only the prompt before the crash"
-    )
+    assert turn_count(path, 1) == 1, "only the prompt before the crash"
     assert pids(pid_file) == [pid], "no restart behind the user's back"
 
 

@@ -1,0 +1,160 @@
+"""A bridge (``rewind serve --stdio``) sends its captures to the repository's watcher
+(``rewind serve --watch``) and gets the same trees back; it falls back to its own feed when the
+watcher is gone or declines, and ``rewind.snapshot.autoWatchSeconds`` starts a shared watcher.
+Real processes throughout (docs/capture.md#shared-watcher)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ledger.bridge.snapshot_socket import find_repository, serving
+from ledger.records import TURN
+from tests.bridgekit import FakePi
+from tests.gitkit import ROOT, fresh_tree, git
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
+
+
+def _start_watch(repo: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "serve", "--watch"],
+        cwd=repo,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
+    )
+    assert proc.stderr is not None
+    assert "is served from here" in proc.stderr.readline()
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return err
+
+
+@pytest.fixture
+def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = _start_watch(repo)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
+def _bridge(repo: Path, isolated_env: Path) -> FakePi:
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    assert pi.event("session_start", {"reason": "startup"}).error is None
+    return pi
+
+
+def _prompts_stay_exact(pi: FakePi, count: int, tag: str) -> None:
+    """``count`` prompts that each change files; every turn's snapshot is the work tree then."""
+    repo = pi.cwd
+    expected: list[str] = []
+
+    def act(n: int) -> Callable[[], None]:
+        def run() -> None:
+            (repo / f"{tag}-{n}.txt").write_text(f"{n}\n")
+            if n:
+                (repo / f"{tag}-{n - 1}.txt").unlink()
+            expected.append(fresh_tree(repo))
+
+        return run
+
+    before = len(pi.custom(TURN))
+    for n in range(count):
+        _, assistant = pi.prompt(f"{tag} {n}", act(n))
+        turn = pi.custom(TURN)[-1]
+        bound = {entry: turn["snapshots"][i] for entry, i in turn["bindings"]}
+        tree = git(repo, "rev-parse", f"{bound[assistant]}^{{tree}}").strip()
+        assert tree == expected[-1], f"{tag} prompt {n}"
+    assert len(pi.custom(TURN)) == before + count
+
+
+def _served_counts(err: str) -> tuple[int, int]:
+    words = err.split("rewind: served ")[1].split()
+    return int(words[0]), int(words[3])
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_bridge_sends_its_captures_to_the_running_watcher_and_stays_exact(
+    repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
+) -> None:
+    pi = _bridge(repo, isolated_env)
+    _prompts_stay_exact(pi, 3, "fed")
+    assert pi.close() == 0
+    snapshots, captures = _served_counts(_stop(watching))
+    assert snapshots == 0 and captures >= 6, "two captures per prompt went to the watcher"
+
+
+def test_a_bridge_whose_watcher_is_gone_runs_its_own_feed_and_serves_snapshots(
+    repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
+) -> None:
+    pi = _bridge(repo, isolated_env)
+    _prompts_stay_exact(pi, 1, "before")
+    watching.kill()
+    watching.communicate(timeout=30)
+    _prompts_stay_exact(pi, 2, "after")
+    found = find_repository(repo)
+    assert found is not None
+    _wait(lambda: serving(*found), "the bridge to serve snapshots itself")
+    pi.close()
+
+
+def test_a_watcher_in_another_git_environment_is_not_used(
+    repo: Path, isolated_env: Path, watching: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "noise.log").write_text("noise\n")
+    excludes = repo.parent / "excludes"
+    excludes.write_text("*.log\n")
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.excludesFile")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(excludes))
+    pi = _bridge(repo, isolated_env)  # the bridge sees the variables, the watcher does not
+    _prompts_stay_exact(pi, 2, "env")
+    last = pi.custom(TURN)[-1]["snapshots"][-1]
+    assert "noise.log" not in git(repo, "ls-tree", "--name-only", last)
+    pi.close()
+    err = _stop(watching)
+    assert _served_counts(err) == (0, 0) and "another environment: 1" in err
+
+
+def test_auto_watch_starts_a_shared_watcher_that_outlives_the_bridge(
+    repo: Path, isolated_env: Path
+) -> None:
+    agent = isolated_env / ".pi" / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "settings.json").write_text(
+        json.dumps({"rewind": {"snapshot": {"autoWatchSeconds": 3}}})
+    )
+    found = find_repository(repo)
+    assert found is not None
+    first = _bridge(repo, isolated_env)
+    _wait(lambda: serving(*found), "the bridge to start a watcher")
+    _prompts_stay_exact(first, 2, "first")
+    assert first.close() == 0
+    assert serving(*found), "the watcher outlives the bridge"
+    second = _bridge(repo, isolated_env)
+    _prompts_stay_exact(second, 2, "second")
+    assert second.close() == 0
+    _wait(lambda: not serving(*found), "the idle watcher to end by itself")
