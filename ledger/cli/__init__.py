@@ -265,6 +265,19 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
             gc.enable()
 
 
+def _exit_now(code: int) -> None:
+    """End the process now. Only for a command whose work is complete and written (files
+    closed, git objects and refs written by libgit2 as they are made, no thread left with
+    work): the interpreter's teardown of pygit2 and ~300 modules costs ~35 ms that Pi waits
+    for when its session ends (docs/capture.md#shared-watcher)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def _main(argv: Sequence[str] | None, cwd: Path | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     ctx = CliContext(repo_option=None, agent_dir_option=None, json="--json" in args_list, cwd=cwd)
@@ -273,7 +286,10 @@ def _main(argv: Sequence[str] | None, cwd: Path | None) -> int:
         ctx.repo_option = args.repo
         ctx.agent_dir_option = args.agent_dir
         ctx.json = bool(args.json)
-        return int(args.run(args, ctx) or EXIT_OK)
+        code = int(args.run(args, ctx) or EXIT_OK)
+        if argv is None and ctx.exit_without_teardown:  # a real process, not a caller's main()
+            _exit_now(code)
+        return code
     except UsageError as exc:
         _report(ctx, str(exc), exc.hint)
         return EXIT_USAGE

@@ -50,6 +50,9 @@ class CliContext:
         self.stderr: IO[str] = stderr if stderr is not None else sys.stderr
         self._repo: GitRepo | None = None
         self._repo_writer = False
+        self.exit_without_teardown = False
+        """Set by a command whose process has nothing left to finish when it returns (the
+        bridge): ``main`` then ends the process without the interpreter's teardown."""
 
     # --- look-ups -------------------------------------------------------------------------
 

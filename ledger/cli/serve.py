@@ -80,14 +80,18 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         _set_up_captures(start, ctx, service)
     option = ctx.agent_dir_option
     try:
-        return serve_stdio(Path(option) if option else None)
+        code = serve_stdio(Path(option) if option else None)
     finally:
         if use_feed:
             delegate.install(None)
         for running in service:
             running.close()
         if use_feed:
-            feed.disable()
+            feed.disable()  # joins the watcher and verifier, writes feed-status.json
+    # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
+    # waits for this process to end, so skip the interpreter's teardown.
+    ctx.exit_without_teardown = True
+    return code
 
 
 def _set_up_captures(start: Path, ctx: CliContext, service: list[SnapshotService]) -> None:
