@@ -84,9 +84,11 @@ class SnapshotSettings:
     )
     """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
     auto_watch_seconds: int = field(default=0, metadata=_key("autoWatchSeconds"))
-    """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), start
-    ``rewind serve --watch --idle-exit N`` in the background so the next ones are served from its
-    change feed (docs/capture.md#served-snapshots); 0 (the default) never starts one."""
+    """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), and
+    when Pi's bridge starts with no watcher serving the repository, start ``rewind serve --watch
+    --idle-exit N`` in the background so the next snapshots and the bridges' captures are served
+    from its change feed (docs/capture.md#served-snapshots, #shared-watcher); 0 (the default)
+    never starts one."""
 
 
 @dataclass(frozen=True)

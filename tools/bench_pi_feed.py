@@ -8,10 +8,12 @@ fed (the watcher's walk of the tree is not over when the pre-prompt snapshot is 
 parts are therefore measured apart:
 
 1. ``pi -p`` whole runs (Pi 0.73.1, print mode, scripted offline model, two tool turns that each
-   write a file), three configurations alternated run by run: no extension; the extension with
-   the feed (the default of ``rewind serve``); the extension with ``REWIND_FEED=0``. The
-   difference to no extension is bridge start + per-prompt cost + the watcher's background walk
-   competing for the CPU.
+   write a file), four configurations alternated run by run: no extension; the extension with
+   the bridge's own feed (``REWIND_SERVED=0``); the extension with ``REWIND_FEED=0``; the
+   extension with ``rewind.snapshot.autoWatchSeconds`` (its first, untimed run starts the shared
+   watcher, which then serves the bridges' captures: docs/capture.md#shared-watcher; the bench
+   stops it at the end of this part). The difference to no extension is bridge start +
+   per-prompt cost + background work competing for the CPU.
 2. Bridge start alone: ``rewind serve --stdio`` spawned in the repository until it has answered
    ``session_start`` (what Pi awaits before its first prompt), feed on and off alternated; and
    the watcher's walk (in the background, off the critical path) measured in-process.

@@ -158,3 +158,17 @@ def test_auto_watch_starts_a_shared_watcher_that_outlives_the_bridge(
     _prompts_stay_exact(second, 2, "second")
     assert second.close() == 0
     _wait(lambda: not serving(*found), "the idle watcher to end by itself")
+
+
+def test_a_bridge_with_its_own_feed_writes_its_final_counts_before_it_ends(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bridge skips the interpreter's teardown at exit: what it writes at the end is there."""
+    monkeypatch.setenv("REWIND_SERVED", "0")  # no watcher: the bridge runs its own feed
+    pi = _bridge(repo, isolated_env)
+    _prompts_stay_exact(pi, 3, "own")
+    status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
+    status_file.unlink(missing_ok=True)
+    assert pi.close() == 0
+    status = json.loads(status_file.read_text())
+    assert status["fed"] + status["full"] >= 1 and status["mode"] != "full-scan", status
