@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,10 +44,16 @@ class BridgeServer:
     """Serve one extension instance (one Pi session) until end of input."""
 
     def __init__(
-        self, reader: IO[bytes], writer: IO[bytes], *, agent_dir: Path | None = None
+        self,
+        reader: IO[bytes],
+        writer: IO[bytes],
+        *,
+        agent_dir: Path | None = None,
+        on_first_event: Callable[[EventMessage], None] | None = None,
     ) -> None:
         self.reader = reader
         self.writer = writer
+        self._on_first_event = on_first_event
         self.state = BridgeState(BridgeHost(self._call), agent_dir)
         self._calls = 0
         self._status: str | None = None
@@ -126,6 +133,9 @@ class BridgeServer:
                 if isinstance(message, ReplyMessage):
                     self._error(message.id, "bad-message", "a reply with no call waiting for it")
                     continue
+                if self._on_first_event is not None:
+                    first, self._on_first_event = self._on_first_event, None
+                    first(message)
                 self._handle(message)
         except BridgeClosed:
             pass
@@ -213,6 +223,14 @@ class BridgeServer:
         return f"{self._status} · {note}" if note and self._status else self._status
 
 
-def serve_stdio(agent_dir: Path | None = None) -> int:
-    """Run the bridge on this process's stdin and stdout."""
-    return BridgeServer(sys.stdin.buffer, sys.stdout.buffer, agent_dir=agent_dir).serve()
+def serve_stdio(
+    agent_dir: Path | None = None,
+    *,
+    on_first_event: Callable[[EventMessage], None] | None = None,
+) -> int:
+    """Run the bridge on this process's stdin and stdout; ``on_first_event`` sees the first
+    event before it is handled (``rewind serve`` learns from it whether Pi has a UI)."""
+    server = BridgeServer(
+        sys.stdin.buffer, sys.stdout.buffer, agent_dir=agent_dir, on_first_event=on_first_event
+    )
+    return server.serve()

@@ -72,15 +72,20 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
 
     use_feed = os.environ.get("REWIND_FEED", "1") != "0"
     service: list[SnapshotService] = []
+    setup: _OwnFeed | None = None
     if use_feed:
         from ledger.bridge import delegate
         from ledger.git import feed
 
         start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
-        _set_up_captures(start, ctx, service)
+        setup = _OwnFeed(start, service)
+        _set_up_captures(start, ctx, setup)
     option = ctx.agent_dir_option
     try:
-        code = serve_stdio(Path(option) if option else None)
+        code = serve_stdio(
+            Path(option) if option else None,
+            on_first_event=setup.learn_ui if setup is not None else None,
+        )
     finally:
         if use_feed:
             delegate.install(None)
@@ -94,21 +99,60 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     return code
 
 
-def _set_up_captures(start: Path, ctx: CliContext, service: list[SnapshotService]) -> None:
-    """In the background, off the first prompt's path: send the captures to the watcher of the
-    repository when one runs (or, with ``rewind.snapshot.autoWatchSeconds``, start one and send
-    them there; docs/capture.md#shared-watcher); else run this bridge's own change feed and
-    answer other processes' ``rewind snapshot`` from it. No error if there is no repository."""
-    import contextlib
-    import threading
+class _OwnFeed:
+    """This bridge's own change feed, started once it is wanted *and* Pi has a UI.
 
-    def own_feed(_why: str = "") -> None:
+    Print mode (``pi -p``, ``hasUI`` false in the first event) gets none: its run ends before
+    a feed could arm (the walk outlasts a scripted prompt, back-to-back turns leave no idle
+    time), so the feed would only cost its walk and, at exit, the closing of an inotify
+    descriptor with one watch per directory (~0.2 s at 10k directories) that Pi waits for.
+    Interactive and RPC sessions (``hasUI`` true) start it at their first event, right after
+    the bridge starts, still well before the first prompt.
+    """
+
+    def __init__(self, start: Path, service: list[SnapshotService]) -> None:
+        import threading
+
+        self.start = start
+        self.service = service
+        self._guard = threading.Lock()
+        self._wanted = False
+        self._has_ui: bool | None = None  # unknown until the first event
+        self._started = False
+
+    def want(self, _why: str = "") -> None:
+        """The bridge captures by itself (no watcher to send captures to, or it was lost)."""
+        with self._guard:
+            self._wanted = True
+        self._maybe_start()
+
+    def learn_ui(self, first: object) -> None:
+        with self._guard:
+            self._has_ui = bool(getattr(getattr(first, "ctx", None), "has_ui", False))
+        self._maybe_start()
+
+    def _maybe_start(self) -> None:
+        with self._guard:
+            if self._started or not self._wanted or not self._has_ui:
+                return
+            self._started = True
         from ledger.git import feed
 
         feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-        feed.start_for(start)
-        _serve_snapshots_in_background(start, service)
+        feed.start_for(self.start)
+        _serve_snapshots_in_background(self.start, self.service)
 
+
+def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
+    """In the background, off the first prompt's path: send the captures to the watcher of the
+    repository when one runs (or, with ``rewind.snapshot.autoWatchSeconds``, start one and send
+    them there; docs/capture.md#shared-watcher); else run this bridge's own change feed and
+    answer other processes' ``rewind snapshot`` from it (:class:`_OwnFeed`: not in print mode).
+    No error if there is no repository."""
+    import contextlib
+    import threading
+
+    own_feed = setup.want
     from ledger.bridge import delegate
     from ledger.bridge.snapshot_socket import find_repository, serving, supported
 

@@ -172,3 +172,20 @@ def test_a_bridge_with_its_own_feed_writes_its_final_counts_before_it_ends(
     assert pi.close() == 0
     status = json.loads(status_file.read_text())
     assert status["fed"] + status["full"] >= 1 and status["mode"] != "full-scan", status
+
+
+def test_in_print_mode_a_bridge_without_a_watcher_runs_no_feed_and_stays_exact(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pi -p`` (no UI): a run ends before a feed could arm, so none is started (no walk, no
+    slow exit); captures are full scans, exact, and nothing serves ``rewind snapshot``."""
+    monkeypatch.setenv("REWIND_SERVED", "0")
+    status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    pi.has_ui = False
+    assert pi.event("session_start", {"reason": "startup"}).error is None
+    _prompts_stay_exact(pi, 3, "print")
+    found = find_repository(repo)
+    assert found is not None and not serving(*found)
+    assert pi.close() == 0
+    assert not status_file.exists(), "no feed ran"
