@@ -8,12 +8,14 @@ fed (the watcher's walk of the tree is not over when the pre-prompt snapshot is 
 parts are therefore measured apart:
 
 1. ``pi -p`` whole runs (Pi 0.73.1, print mode, scripted offline model, two tool turns that each
-   write a file), four configurations alternated run by run: no extension; the extension with
-   the bridge's own feed (``REWIND_SERVED=0``); the extension with ``REWIND_FEED=0``; the
+   write a file), four configurations alternated run by run: no extension; the extension
+   capturing in the bridge (``REWIND_SERVED=0``; print mode starts no feed of its own); the
+   extension with ``REWIND_FEED=0``; the
    extension with ``rewind.snapshot.autoWatchSeconds`` (its first, untimed run starts the shared
    watcher, which then serves the bridges' captures: docs/capture.md#shared-watcher; the bench
    stops it at the end of this part). The difference to no extension is bridge start +
-   per-prompt cost + background work competing for the CPU.
+   per-prompt cost + background work competing for the CPU (the shared watcher verifies its
+   feed with a full scan ~1 s after its last capture, i.e. during the next configurations' runs).
 2. Bridge start alone: ``rewind serve --stdio`` spawned in the repository until it has answered
    ``session_start`` (what Pi awaits before its first prompt), feed on and off alternated; and
    the watcher's walk (in the background, off the critical path) measured in-process.
@@ -57,8 +59,9 @@ from tests.e2e.pikit import PiRunner, RpcPi, ensure_pi, turns, write
 SHARED = "extension + shared watcher"
 CONFIGS = {
     "no extension": (False, {}),
-    # REWIND_SERVED=0: the bridge runs its own feed even while the shared watcher is up
-    "extension + own feed": (True, {"REWIND_FEED": "1", "REWIND_SERVED": "0"}),
+    # REWIND_SERVED=0: the bridge captures by itself even while the shared watcher is up (in
+    # print mode without its own feed: docs/capture.md#shared-watcher)
+    "extension, no shared watcher": (True, {"REWIND_FEED": "1", "REWIND_SERVED": "0"}),
     "extension, REWIND_FEED=0": (True, {"REWIND_FEED": "0"}),
     SHARED: (True, {}),
 }

@@ -4,11 +4,14 @@ Why it exists: Pi's extension starts this process once per session and talks to 
 stdin/stdout (README, "Running inside Pi"; ``schemas/bridge.schema.json``). Thin: the work is
 :class:`ledger.bridge.server.BridgeServer`.
 
-This process lives as long as the session, so it also runs the change feed
-(:mod:`ledger.git.feed`): captures then touch only the paths changed since the previous one. The
-watcher of the repository holding the cwd starts in the background right away, off the first
-prompt's path. ``REWIND_FEED=0`` turns the feed off (every capture scans fully);
-``REWIND_FEED_VERIFY=0`` skips the idle-time verification against full scans.
+This process lives as long as the session, so its captures touch only the paths changed since
+the previous one: they go to the repository's shared watcher when one runs (or is started with
+``rewind.snapshot.autoWatchSeconds``; :mod:`ledger.bridge.delegate`), else to this process's own
+change feed (:mod:`ledger.git.feed`), whose watcher starts in the background at the first event,
+off the first prompt's path, when Pi has a UI (a ``pi -p`` run ends before a feed could arm).
+``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
+captures in this process; ``REWIND_FEED_VERIFY=0`` skips the idle-time verification against
+full scans (docs/capture.md#shared-watcher).
 """
 
 from __future__ import annotations
