@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.gitkit import one_commit_repo
+from tests.watchkit import watching
+
+__all__ = ["watching"]  # a fixture of tests/watchkit.py, shared by the served-snapshot tests
 
 _GIT_ENV_TO_DROP = (
     "GIT_DIR",

@@ -43,7 +43,7 @@ STARTING_S = 30.0
 
 
 class Delegation:
-    """Where the captures of one repository go, and how many went there."""
+    """Where the captures of one repository go."""
 
     def __init__(
         self,
@@ -57,8 +57,6 @@ class Delegation:
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.git_dir = Path(os.path.realpath(git_dir))
-        self.delegated = 0
-        self.local = 0
         self.lost: str | None = None
         self._on_lost = on_lost
         self._restart = restart
@@ -76,21 +74,11 @@ class Delegation:
         fields = capture_settings_fields(settings.max_untracked_file_bytes, settings.protected_dirs)
         answer = request_capture(self.root, self.git_dir, fields)
         if isinstance(answer, dict):
-            self.delegated += 1
             return _result(answer)
-        self.local += 1
         if answer == "absent" and self._coming_up():
             return None
         self._lose(answer)
         return None
-
-    def describe(self) -> dict[str, object]:
-        return {
-            "mode": "lost" if self.lost else "delegated",
-            "lost": self.lost,
-            "delegated": self.delegated,
-            "local": self.local,
-        }
 
     def _coming_up(self) -> bool:
         """Nobody listens: still starting (ours, alive), or ended idle (ours; start another)."""

@@ -469,9 +469,7 @@ class SnapshotService:
             "ok": True,
             "capture": {
                 "tree": captured.tree,
-                "skipped": [
-                    {"path": s.path, "reason": s.reason, "size": s.size} for s in captured.skipped
-                ],
+                "skipped": [s.fields() for s in captured.skipped],
                 "rebuilt": captured.rebuilt,
                 "updated": captured.updated,
                 "ms": captured.ms,

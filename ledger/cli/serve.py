@@ -27,6 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ledger.bridge.protocol import EventMessage
     from ledger.bridge.snapshot_socket import SnapshotService
 
 
@@ -129,9 +130,9 @@ class _OwnFeed:
             self._wanted = True
         self._maybe_start()
 
-    def learn_ui(self, first: object) -> None:
+    def learn_ui(self, first: EventMessage) -> None:
         with self._guard:
-            self._has_ui = bool(getattr(getattr(first, "ctx", None), "has_ui", False))
+            self._has_ui = first.ctx.has_ui
         self._maybe_start()
 
     def _maybe_start(self) -> None:
@@ -155,9 +156,10 @@ def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
     import contextlib
     import threading
 
-    own_feed = setup.want
     from ledger.bridge import delegate
     from ledger.bridge.snapshot_socket import find_repository, serving, supported
+
+    own_feed = setup.want
 
     allowed = os.environ.get("REWIND_SERVED", "1") != "0" and supported()
     found = find_repository(start) if allowed else None

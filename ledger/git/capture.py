@@ -142,7 +142,9 @@ class Capturer:
     def capture(self) -> CaptureResult:
         """Capture now: through the change feed when this process runs one (``rewind serve``,
         :mod:`ledger.git.feed`) and it can be trusted, else by a full scan."""
-        if self.use_feed:
+        # Not while this thread holds the private index's lock (a restore captures inside it):
+        # the watcher would wait for that very lock, and we for the watcher.
+        if self.use_feed and not self.index.locked_here():
             delegated = _delegated(self)
             if delegated is not None:
                 return delegated

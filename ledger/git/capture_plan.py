@@ -43,6 +43,10 @@ class SkippedPath:
     reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit"
     size: int | None = None
 
+    def fields(self) -> dict[str, object]:
+        """Plain values (a snapshot report; a capture answered over the snapshot socket)."""
+        return {"path": self.path, "reason": self.reason, "size": self.size}
+
 
 @dataclass(frozen=True)
 class Changed:

@@ -69,6 +69,10 @@ class PrivateIndex:
         with self._lock.held(timeout_s):
             yield
 
+    def locked_here(self) -> bool:
+        """Whether this thread holds the lock (e.g. a restore, capturing inside it)."""
+        return self._lock.held_here()
+
     # --- state --------------------------------------------------------------------------
 
     def load_state(self) -> CaptureState | None:
@@ -141,6 +145,10 @@ class CaptureLock:
     def __init__(self, directory: Path, path: Path) -> None:
         self.dir = directory
         self.path = path
+
+    def held_here(self) -> bool:
+        """Whether this thread holds the lock (inside a :meth:`held` block)."""
+        return bool(_HELD.__dict__.get("depth", {}).get(str(self.path)))
 
     @contextlib.contextmanager
     def held(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:

@@ -102,7 +102,7 @@ class SnapshotReport:
             "commit": self.commit,
             "tree": self.tree,
             "reused": self.reused,
-            "skipped": [{"path": s.path, "reason": s.reason, "size": s.size} for s in self.skipped],
+            "skipped": [s.fields() for s in self.skipped],
             "ms": self.ms,
             "rebuilt": self.rebuilt,
             "identityFallback": self.identity_fallback,

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,40 +17,9 @@ import pytest
 from ledger.bridge.snapshot_socket import find_repository, serving, socket_name
 from tests.cli.helpers import run_process
 from tests.gitkit import ROOT, fresh_tree, git
+from tests.watchkit import start_watch, stop_watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
-
-
-def _start_watch(repo: Path, *extra: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger", "serve", "--watch", *extra],
-        cwd=repo,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    assert "'rewind snapshot' is served from here" in line, line
-    return proc
-
-
-def _stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> str:
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
-    return err
-
-
-@pytest.fixture
-def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
-    proc = _start_watch(repo)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
 
 
 def _run_snapshot(
@@ -98,7 +66,7 @@ def test_served_snapshots_are_the_exact_work_tree_after_each_change(
     again = _snapshot(repo)
     assert again["reused"] is True and again["tree"] == trees[-1]
     assert set(again) == {"commit", "tree", "reused", "skipped", "ms"}
-    err = _stop(watching, signal.SIGTERM)
+    err = stop_watch(watching, signal.SIGTERM)
     assert "served 5 snapshots" in err and "declined" not in err
 
 
@@ -113,7 +81,7 @@ def test_text_output_and_skips_are_the_same_as_a_local_capture(
     strip = lambda out: [ln for ln in out.splitlines() if not ln.startswith("took")]  # noqa: E731
     assert strip(served.out)[2:] == ["skipped  node_modules/ (protected-dir)"]
     assert strip(served.out)[1:] == strip(local.stdout)[1:]
-    assert "served 1 snapshots" in _stop(watching)
+    assert "served 1 snapshots" in stop_watch(watching)
 
 
 def test_a_client_with_another_git_environment_captures_by_itself(
@@ -132,7 +100,7 @@ def test_a_client_with_another_git_environment_captures_by_itself(
     )
     assert "ignored.log" not in git(repo, "ls-tree", "--name-only", payload["tree"])
     assert "ignored.log" in git(repo, "ls-tree", "--name-only", _snapshot(repo)["tree"])
-    err = _stop(watching)
+    err = stop_watch(watching)
     assert "served 1 snapshots" in err and "another environment: 1" in err
 
 
@@ -168,7 +136,7 @@ def test_another_user_is_declined_before_the_request_is_read(
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"ok": False, "why": "another user"}
-    assert "another user: 1" in _stop(watching)
+    assert "another user: 1" in stop_watch(watching)
 
 
 def test_a_name_held_by_another_user_is_neither_told_nor_believed(repo: Path) -> None:
@@ -253,7 +221,7 @@ def test_one_server_per_repository_and_none_outside_git(
 
 
 def test_watch_exits_by_itself_when_idle(repo: Path) -> None:
-    proc = _start_watch(repo, "--idle-exit", "1")
+    proc = start_watch(repo, "--idle-exit", "1")
     _snapshot(repo)
     started = time.monotonic()
     _, err = proc.communicate(timeout=30)

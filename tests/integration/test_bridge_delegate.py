@@ -6,53 +6,22 @@ Real processes throughout (docs/capture.md#shared-watcher)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ledger.bridge.snapshot_socket import find_repository, serving
+from ledger.engine import messages as M
 from ledger.records import TURN
 from tests.bridgekit import FakePi
-from tests.gitkit import ROOT, fresh_tree, git
+from tests.gitkit import fresh_tree, git
+from tests.watchkit import stop_watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
-
-
-def _start_watch(repo: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ledger", "serve", "--watch"],
-        cwd=repo,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
-    )
-    assert proc.stderr is not None
-    assert "is served from here" in proc.stderr.readline()
-    return proc
-
-
-def _stop(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
-    return err
-
-
-@pytest.fixture
-def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
-    proc = _start_watch(repo)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
 
 
 def _bridge(repo: Path, isolated_env: Path) -> FakePi:
@@ -103,8 +72,31 @@ def test_a_bridge_sends_its_captures_to_the_running_watcher_and_stays_exact(
     pi = _bridge(repo, isolated_env)
     _prompts_stay_exact(pi, 3, "fed")
     assert pi.close() == 0
-    snapshots, captures = _served_counts(_stop(watching))
+    snapshots, captures = _served_counts(stop_watch(watching))
     assert snapshots == 0 and captures >= 6, "two captures per prompt went to the watcher"
+
+
+def test_a_restore_captures_in_the_bridge_and_the_watcher_still_serves_the_next_prompts(
+    repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
+) -> None:
+    """A restore holds the private index's lock while it captures (the undo point, the check
+    after writing): those captures stay in the bridge, since the watcher would wait for that
+    very lock. Delegation goes on afterwards."""
+    pi = _bridge(repo, isolated_env)
+    prompts = [
+        pi.prompt(f"write {n}", lambda n=n: (repo / "a.txt").write_text(f"{n}\n")) for n in range(3)
+    ]
+    pi.choices = [M.TREE_RESTORE]
+    reply = pi.event("session_before_tree", {"targetId": prompts[1][1]})
+    assert {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
+    assert (repo / "a.txt").read_text() == "1\n"
+    pi.leaf = prompts[1][1]
+    pi.event("session_tree", {"newLeafId": prompts[1][1], "oldLeafId": prompts[2][1]})
+    _prompts_stay_exact(pi, 2, "after-restore")
+    assert pi.close() == 0
+    err = stop_watch(watching)
+    assert "declined" not in err, err
+    assert _served_counts(err)[1] >= 10, "the prompts' captures, before and after the restore"
 
 
 def test_a_bridge_whose_watcher_is_gone_runs_its_own_feed_and_serves_snapshots(
@@ -135,7 +127,7 @@ def test_a_watcher_in_another_git_environment_is_not_used(
     last = pi.custom(TURN)[-1]["snapshots"][-1]
     assert "noise.log" not in git(repo, "ls-tree", "--name-only", last)
     pi.close()
-    err = _stop(watching)
+    err = stop_watch(watching)
     assert _served_counts(err) == (0, 0) and "another environment: 1" in err
 
 
