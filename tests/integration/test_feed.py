@@ -27,6 +27,8 @@ from ledger.git.capture import Capturer
 from ledger.git.feed import Feed
 from ledger.git.index import VerifyIndex
 from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner
+from ledger.git.watch_inotify import BACKGROUND_NICE, lower_thread_priority
 from ledger.records import TURN
 from tests.bridgekit import FakePi
 from tests.gitkit import fresh_tree, git
@@ -251,6 +253,35 @@ def test_a_capture_during_verification_is_not_held_up_nor_a_mismatch(
     verifier.join(timeout=60)
     assert results == [None] and feed.counters.inconclusive == 1 and not feed.disabled
     assert feed.verify_now() is True
+
+
+def _git_policy(gitrepo: GitRepo) -> int:
+    """The scheduling policy of a process git starts (a shell alias reading its own stat)."""
+    runner = GitRunner(gitrepo.root, gitrepo.git_dir)
+    result = runner.run(["policy"], config=[("alias.policy", "!cat /proc/self/stat")])
+    return int(result.text.rsplit(")", 1)[1].split()[38])  # field 41: policy
+
+
+def test_the_verifiers_git_runs_at_idle_priority_and_a_prompts_git_does_not(
+    repo: Path, armed: tuple[Feed, GitRepo]
+) -> None:
+    # A verification's full scan must not slow a prompt's capture: its git processes run
+    # SCHED_IDLE (preempted at once by any normal task), the capturing threads' do not.
+    if shutil.which("chrt") is None:
+        pytest.skip("util-linux chrt is not installed: the verifier's git runs at nice 10 only")
+    _feed, gitrepo = armed
+    seen: list[int] = []
+
+    def background() -> None:
+        lower_thread_priority()  # what the verifier thread does first
+        seen.append(_git_policy(gitrepo))
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=background)
+    thread.start()
+    thread.join(timeout=30)
+    assert seen == [os.SCHED_IDLE, BACKGROUND_NICE]
+    assert _git_policy(gitrepo) == os.SCHED_OTHER  # this thread: a prompt's capture
 
 
 def _snapshot_trees(pi: FakePi) -> list[str]:
