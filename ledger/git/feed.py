@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.git.feed_tree import KeptGit, NeedScan, fed_tree
 from ledger.git.index import VerifyIndex, private_dir
+from ledger.git.runner import idle_priority_git
 from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
@@ -476,7 +477,7 @@ class Feed:
         # The full scan runs on the verifier's own index, without the capture lock: a prompt's
         # capture meanwhile is not held up for a whole scan (seconds at 1M files); it changes
         # the base instead, and the comparison is then inconclusive.
-        with scanner.index.locked():
+        with scanner.index.locked(), idle_priority_git():  # nobody waits for this scan
             scanner.index.install(seed)
             scan = scanner.full_capture()
         with self.watcher.lock:

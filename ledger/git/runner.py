@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -111,20 +112,30 @@ class GitResult:
 _background = threading.local()
 
 
-def mark_background_thread() -> None:
-    """From now on, the git processes this thread starts run under the idle scheduling policy
-    (``SCHED_IDLE``, through util-linux's ``chrt``): the change feed's idle-time verification.
+@contextlib.contextmanager
+def idle_priority_git() -> Iterator[None]:
+    """Inside, the git processes this thread starts run under the idle scheduling policy
+    (``SCHED_IDLE``, through util-linux's ``chrt``): the change feed's lock-free verification
+    scan.
 
-    Why not only ``nice``: its full scans compete with a prompt's capture in the same process
-    and with Pi. A nice 10 process still keeps the CPU it runs on until its time slice ends when
-    a capture's thread, or git, wakes up there, and a capture wakes up several times (socket,
+    Why not only ``nice``: the scan competes with a prompt's capture in the same process and
+    with Pi. A nice 10 process still keeps the CPU it runs on until its time slice ends when a
+    capture's thread, or git, wakes up there, and a capture wakes up several times (socket,
     pipes to git): measured (``tools/bench_verify_overlap.py``, 100k files), a fed capture
     during a verification took 4.8 ms (p90 23 ms) against 3.1 ms (p90 3.6 ms) with none; with
     this and ``rewind serve``'s short GIL switch interval, 3.1-3.4 ms (p90 12-15 ms). A
-    ``SCHED_IDLE`` task is preempted at once by any normal one. Only git
-    processes get it, never the Python thread: a thread that holds the GIL must not wait
-    behind every other task of the machine (docs/capture.md#verification)."""
+    ``SCHED_IDLE`` task is preempted at once by any normal one.
+
+    Never around work a prompt may wait for: a scan under the capture lock (the verifier's base
+    scan) would make a prompt wait behind every other task of a busy machine. And only git
+    processes, never the Python thread: a thread that may hold the GIL must not wait behind
+    every other task either (docs/capture.md#verification)."""
+    before = getattr(_background, "idle", False)
     _background.idle = True
+    try:
+        yield
+    finally:
+        _background.idle = before
 
 
 def _idle_prefix() -> list[str]:

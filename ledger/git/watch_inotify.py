@@ -39,8 +39,6 @@ import struct
 import threading
 from collections.abc import Callable
 
-from ledger.git.runner import mark_background_thread
-
 IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
@@ -138,7 +136,6 @@ def lower_thread_priority() -> None:
     a background full scan otherwise slows a concurrent capture several times over."""
     with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-    mark_background_thread()
 
 
 class InotifyWatcher:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from ledger.git.capture import Capturer
 from ledger.git.feed import Feed
 from ledger.git.index import VerifyIndex
 from ledger.git.repo import GitRepo
-from ledger.git.runner import GitRunner
+from ledger.git.runner import GitRunner, idle_priority_git
 from ledger.git.watch_inotify import BACKGROUND_NICE, lower_thread_priority
 from ledger.records import TURN
 from tests.bridgekit import FakePi
@@ -262,26 +262,57 @@ def _git_policy(gitrepo: GitRepo) -> int:
     return int(result.text.rsplit(")", 1)[1].split()[38])  # field 41: policy
 
 
-def test_the_verifiers_git_runs_at_idle_priority_and_a_prompts_git_does_not(
+def test_the_verifiers_scan_runs_git_at_idle_priority_and_nothing_else_does(
     repo: Path, armed: tuple[Feed, GitRepo]
 ) -> None:
-    # A verification's full scan must not slow a prompt's capture: its git processes run
-    # SCHED_IDLE (preempted at once by any normal task), the capturing threads' do not.
+    # A verification's lock-free full scan must not slow a prompt's capture: its git processes
+    # run SCHED_IDLE (preempted at once by any normal task). Everything else keeps the normal
+    # policy, the verifier's other git work included: a prompt may wait for its base scan.
     if shutil.which("chrt") is None:
         pytest.skip("util-linux chrt is not installed: the verifier's git runs at nice 10 only")
     _feed, gitrepo = armed
     seen: list[int] = []
 
-    def background() -> None:
+    def verifier() -> None:
         lower_thread_priority()  # what the verifier thread does first
+        seen.append(_git_policy(gitrepo))
+        with idle_priority_git():
+            seen.append(_git_policy(gitrepo))
         seen.append(_git_policy(gitrepo))
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
-    thread = threading.Thread(target=background)
+    thread = threading.Thread(target=verifier)
     thread.start()
     thread.join(timeout=30)
-    assert seen == [os.SCHED_IDLE, BACKGROUND_NICE]
+    assert seen == [os.SCHED_OTHER, os.SCHED_IDLE, os.SCHED_OTHER, BACKGROUND_NICE]
     assert _git_policy(gitrepo) == os.SCHED_OTHER  # this thread: a prompt's capture
+
+
+def test_only_the_verifiers_lock_free_scan_runs_git_at_idle_priority(
+    repo: Path, armed: tuple[Feed, GitRepo], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("chrt") is None:
+        pytest.skip("util-linux chrt is not installed: the verifier's git runs at nice 10 only")
+    feed, gitrepo = armed
+    started: list[tuple[str, bool]] = []  # (git subcommand, under chrt --idle)
+    command = GitRunner.command
+
+    def observed(
+        self: GitRunner, args: Sequence[str], config: Iterable[tuple[str, str]] = ()
+    ) -> list[str]:
+        cmd = command(self, args, config)
+        started.append((args[0], Path(cmd[0]).name == "chrt"))
+        return cmd
+
+    monkeypatch.setattr(GitRunner, "command", observed)
+    (repo / "d9").mkdir()
+    (repo / "d9" / "g.txt").write_text("g\n")
+    Capturer(gitrepo, NONE).full_capture()  # a prompt's full scan
+    prompt = list(started)
+    started.clear()
+    assert feed.verify_now() is True
+    assert prompt and not any(idle for _, idle in prompt)
+    assert ("status", True) in started, started
 
 
 def _snapshot_trees(pi: FakePi) -> list[str]:
