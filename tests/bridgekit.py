@@ -224,6 +224,16 @@ class FakePi:
         self.event("agent_end", {})
         return user, assistant
 
+    def navigate(self, target: str, choice: str) -> Reply:
+        """Pi's ``/tree`` to ``target`` with ``choice`` picked in our menu: the
+        ``session_before_tree`` reply, after Pi moved its leaf and sent ``session_tree``."""
+        old_leaf = self.leaf
+        self.choices = [choice]
+        reply = self.event("session_before_tree", {"targetId": target})
+        self.leaf = target
+        self.event("session_tree", {"newLeafId": target, "oldLeafId": old_leaf})
+        return reply
+
     def close(self) -> int:
         if self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()

@@ -18,8 +18,8 @@ each, then 80 ms of pause, which the verification started 10 ms after the captur
 - *no verification* (``REWIND_FEED_VERIFY=0``): the floor;
 - *verification overlapping*: every capture lands in a scan.
 
-The reference pipeline (fresh ``GIT_INDEX_FILE``, ``git add -A``, ``write-tree``) is timed in the
-same run, for scale. Medians and 90th percentiles; not a test, nothing asserts a time.
+The reference pipeline (fresh ``GIT_INDEX_FILE``, ``git add -A``, ``write-tree``, ``commit-tree``;
+``tools/bench_cli.py``'s) is timed in the same run, for scale. Medians and 90th percentiles; not a test, nothing asserts a time.
 
 Usage::
 
@@ -45,12 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-PER_DIR = 18
+from bench_cli import PER_DIR, REFERENCE  # the same reference whole process
+
 PAUSE_S = 0.08
-REFERENCE = (
-    'set -e; export GIT_INDEX_FILE="$(mktemp -u)"; git -c core.autocrlf=false add -A; '
-    'git write-tree >/dev/null; rm -f "$GIT_INDEX_FILE"'
-)
 CONFIGS = {
     "no verification": {"REWIND_FEED_VERIFY": "0"},
     "verification overlapping": {"REWIND_FEED_VERIFY_IDLE_S": "0.01"},
@@ -146,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = repo.resolve()
     try:
         reference = reference_ms(repo, 3)
-        print(f"reference pipeline (git add -A, fresh index): {reference:.0f} ms", flush=True)
+        print(f"reference pipeline (fresh index, git add -A, write-tree, commit-tree): {reference:.0f} ms", flush=True)
         for name, env in CONFIGS.items():
             times, status = series(repo, env, args.captures)
             counts = {k: status.get(k) for k in ("fed", "full", "verified", "inconclusive")}

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import subprocess
 import threading
@@ -145,26 +146,20 @@ def _idle_prefix() -> list[str]:
     return [chrt, "--idle", "0"] if chrt else []
 
 
-_CHRT: list[str | None] = []
-
-
+@functools.cache
 def _chrt() -> str | None:
     """``chrt``, once it has been seen to work here (a sandbox may refuse the policy change:
     then git runs at the thread's nice value only, never not at all)."""
-    if not _CHRT:
-        import shutil
-
-        found = shutil.which("chrt") if os.name == "posix" else None
-        if found is not None:
-            try:
-                probe = subprocess.run(
-                    [found, "--idle", "0", "true"], capture_output=True, timeout=10, check=False
-                )
-                found = found if probe.returncode == 0 else None
-            except (OSError, subprocess.SubprocessError):
-                found = None
-        _CHRT.append(found)
-    return _CHRT[0]
+    found = resolve_executable("chrt")
+    if os.sep not in found:
+        return None  # not on PATH
+    try:
+        probe = subprocess.run(
+            [found, "--idle", "0", "true"], capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if probe.returncode == 0 else None
 
 
 class GitRunner:

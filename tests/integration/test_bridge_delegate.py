@@ -86,12 +86,9 @@ def test_a_restore_captures_in_the_bridge_and_the_watcher_still_serves_the_next_
     prompts = [
         pi.prompt(f"write {n}", lambda n=n: (repo / "a.txt").write_text(f"{n}\n")) for n in range(3)
     ]
-    pi.choices = [M.TREE_RESTORE]
-    reply = pi.event("session_before_tree", {"targetId": prompts[1][1]})
+    reply = pi.navigate(prompts[1][1], M.TREE_RESTORE)
     assert {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
     assert (repo / "a.txt").read_text() == "1\n"
-    pi.leaf = prompts[1][1]
-    pi.event("session_tree", {"newLeafId": prompts[1][1], "oldLeafId": prompts[2][1]})
     _prompts_stay_exact(pi, 2, "after-restore")
     assert pi.close() == 0
     err = stop_watch(watching)

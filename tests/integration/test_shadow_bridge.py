@@ -41,12 +41,9 @@ def test_a_plain_directory_records_and_restores_through_a_shadow(
             fake.prompt("edit", lambda: _write(plain / "a.txt", "two\n")),
         ]
         assert len(fake.custom(TURN)) == 2
-        fake.choices = [M.TREE_RESTORE]
-        reply = fake.event("session_before_tree", {"targetId": prompts[0][1]})
+        reply = fake.navigate(prompts[0][1], M.TREE_RESTORE)
         assert {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
         assert (plain / "a.txt").read_text() == "one\n"
-        fake.leaf = prompts[0][1]
-        fake.event("session_tree", {"newLeafId": prompts[0][1], "oldLeafId": prompts[1][1]})
         assert fake.custom(OP)
         assert _paths(plain) == {"a.txt"}
         assert (agent_dir / "rewind" / "shadow").is_dir()
