@@ -124,7 +124,7 @@ def idle_priority_git() -> Iterator[None]:
     capture's thread, or git, wakes up there, and a capture wakes up several times (socket,
     pipes to git): measured (``tools/bench_verify_overlap.py``, 100k files), a fed capture
     during a verification took 4.8 ms (p90 23 ms) against 3.1 ms (p90 3.6 ms) with none; with
-    this and ``rewind serve``'s short GIL switch interval, 3.1-3.4 ms (p90 12-15 ms). A
+    this and ``rewind serve``'s short GIL switch interval, 3.0-4.4 ms (p90 12-16 ms). A
     ``SCHED_IDLE`` task is preempted at once by any normal one.
 
     Never around work a prompt may wait for: a scan under the capture lock (the verifier's base
