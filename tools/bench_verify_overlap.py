@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     repo = repo.resolve()
     try:
         reference = reference_ms(repo, 3)
-        print(f"reference pipeline (fresh index, git add -A, write-tree, commit-tree): {reference:.0f} ms", flush=True)
+        print(f"reference pipeline (bench_cli.REFERENCE): {reference:.0f} ms", flush=True)
         for name, env in CONFIGS.items():
             times, status = series(repo, env, args.captures)
             counts = {k: status.get(k) for k in ("fed", "full", "verified", "inconclusive")}
