@@ -7,7 +7,9 @@ makes the bridge's protocol and the engine behind it testable without node.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -15,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
@@ -39,6 +41,50 @@ class Reply:
     """False when the result has no ``status`` (leave the footer as it is)."""
 
 
+class HostedRefused(Exception):
+    """The watcher declined the hello (the reason is the message)."""
+
+
+class HostedConnection:
+    """A session on the watcher's bridge socket, shaped like the bridge process it replaces
+    (``stdin``, ``stdout``, ``stderr``, ``wait``) for :class:`FakePi`."""
+
+    def __init__(self, path: Path, cwd: Path, env: dict[str, str]) -> None:
+        from ledger.bridge.hosted import HELLO_VERSION, bridge_env
+        from ledger.bridge.snapshot_socket import find_repository
+
+        found = find_repository(cwd)
+        assert found is not None
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(str(path))
+        hello = {
+            "v": HELLO_VERSION,
+            "op": "bridge",
+            "root": str(found[0]),
+            "gitDir": str(found[1]),
+            "env": bridge_env(env),
+        }
+        self.stdin = self.sock.makefile("wb")
+        self.stdout = self.sock.makefile("rb")
+        self.stderr: IO[bytes] | None = None
+        self.stdin.write(orjson.dumps(hello) + b"\n")
+        self.stdin.flush()
+        answer = orjson.loads(self.stdout.readline() or b"null")
+        if not isinstance(answer, dict) or answer.get("ok") is not True:
+            self.sock.close()
+            raise HostedRefused(str(answer.get("why") if isinstance(answer, dict) else answer))
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Until the watcher closes its end (the session is over)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)  # end of input, as a closed stdin
+        self.sock.settimeout(timeout)
+        while self.stdout.read(65536):
+            pass
+        self.sock.close()
+        return 0
+
+
 class FakePi:
     """Pi's in-memory session plus the extension's half of the protocol."""
 
@@ -50,7 +96,10 @@ class FakePi:
         parent_session: str | None = None,
         entries: list[dict[str, Any]] | None = None,
         session_file: Path | None = None,
+        hosted: Path | None = None,
     ) -> None:
+        """``hosted``: the watcher's bridge socket; the session is served there (as the
+        extension does when the watcher accepts it) instead of by a bridge process."""
         self.cwd = cwd
         self.agent_dir = agent_dir
         self.header: dict[str, Any] = {
@@ -70,6 +119,10 @@ class FakePi:
         self.has_ui = True
         self._ids = 0
         env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent_dir)}
+        self.proc: subprocess.Popen[bytes] | HostedConnection
+        if hosted is not None:
+            self.proc = HostedConnection(hosted, cwd, env)
+            return
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ledger", "serve", "--stdio"],
             cwd=cwd,

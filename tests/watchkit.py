@@ -15,14 +15,17 @@ import pytest
 from tests.gitkit import ROOT
 
 
-def start_watch(repo: Path, *extra: str) -> subprocess.Popen[str]:
-    """Start the watcher in ``repo`` and wait until it serves (its first stderr line)."""
+def start_watch(
+    repo: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start the watcher in ``repo`` (in ``env``, else ours) and wait until it serves (its first
+    stderr line)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledger", "serve", "--watch", *extra],
         cwd=repo,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
+        env={**(env or os.environ), "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"},
     )
     assert proc.stderr is not None
     line = proc.stderr.readline()

@@ -56,14 +56,22 @@ from bench_pi_extension import Bridge
 
 from tests.e2e.pikit import PiRunner, RpcPi, ensure_pi, turns, write
 
-SHARED = "extension + shared watcher"
+SHARED = "shared watcher, own bridge"
+HOSTED = "hosted by the shared watcher"
 CONFIGS = {
     "no extension": (False, {}),
     # REWIND_SERVED=0: the bridge captures by itself even while the shared watcher is up (in
-    # print mode without its own feed: docs/capture.md#shared-watcher)
-    "extension, no shared watcher": (True, {"REWIND_FEED": "1", "REWIND_SERVED": "0"}),
-    "extension, REWIND_FEED=0": (True, {"REWIND_FEED": "0"}),
-    SHARED: (True, {}),
+    # print mode without its own feed: docs/capture.md#shared-watcher); REWIND_HOSTED=0: the
+    # extension starts its own bridge (docs/capture.md#hosted-sessions)
+    "extension, no shared watcher": (
+        True,
+        {"REWIND_FEED": "1", "REWIND_SERVED": "0", "REWIND_HOSTED": "0"},
+    ),
+    "extension, REWIND_FEED=0": (True, {"REWIND_FEED": "0", "REWIND_HOSTED": "0"}),
+    # Its first (untimed) run starts the shared watcher, with this configuration's environment:
+    # the watcher hosts the sessions of this one, and serves the captures of the next one.
+    HOSTED: (True, {}),
+    SHARED: (True, {"REWIND_HOSTED": "0"}),
 }
 
 
@@ -78,8 +86,10 @@ def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[fl
         name: PiRunner(cli, repo, tmp / f"agent-p-{i}", extension=ext)
         for i, (name, (ext, _env)) in enumerate(CONFIGS.items())
     }
-    # The shared watcher's configuration: its first (untimed) run starts the watcher.
-    shared = runners[SHARED].agent_dir
+    # The shared watcher's configurations: one agent dir (the watcher hosts a session only in
+    # its own environment, PI_CODING_AGENT_DIR included); HOSTED's first run starts it.
+    runners[SHARED] = runners[HOSTED]
+    shared = runners[HOSTED].agent_dir
     shared.mkdir(parents=True, exist_ok=True)
     rewind = {"snapshot": {"autoWatchSeconds": 600}}
     (shared / "settings.json").write_text(json.dumps({"rewind": rewind}))
@@ -90,7 +100,7 @@ def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[fl
             runners[name].run(prompt_text(f"p{i}", n), *([] if n == 0 else ["-c"]), env=env)
             if n:  # the first run creates the session (and our private index)
                 times[name].append((time.perf_counter() - t0) * 1000)
-            if n == 0 and name == SHARED:
+            if n == 0 and name == HOSTED:
                 wait_for_watcher(repo)
     return times
 

@@ -31,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ledger.bridge.hosted import HostedSessions
     from ledger.bridge.protocol import EventMessage
     from ledger.bridge.snapshot_socket import SnapshotService
 
@@ -265,6 +266,16 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
             hint="'rewind snapshot' is already fast here; stop the other one to run this one",
         )
     feed.feed_for(repo)  # the watcher's walk starts now
+    hosted: HostedSessions | None = None
+    if os.environ.get("REWIND_HOSTED", "1") != "0":
+        from ledger.bridge.hosted import HostedSessions
+
+        hosted = HostedSessions(repo.root, repo.git_dir)
+        if not hosted.start():
+            hosted = None
+
+    def idle_s() -> float:
+        return min(service.idle_s(), hosted.idle_s()) if hosted is not None else service.idle_s()
 
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -273,14 +284,17 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
     # leaves SIGINT ignored).
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    ctx.stderr.write(f"rewind: watching {repo.root}; 'rewind snapshot' is served from here\n")
-    ctx.stderr.flush()
     try:
-        while args.idle_exit <= 0 or service.idle_s() < args.idle_exit:
+        # Inside the try: a stop right after this line (a test, a script) is a clean stop.
+        ctx.stderr.write(f"rewind: watching {repo.root}; 'rewind snapshot' is served from here\n")
+        ctx.stderr.flush()
+        while args.idle_exit <= 0 or idle_s() < args.idle_exit:
             time.sleep(min(1.0, args.idle_exit) if args.idle_exit > 0 else 1.0)
     except KeyboardInterrupt:
         pass
     finally:
+        if hosted is not None:
+            hosted.close()  # each session ends after its event in flight
         service.close()
         feed.disable()
     declined = ", ".join(f"{why}: {n}" for why, n in sorted(service.declined.items()))
@@ -289,4 +303,11 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
         + (f"; declined {declined} (those captured by themselves)" if declined else "")
         + "\n"
     )
+    if hosted is not None:
+        refused = ", ".join(f"{why}: {n}" for why, n in sorted(hosted.declined.items()))
+        ctx.stderr.write(
+            f"rewind: hosted {hosted.hosted} Pi sessions"
+            + (f"; declined {refused} (those started their own bridge)" if refused else "")
+            + "\n"
+        )
     return 0

@@ -22,10 +22,19 @@
  * (`<package>/.rewind-venv`, created on first use when the package ships the Python sources
  * and no `rewind` is on PATH); else `rewind serve --stdio` from PATH; else
  * `python3 -m ledger serve --stdio`.
+ *
+ * Hosted sessions: when the repository's watcher runs (`rewind serve --watch`, or the one a
+ * bridge starts with rewind.snapshot.autoWatchSeconds), the extension first asks it to host the
+ * session: it connects to `<git-dir>/pi-rewind/bridge.sock`, says hello (repository and
+ * environment) and, if accepted, speaks the same protocol on that connection, with no process
+ * to start (docs/capture.md#hosted-sessions). Declined, absent or broken: the bridge command
+ * above. If the watcher ends mid-session, the next event starts the bridge command.
+ * REWIND_HOSTED=0 turns hosting off.
  */
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
@@ -62,6 +71,117 @@ const TIMEOUT_MS = Number(process.env.REWIND_BRIDGE_TIMEOUT_MS ?? "120000") || 1
 const CLOSE_GRACE_MS = Number(process.env.REWIND_BRIDGE_CLOSE_MS ?? "5000") || 5000;
 const STDERR_LINES = 6;
 const KEY = "rewind";
+const HELLO_MS = Number(process.env.REWIND_HOSTED_HELLO_MS ?? "1000") || 1000;
+const DISCOVERY_ENV = ["GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"];
+const ENV_PREFIXES = ["GIT_", "REWIND_", "PI_", "XDG_", "LC_", "PYTHON"];
+const ENV_KEYS = new Set(["HOME", "EMAIL", "PATH", "LANG", "LANGUAGE", "TZ", "USER"]);
+// Pi sets these in its own process for its children; the engine reads neither.
+const ENV_IGNORED = new Set(["PI_CODING_AGENT", "PI_SKIP_VERSION_CHECK"]);
+
+/** What the bridge's behaviour depends on in the environment: the same keys as bridge_env in
+ * ledger/bridge/hosted.py (a watcher hosts only a session whose values equal its own). */
+function bridgeEnv(): Record<string, string> {
+	const env: Record<string, string> = {};
+	for (const [key, value] of Object.entries(process.env)) {
+		if (value === undefined || ENV_IGNORED.has(key)) continue;
+		if (ENV_KEYS.has(key) || ENV_PREFIXES.some((prefix) => key.startsWith(prefix))) env[key] = value;
+	}
+	return env;
+}
+
+/** Work tree and git dir as git finds them from `cwd`, resolved (find_repository in
+ * ledger/bridge/snapshot_socket.py); undefined when the environment redirects discovery. */
+function findRepository(cwd: string): { root: string; gitDir: string } | undefined {
+	if (DISCOVERY_ENV.some((key) => key in process.env)) return undefined;
+	let here: string;
+	try {
+		here = fs.realpathSync.native(cwd);
+	} catch {
+		return undefined;
+	}
+	for (let dir = here; ; dir = path.dirname(dir)) {
+		const dotgit = path.join(dir, ".git");
+		try {
+			const info = fs.statSync(dotgit);
+			if (info.isDirectory()) return { root: dir, gitDir: fs.realpathSync.native(dotgit) };
+			if (info.isFile()) {
+				const text = fs.readFileSync(dotgit, "utf8").trim();
+				if (!text.startsWith("gitdir:")) return undefined;
+				return { root: dir, gitDir: fs.realpathSync.native(path.resolve(dir, text.slice("gitdir:".length).trim())) };
+			}
+		} catch {
+			// no .git here
+		}
+		if (path.dirname(dir) === dir) return undefined;
+	}
+}
+
+/** A connection on which the repository's watcher hosts this session, or undefined. */
+async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: string } | undefined> {
+	if (process.env.REWIND_HOSTED === "0" || process.platform !== "linux" || !process.getuid) return undefined;
+	const repo = findRepository(cwd);
+	if (!repo) return undefined;
+	const where = path.join(repo.gitDir, "pi-rewind", "bridge.sock");
+	try {
+		// Safety: only a socket of ours, in a directory nobody else may write (where it could
+		// be swapped between this check and the connect).
+		const uid = process.getuid();
+		const dir = fs.lstatSync(path.dirname(where));
+		if (!dir.isDirectory() || dir.uid !== uid || (dir.mode & 0o022) !== 0) return undefined;
+		const sock = fs.lstatSync(where);
+		if (!sock.isSocket() || sock.uid !== uid) return undefined;
+	} catch {
+		return undefined; // no watcher listens here
+	}
+	return new Promise((resolve) => {
+		const socket = net.createConnection(where);
+		socket.setEncoding("utf8");
+		let buffer = "";
+		let settled = false;
+		const settle = (accepted: boolean, rest = "") => {
+			if (settled) return;
+			settled = true;
+			clearTimeout(timer);
+			socket.off("data", onData);
+			socket.off("error", refuse);
+			socket.off("close", refuse);
+			if (!accepted) socket.destroy();
+			resolve(accepted ? { socket, rest } : undefined);
+		};
+		const refuse = () => settle(false);
+		const onData = (chunk: string) => {
+			buffer += chunk;
+			const newline = buffer.indexOf("\n");
+			if (newline < 0) return;
+			let accepted = false;
+			try {
+				accepted = JSON.parse(buffer.slice(0, newline)).ok === true;
+			} catch {
+				// not an answer we know
+			}
+			settle(accepted, buffer.slice(newline + 1));
+		};
+		const timer = setTimeout(refuse, HELLO_MS);
+		socket.on("data", onData);
+		socket.on("error", refuse);
+		socket.on("close", refuse);
+		socket.on("connect", () => {
+			socket.write(`${JSON.stringify({ v: 1, op: "bridge", root: repo.root, gitDir: repo.gitDir, env: bridgeEnv() })}\n`);
+		});
+	});
+}
+
+/** The other end of the protocol: a bridge process of our own, or a session on the watcher. */
+interface Transport {
+	write(text: string): void;
+	end(): void;
+	kill(): void;
+	/** Settles once the other end is gone and everything it wrote was read. */
+	exited: Promise<void>;
+}
+
+/** The watcher that hosted this session ended (not the bridge failing): start one's own. */
+class HostedLost extends Error {}
 
 /** The directory of this package (the checkout or the installed package), if we can tell. */
 function packageRoot(): string | undefined {
@@ -174,8 +294,7 @@ function show(ctx: ExtensionContext | undefined, text: string, level: Level): vo
 }
 
 class Bridge {
-	private child: ChildProcessWithoutNullStreams | undefined;
-	private exited: Promise<void> | undefined;
+	private transport: Transport | undefined;
 	private buffer = "";
 	private stderr: string[] = [];
 	private stderrPartial = "";
@@ -228,27 +347,66 @@ class Bridge {
 	/** The next start first creates the package's venv (minutes, not milliseconds). */
 	willSetUp(): boolean {
 		try {
-			return !this.child && !this.dead && bridgePlan().setup !== undefined;
+			return !this.transport && !this.dead && bridgePlan().setup !== undefined;
 		} catch {
 			return false;
 		}
 	}
 
 	private async start(ctx: ExtensionContext): Promise<void> {
+		const hosted = await connectHosted(ctx.cwd);
+		if (hosted) return this.attach(hosted.socket, hosted.rest);
 		const plan = bridgePlan();
 		if (plan.setup) await this.setUp(plan.setup.root, plan.setup.venv, ctx);
 		const [cmd, ...args] = plan.argv;
-		const child = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
-		this.child = child;
+		const child: ChildProcessWithoutNullStreams = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
 		child.stdout.setEncoding("utf8");
 		child.stdout.on("data", (chunk: string) => this.onData(chunk));
 		child.stderr.setEncoding("utf8");
 		child.stderr.on("data", (chunk: string) => this.onStderr(chunk)); // never block on a full pipe
 		child.on("error", (err) => this.fail(`cannot start ${cmd}: ${err.message}`));
 		// "close", not "exit": a result written just before exiting is still read first.
-		this.exited = new Promise((resolve) => child.on("close", () => resolve()));
+		const exited = new Promise<void>((resolve) => child.on("close", () => resolve()));
 		child.on("close", (code, signal) => this.fail(`bridge exited (${signal ?? code})`));
 		child.stdin.on("error", () => {}); // EPIPE after a crash: reported through "close"
+		this.transport = {
+			write: (text) => {
+				if (!child.stdin.destroyed) child.stdin.write(text);
+			},
+			end: () => child.stdin.end(),
+			kill: () => {
+				if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+			},
+			exited,
+		};
+	}
+
+	/** Speak the protocol on a connection the watcher accepted to host this session. */
+	private attach(socket: net.Socket, rest: string): void {
+		const exited = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+		const transport: Transport = {
+			write: (text) => {
+				if (!socket.destroyed) socket.write(text);
+			},
+			end: () => socket.end(),
+			kill: () => socket.destroy(),
+			exited,
+		};
+		this.transport = transport;
+		socket.on("data", (chunk: string) => this.onData(chunk));
+		socket.on("error", () => {}); // reported through "close"
+		socket.on("close", () => this.lose(transport));
+		if (rest) this.onData(rest);
+	}
+
+	/** The watcher hosting this session is gone: the next event starts a bridge of our own. */
+	private lose(transport: Transport): void {
+		if (this.transport !== transport || this.closed || this.dead) return;
+		this.transport = undefined;
+		this.buffer = "";
+		const waiting = this.waiting;
+		this.waiting = undefined;
+		if (waiting) waiting.reject(new HostedLost("the watcher hosting this session ended"));
 	}
 
 	private onStderr(chunk: string): void {
@@ -286,7 +444,7 @@ class Bridge {
 	}
 
 	private write(message: object): void {
-		if (this.child && !this.child.stdin.destroyed) this.child.stdin.write(`${JSON.stringify(message)}\n`);
+		this.transport?.write(`${JSON.stringify(message)}\n`);
 	}
 
 	private onData(chunk: string): void {
@@ -373,14 +531,14 @@ class Bridge {
 			return undefined;
 		}
 		try {
-			if (!this.child) await this.start(ctx); // a first-run setup is not timed
+			if (!this.transport) await this.start(ctx); // a first-run setup is not timed
 			if (this.dead) throw new Error(this.dead);
 			const id = this.nextId++;
 			const sm = ctx.sessionManager;
 			const reply = await new Promise<ResultMessage | ErrorMessage>((resolve, reject) => {
 				const deadline = new Deadline(TIMEOUT_MS, () => {
 					this.fail(`no answer to ${event} within ${TIMEOUT_MS} ms`);
-					this.child?.kill("SIGKILL");
+					this.transport?.kill();
 				});
 				this.waiting = {
 					id,
@@ -412,6 +570,12 @@ class Bridge {
 			const result = reply.result ?? {};
 			return Object.keys(result).length > 0 ? result : undefined;
 		} catch (err) {
+			if (err instanceof HostedLost) {
+				// Not a failure of rewind: what this event would have recorded is missing; the
+				// next event starts a bridge of this session's own.
+				show(ctx, `Rewind: ${err.message} during ${event}; the next event starts this session's own bridge`, "warning");
+				return undefined;
+			}
 			this.warnOnce(ctx, err instanceof Error ? err.message : String(err));
 			return undefined;
 		}
@@ -420,16 +584,16 @@ class Bridge {
 	/** After session_shutdown: close stdin (the bridge exits on EOF), wait briefly, then kill. */
 	async close(): Promise<void> {
 		this.closed = true;
-		const child = this.child;
-		if (!child || !this.exited) return;
-		child.stdin.end();
+		const transport = this.transport;
+		if (!transport) return;
+		transport.end();
 		let timer: ReturnType<typeof setTimeout> | undefined;
 		const gone = await Promise.race([
-			this.exited.then(() => true),
+			transport.exited.then(() => true),
 			new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), CLOSE_GRACE_MS))),
 		]);
 		clearTimeout(timer); // a pending timer would keep Pi's process alive
-		if (!gone && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+		if (!gone) transport.kill();
 	}
 }
 

@@ -1,0 +1,249 @@
+"""Pi sessions hosted by the repository's watcher: the bridge without a process of its own.
+
+Why it exists: every ``pi -p`` run starts a new Pi, and with it a new ``rewind serve --stdio``.
+Even with its captures sent to the shared watcher (:mod:`ledger.bridge.delegate`) such a bridge
+costs ~0.2 s to start (interpreter, imports) and ~45 ms of first use in a new interpreter per
+run (docs/capture.md#hosted-sessions). A watcher that already runs has all of that warm, so it
+also serves whole sessions: Pi's extension connects to ``<git-dir>/pi-rewind/bridge.sock``,
+says hello, and then speaks the bridge protocol (:mod:`ledger.bridge.protocol`) on that
+connection exactly as it would on a child's stdin/stdout. Each connection is served by its own
+:class:`~ledger.bridge.server.BridgeServer` on its own thread, with its own engine and its own
+:class:`~ledger.git.repo.GitRepo`; captures go straight to the watcher's change feed.
+
+Invariants:
+- Hosting never changes what a session records. The watcher hosts a session only for its own
+  repository (work tree and git dir, resolved) and only when the extension's environment,
+  restricted to what can change the bridge's behaviour (:func:`bridge_env`: git's variables,
+  ours, Pi's, the locale, ``HOME``, ``PATH``…), equals its own: the engine then reads the same
+  settings, runs the same git and finds the same agent dir as a bridge the extension would have
+  started. In any other case the hello is declined and the extension starts its own bridge.
+- Only this user: the socket lives in the git dir (whoever can write there can already run
+  code as the user through hooks, the trust model of git's own fsmonitor socket), is created
+  with mode 0600 inside a private dir that nobody else may write, and the server checks each
+  client's uid with ``SO_PEERCRED`` before it reads the hello. The extension checks the
+  socket's owner and its directory's mode before it connects.
+- The watcher does not end for being idle while a session is connected. When it is stopped,
+  it stops accepting, removes the socket, ends each session after the event in flight (the
+  extension then starts a bridge of its own for the next event), and waits for them.
+- One listener per repository: started only by the process that holds the repository's
+  snapshot socket name (:class:`~ledger.bridge.snapshot_socket.SnapshotService`), so a stale
+  socket file left by a crash is safely replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ledger.bridge.snapshot_socket import _peer_uid, _read_line
+from ledger.git.index import private_dir
+
+HELLO_VERSION = 1
+SOCKET_NAME = "bridge.sock"
+_MAX_HELLO = 1 << 20
+_ENV_PREFIXES = ("GIT_", "REWIND_", "PI_", "XDG_", "LC_", "PYTHON")
+_ENV_KEYS = frozenset({"HOME", "EMAIL", "PATH", "LANG", "LANGUAGE", "TZ", "USER"})
+# Compatibility: Pi 0.73.1 sets these in its own process for its children (so a watcher started
+# from a shell never had them); nothing of ours reads them.
+_ENV_IGNORED = frozenset({"PI_CODING_AGENT", "PI_SKIP_VERSION_CHECK"})
+
+
+def bridge_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The part of an environment a bridge's behaviour depends on (the extension computes the
+    same in TypeScript, ``bridgeEnv`` in tools/pi-extension/rewind-ledger.ts): git's variables
+    (what git captures, who commits), ours (``REWIND_*``: feed, trace, settings), Pi's
+    (``PI_CODING_AGENT_DIR``: settings, sessions), where configuration and programs are found
+    (``HOME``, ``XDG_*``, ``PATH``, ``PYTHON*``), the locale and time zone; not the two markers
+    Pi sets for its children (``PI_CODING_AGENT``, ``PI_SKIP_VERSION_CHECK``)."""
+    return {
+        key: value
+        for key, value in env.items()
+        if (key.startswith(_ENV_PREFIXES) or key in _ENV_KEYS) and key not in _ENV_IGNORED
+    }
+
+
+def socket_path(git_dir: Path) -> Path:
+    """Where the hosted sessions of the repository with this git dir are accepted."""
+    return private_dir(git_dir) / SOCKET_NAME
+
+
+class HostedSessions:
+    """Accept Pi sessions on the repository's bridge socket and serve each on its own thread."""
+
+    def __init__(
+        self,
+        root: Path,
+        git_dir: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.git_dir = Path(os.path.realpath(git_dir))
+        self.path = socket_path(self.git_dir)
+        self.hosted = 0
+        """Sessions accepted so far."""
+        self.declined: dict[str, int] = {}
+        self.last_end = clock()
+        self._env = bridge_env(os.environ if env is None else env)
+        self._clock = clock
+        self._listener: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._guard = threading.Lock()
+        self._sessions: dict[threading.Thread, socket.socket] = {}
+
+    # --- life -------------------------------------------------------------------------------
+
+    def start(self) -> bool:
+        """Listen; ``False`` (nothing started) when the socket cannot be made safely here (a
+        path too long for a Unix socket, a private dir others may write, no permission)."""
+        directory = self.path.parent
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = os.lstat(directory)
+            # Safety: a socket in a directory another user may write could be swapped for
+            # theirs between the extension's check and its connect.
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)  # a crashed watcher's; we hold the repository's name
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            old_umask = os.umask(0o177)  # the socket file is created 0600
+            try:
+                listener.bind(os.fsencode(self.path))
+            finally:
+                os.umask(old_umask)
+            listener.listen(16)
+        except (OSError, ValueError):
+            with contextlib.suppress(UnboundLocalError, OSError):
+                listener.close()
+            return False
+        listener.settimeout(0.5)
+        self._listener = listener
+        self._thread = threading.Thread(
+            target=self._accept, name="rewind-hosted-accept", daemon=True
+        )
+        self._thread.start()
+        return True
+
+    def active(self) -> int:
+        with self._guard:
+            return len(self._sessions)
+
+    def idle_s(self) -> float:
+        """0 while a session is connected, else seconds since the last one ended."""
+        if self.active():
+            return 0.0
+        return self._clock() - self.last_end
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, remove the socket, end each session after its event in flight."""
+        self._closed.set()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+            self._listener.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._guard:
+            sessions = dict(self._sessions)
+        for conn in sessions.values():
+            # No more input: the session's server finishes the event it is handling (a
+            # restore is never cut half-way by us) and then sees the end of input.
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RD)
+        deadline = self._clock() + timeout_s
+        for thread in sessions:
+            thread.join(timeout=max(0.0, deadline - self._clock()))
+
+    # --- connections ------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self._closed.is_set():
+                conn.close()
+                return
+            why = self._hello(conn)
+            if why is not None:
+                self.declined[why] = self.declined.get(why, 0) + 1
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"ok": False, "why": why}).encode() + b"\n")
+                conn.close()
+                continue
+            thread = threading.Thread(
+                target=self._serve, args=(conn,), name="rewind-hosted-session", daemon=True
+            )
+            with self._guard:
+                self._sessions[thread] = conn
+                self.hosted += 1
+            try:
+                conn.sendall(b'{"ok": true}\n')
+            except OSError:
+                self._forget(thread, conn)
+                continue
+            thread.start()
+
+    def _hello(self, conn: socket.socket) -> str | None:
+        """Why this connection is not hosted, or ``None`` to host it."""
+        try:
+            if _peer_uid(conn) != os.getuid():
+                return "another user"
+            conn.settimeout(5.0)
+            line = _read_line(conn, _MAX_HELLO)
+            conn.settimeout(None)
+        except OSError:
+            return "broken hello"
+        if not line:
+            return "no hello"
+        try:
+            hello = json.loads(line)
+        except ValueError:
+            return "unknown hello"
+        if not isinstance(hello, dict) or hello.get("op") != "bridge":
+            return "unknown hello"
+        if hello.get("v") != HELLO_VERSION:
+            return "another protocol version"
+        if hello.get("root") != str(self.root) or hello.get("gitDir") != str(self.git_dir):
+            return "another repository"
+        if hello.get("env") != self._env:
+            return "another environment"
+        return None
+
+    def _serve(self, conn: socket.socket) -> None:
+        from ledger.bridge.server import BridgeServer
+
+        thread = threading.current_thread()
+        try:
+            with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
+                # The agent dir as a bridge the extension starts finds it: from the environment
+                # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
+                BridgeServer(reader, writer).serve()
+        except (OSError, ValueError):
+            pass  # the extension went away mid-write: nothing of ours is half-done
+        finally:
+            self._forget(thread, conn)
+
+    def _forget(self, thread: threading.Thread, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.close()
+        with self._guard:
+            self._sessions.pop(thread, None)
+            self.last_end = self._clock()
+
+
+__all__ = ["HELLO_VERSION", "HostedSessions", "bridge_env", "socket_path"]
