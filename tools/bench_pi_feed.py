@@ -8,14 +8,17 @@ fed (the watcher's walk of the tree is not over when the pre-prompt snapshot is 
 parts are therefore measured apart:
 
 1. ``pi -p`` whole runs (Pi 0.73.1, print mode, scripted offline model, two tool turns that each
-   write a file), four configurations alternated run by run: no extension; the extension
+   write a file), five configurations alternated run by run: no extension; the extension
    capturing in the bridge (``REWIND_SERVED=0``; print mode starts no feed of its own); the
    extension with ``REWIND_FEED=0``; the
-   extension with ``rewind.snapshot.autoWatchSeconds`` (its first, untimed run starts the shared
-   watcher, which then serves the bridges' captures: docs/capture.md#shared-watcher; the bench
-   stops it at the end of this part). The difference to no extension is bridge start +
-   per-prompt cost + background work competing for the CPU (the shared watcher verifies its
-   feed with a full scan ~1 s after its last capture, i.e. during the next configurations' runs).
+   extension with ``rewind.snapshot.autoWatchSeconds``, hosted by the shared watcher (its first,
+   untimed run starts that watcher, which then runs the sessions of the later runs itself:
+   docs/capture.md#hosted-sessions; the bench stops it at the end of this part); the same with
+   ``REWIND_HOSTED=0`` (own bridge, captures served by the watcher: #shared-watcher). The
+   rewind-turn records of each configuration are counted at the end: one per prompt. The
+   difference to no extension is bridge start + per-prompt cost + background work competing
+   for the CPU (the shared watcher verifies its feed with a full scan ~1 s after its last
+   capture, i.e. during the next configurations' runs).
 2. Bridge start alone: ``rewind serve --stdio`` spawned in the repository until it has answered
    ``session_start`` (what Pi awaits before its first prompt), feed on and off alternated; and
    the watcher's walk (in the background, off the critical path) measured in-process.
@@ -81,7 +84,9 @@ def prompt_text(tag: str, n: int) -> str:
     )
 
 
-def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[float]]:
+def print_mode(
+    cli: Path, repo: Path, tmp: Path, runs: int, pause: float = 0.0
+) -> dict[str, list[float]]:
     runners = {
         name: PiRunner(cli, repo, tmp / f"agent-p-{i}", extension=ext)
         for i, (name, (ext, _env)) in enumerate(CONFIGS.items())
@@ -102,6 +107,19 @@ def print_mode(cli: Path, repo: Path, tmp: Path, runs: int) -> dict[str, list[fl
                 times[name].append((time.perf_counter() - t0) * 1000)
             if n == 0 and name == HOSTED:
                 wait_for_watcher(repo)
+            time.sleep(pause)  # a user reading the answer: the watcher verifies meanwhile
+    # Not a faster run that records less: every prompt of every configuration is recorded.
+    for name, runner in runners.items():
+        if name == "no extension" or name == SHARED:
+            continue
+        prompts = (runs + 1) * (2 if name == HOSTED else 1)  # HOSTED's agent dir has SHARED's
+        records = sum(
+            line.count(b'"customType":"rewind-turn"')
+            for path in runner.sessions()
+            for line in path.read_bytes().splitlines()
+        )
+        label = f"{name} + {SHARED}" if name == HOSTED else name
+        print(f"  records: {records} rewind-turn for {prompts} prompts ({label})", flush=True)
     return times
 
 
@@ -219,6 +237,10 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=10, help="timed rpc prompts per session")
     parser.add_argument("--think", type=float, default=3.0, help="idle seconds after a prompt")
     parser.add_argument("--skip-print", action="store_true", help="skip the pi -p runs")
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="idle seconds after each pi -p run (default 0)"
+    )
+    parser.add_argument("--only-print", action="store_true", help="only the pi -p runs")
     args = parser.parse_args()
     cli = ensure_pi()
     tmp = Path(tempfile.mkdtemp(prefix="bench-pi-feed-"))
@@ -235,14 +257,19 @@ def main() -> int:
         )
         if not args.skip_print:
             try:
-                runs = print_mode(cli, repo, tmp, args.runs)
+                runs = print_mode(cli, repo, tmp, args.runs, args.pause)
             finally:
                 stop_watcher(repo)
             base = med(runs["no extension"])
-            print(f"1. pi -p, whole runs (runs {args.runs}, configurations alternated)")
+            print(
+                f"1. pi -p, whole runs (runs {args.runs}, configurations alternated, "
+                f"{args.pause:g} s idle after each)"
+            )
             for name, values in runs.items():
                 extra = "" if name == "no extension" else f"   added {med(values) - base:+6.0f} ms"
                 print(f"  {name:28s} {med(values):7.0f} ms{extra}", flush=True)
+        if args.only_print:
+            return 0
         starts = bridge_start(repo, tmp, args.runs)
         walk = watcher_walk(repo, 3)
         print("2. bridge start (spawn → session_start answered; on Pi's start-up path)")

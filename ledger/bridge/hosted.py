@@ -178,25 +178,34 @@ class HostedSessions:
             if self._closed.is_set():
                 conn.close()
                 return
-            why = self._hello(conn)
-            if why is not None:
-                self.declined[why] = self.declined.get(why, 0) + 1
-                with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"ok": False, "why": why}).encode() + b"\n")
-                conn.close()
-                continue
+            # The hello is read on the session's own thread: a slow client holds up nobody.
             thread = threading.Thread(
-                target=self._serve, args=(conn,), name="rewind-hosted-session", daemon=True
+                target=self._session, args=(conn,), name="rewind-hosted-session", daemon=True
             )
             with self._guard:
                 self._sessions[thread] = conn
-                self.hosted += 1
-            try:
-                conn.sendall(b'{"ok": true}\n')
-            except OSError:
-                self._forget(thread, conn)
-                continue
             thread.start()
+
+    def _session(self, conn: socket.socket) -> None:
+        thread = threading.current_thread()
+        hosted = False
+        try:
+            why = self._hello(conn)
+            if why is not None:
+                with self._guard:
+                    self.declined[why] = self.declined.get(why, 0) + 1
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"ok": False, "why": why}).encode() + b"\n")
+                return
+            with self._guard:
+                self.hosted += 1
+            hosted = True
+            conn.sendall(b'{"ok": true}\n')
+            self._serve(conn)
+        except (OSError, ValueError):
+            pass  # the extension went away mid-write: nothing of ours is half-done
+        finally:
+            self._forget(thread, conn, hosted)
 
     def _hello(self, conn: socket.socket) -> str | None:
         """Why this connection is not hosted, or ``None`` to host it."""
@@ -227,23 +236,18 @@ class HostedSessions:
     def _serve(self, conn: socket.socket) -> None:
         from ledger.bridge.server import BridgeServer
 
-        thread = threading.current_thread()
-        try:
-            with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
-                # The agent dir as a bridge the extension starts finds it: from the environment
-                # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
-                BridgeServer(reader, writer).serve()
-        except (OSError, ValueError):
-            pass  # the extension went away mid-write: nothing of ours is half-done
-        finally:
-            self._forget(thread, conn)
+        with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
+            # The agent dir as a bridge the extension starts finds it: from the environment
+            # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
+            BridgeServer(reader, writer).serve()
 
-    def _forget(self, thread: threading.Thread, conn: socket.socket) -> None:
+    def _forget(self, thread: threading.Thread, conn: socket.socket, hosted: bool) -> None:
         with contextlib.suppress(OSError):
             conn.close()
         with self._guard:
             self._sessions.pop(thread, None)
-            self.last_end = self._clock()
+            if hosted:  # a declined hello is no use, so it is not activity (--idle-exit)
+                self.last_end = self._clock()
 
 
 __all__ = ["HELLO_VERSION", "HostedSessions", "bridge_env", "socket_path"]

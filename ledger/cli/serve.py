@@ -12,6 +12,10 @@ off the first prompt's path, when Pi has a UI (a ``pi -p`` run ends before a fee
 ``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
 captures in this process; ``REWIND_FEED_VERIFY=0`` skips the idle-time verification against
 full scans (docs/capture.md#shared-watcher).
+
+``rewind serve --watch`` is that watcher. It also hosts whole Pi sessions on
+``<git-dir>/pi-rewind/bridge.sock`` (:mod:`ledger.bridge.hosted`), so that a Pi whose
+environment is its own starts no bridge process at all (``REWIND_HOSTED=0``: it does not).
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ def register(
         "--watch",
         action="store_true",
         help="no agent: only watch the repository and answer 'rewind snapshot' and the "
-        "captures of Pi's bridges from other processes in O(changed) until interrupted",
+        "captures of Pi's bridges from other processes in O(changed), and host the Pi "
+        "sessions that connect in this environment, until interrupted",
     )
     parser.add_argument(
         "--idle-exit",
