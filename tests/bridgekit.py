@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +21,9 @@ from typing import IO, Any
 
 import orjson
 
+from ledger.records import TURN
 from ledger.session.store import create_session_file
+from tests.gitkit import fresh_tree, git
 
 
 def _now_iso() -> str:
@@ -295,6 +297,30 @@ class FakePi:
             if stream:
                 stream.close()
         return code
+
+
+def prompts_stay_exact(pi: FakePi, count: int, tag: str) -> None:
+    """``count`` prompts that each change files; every turn's snapshot is the work tree then."""
+    repo = pi.cwd
+    expected: list[str] = []
+
+    def act(n: int) -> Callable[[], None]:
+        def run() -> None:
+            (repo / f"{tag}-{n}.txt").write_text(f"{n}\n")
+            if n:
+                (repo / f"{tag}-{n - 1}.txt").unlink()
+            expected.append(fresh_tree(repo))
+
+        return run
+
+    before = len(pi.custom(TURN))
+    for n in range(count):
+        _, assistant = pi.prompt(f"{tag} {n}", act(n))
+        turn = pi.custom(TURN)[-1]
+        bound = {entry: turn["snapshots"][i] for entry, i in turn["bindings"]}
+        tree = git(repo, "rev-parse", f"{bound[assistant]}^{{tree}}").strip()
+        assert tree == expected[-1], f"{tag} prompt {n}"
+    assert len(pi.custom(TURN)) == before + count
 
 
 def fork_child(parent: FakePi, entries: list[dict[str, Any]]) -> FakePi:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,13 +42,22 @@ def stop_watch(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> str:
     return err
 
 
-@pytest.fixture
-def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
-    """A watcher of the ``repo`` fixture, killed at the end if the test did not stop it."""
-    proc = start_watch(repo)
+@contextlib.contextmanager
+def watch(
+    repo: Path, *extra: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """:func:`start_watch`, killed at the end if the test did not stop it."""
+    proc = start_watch(repo, *extra, env=env)
     try:
         yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def watching(repo: Path) -> Iterator[subprocess.Popen[str]]:
+    """A watcher of the ``repo`` fixture, killed at the end if the test did not stop it."""
+    with watch(repo) as proc:
+        yield proc

@@ -23,8 +23,9 @@ Invariants:
   client's uid with ``SO_PEERCRED`` before it reads the hello. The extension checks the
   socket's owner and its directory's mode before it connects.
 - The watcher does not end for being idle while a session is connected. When it is stopped,
-  it stops accepting, removes the socket, ends each session after the event in flight (the
-  extension then starts a bridge of its own for the next event), and waits for them.
+  it stops accepting, removes the socket, ends each session between two events (the one in
+  flight is finished, the next is not started; the extension then starts a bridge of its own),
+  and waits for them.
 - One listener per repository: started only by the process that holds the repository's
   snapshot socket name (:class:`~ledger.bridge.snapshot_socket.SnapshotService`), so a stale
   socket file left by a crash is safely replaced.
@@ -42,8 +43,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ledger.bridge.snapshot_socket import _peer_uid, _read_line
+from ledger.bridge.snapshot_socket import peer_uid, read_line
 from ledger.git.index import private_dir
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.bridge.server import BridgeServer
 
 HELLO_VERSION = 1
 SOCKET_NAME = "bridge.sock"
@@ -99,6 +105,8 @@ class HostedSessions:
         self._closed = threading.Event()
         self._guard = threading.Lock()
         self._sessions: dict[threading.Thread, socket.socket] = {}
+        self._servers: dict[threading.Thread, BridgeServer] = {}
+        """The sessions past their hello, to stop between two events."""
 
     # --- life -------------------------------------------------------------------------------
 
@@ -106,16 +114,17 @@ class HostedSessions:
         """Listen; ``False`` (nothing started) when the socket cannot be made safely here (a
         path too long for a Unix socket, a private dir others may write, no permission)."""
         directory = self.path.parent
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             info = os.lstat(directory)
             # Safety: a socket in a directory another user may write could be swapped for
             # theirs between the extension's check and its connect.
             if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+                listener.close()
                 return False
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # a crashed watcher's; we hold the repository's name
-            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             old_umask = os.umask(0o177)  # the socket file is created 0600
             try:
                 listener.bind(os.fsencode(self.path))
@@ -123,8 +132,7 @@ class HostedSessions:
                 os.umask(old_umask)
             listener.listen(16)
         except (OSError, ValueError):
-            with contextlib.suppress(UnboundLocalError, OSError):
-                listener.close()
+            listener.close()
             return False
         listener.settimeout(0.5)
         self._listener = listener
@@ -145,7 +153,11 @@ class HostedSessions:
         return self._clock() - self.last_end
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Stop accepting, remove the socket, end each session after its event in flight."""
+        """Stop accepting, remove the socket, end each session between two events: the one in
+        flight is finished (a restore and its records are never cut apart by us), the next is
+        not started (the extension then starts a bridge of its own). A session that stays in
+        one event past ``timeout_s`` (a menu left open) has its input cut: it sees the end of
+        input at its next read, before that event changes anything after the menu."""
         self._closed.set()
         if self._listener is not None:
             with contextlib.suppress(OSError):
@@ -154,13 +166,23 @@ class HostedSessions:
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._guard:
-            sessions = dict(self._sessions)
-        for conn in sessions.values():
-            # No more input: the session's server finishes the event it is handling (a
-            # restore is never cut half-way by us) and then sees the end of input.
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RD)
+            sessions, servers = dict(self._sessions), dict(self._servers)
         deadline = self._clock() + timeout_s
+        for thread, conn in sessions.items():
+            server = servers.get(thread)
+            waited = server is not None and server.between_events.acquire(
+                timeout=max(0.0, deadline - self._clock())
+            )
+            try:
+                if waited:
+                    assert server is not None
+                    server.stop_between_events()
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RD)
+            finally:
+                if waited:
+                    assert server is not None
+                    server.between_events.release()
         for thread in sessions:
             thread.join(timeout=max(0.0, deadline - self._clock()))
 
@@ -210,10 +232,10 @@ class HostedSessions:
     def _hello(self, conn: socket.socket) -> str | None:
         """Why this connection is not hosted, or ``None`` to host it."""
         try:
-            if _peer_uid(conn) != os.getuid():
+            if peer_uid(conn) != os.getuid():
                 return "another user"
             conn.settimeout(5.0)
-            line = _read_line(conn, _MAX_HELLO)
+            line = read_line(conn, _MAX_HELLO)
             conn.settimeout(None)
         except OSError:
             return "broken hello"
@@ -236,16 +258,23 @@ class HostedSessions:
     def _serve(self, conn: socket.socket) -> None:
         from ledger.bridge.server import BridgeServer
 
+        thread = threading.current_thread()
         with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
             # The agent dir as a bridge the extension starts finds it: from the environment
             # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
-            BridgeServer(reader, writer).serve()
+            server = BridgeServer(reader, writer)
+            with self._guard:
+                if self._closed.is_set():
+                    return  # stopping already: this session starts no event here
+                self._servers[thread] = server
+            server.serve()
 
     def _forget(self, thread: threading.Thread, conn: socket.socket, hosted: bool) -> None:
         with contextlib.suppress(OSError):
             conn.close()
         with self._guard:
             self._sessions.pop(thread, None)
+            self._servers.pop(thread, None)
             if hosted:  # a declined hello is no use, so it is not activity (--idle-exit)
                 self.last_end = self._clock()
 

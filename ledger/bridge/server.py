@@ -11,6 +11,9 @@ Invariants:
   goes on; so does any failure inside a handler (an internal error is reported, never raised).
 - The bridge never writes the session file: records go to the host (``pi.appendEntry``).
 - End of input ends the bridge, after a retention sweep in flight has finished.
+- A stop between events (:meth:`BridgeServer.stop_between_events`, under
+  :attr:`BridgeServer.between_events`; a watcher that hosts sessions and is being stopped)
+  never cuts an event: the one being handled finishes, and a line read after it is not started.
 - ``REWIND_TRACE=<file>`` appends one JSON line per event: the time the bridge spent on it, the
   part of it spent waiting for the host's replies, and the footer's share (for benchmarks and
   bug reports; nothing else reads it).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +65,9 @@ class BridgeServer:
         self._trace_path = os.environ.get("REWIND_TRACE") or None
         self._waited_s = 0.0
         self._footer_s = 0.0
+        self.between_events = threading.Lock()
+        """Held while an event is handled: whoever holds it knows no event is half-done."""
+        self._stopping = False
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -127,21 +134,32 @@ class BridgeServer:
                 line = self.reader.readline()
                 if not line:
                     break
-                message = self._decode(line)
-                if message is None:
-                    continue
-                if isinstance(message, ReplyMessage):
-                    self._error(message.id, "bad-message", "a reply with no call waiting for it")
-                    continue
-                if self._on_first_event is not None:
-                    first, self._on_first_event = self._on_first_event, None
-                    first(message)
-                self._handle(message)
+                with self.between_events:
+                    if self._stopping:
+                        break  # read but not started: the host sees the end, nothing half-done
+                    self._serve_line(line)
         except BridgeClosed:
             pass
         finally:
             self._finish()
         return 0
+
+    def _serve_line(self, line: bytes) -> None:
+        message = self._decode(line)
+        if message is None:
+            return
+        if isinstance(message, ReplyMessage):
+            self._error(message.id, "bad-message", "a reply with no call waiting for it")
+            return
+        if self._on_first_event is not None:
+            first, self._on_first_event = self._on_first_event, None
+            first(message)
+        self._handle(message)
+
+    def stop_between_events(self) -> None:
+        """Start no further event (call with :attr:`between_events` held); the loop ends at
+        the next line or at the end of input."""
+        self._stopping = True
 
     def _handle(self, message: EventMessage) -> None:
         if self._trace_path is None:

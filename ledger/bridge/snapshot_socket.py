@@ -130,10 +130,10 @@ def request_snapshot(
             conn.connect(socket_name(root, git_dir))
             # Abstract names are shared by all users of the network namespace: a name held by
             # another user's process is never told anything, nor believed.
-            if _peer_uid(conn) != os.getuid():
+            if peer_uid(conn) != os.getuid():
                 return None
             conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
-            answer = json.loads(_read_line(conn, 1 << 24) or b"null")
+            answer = json.loads(read_line(conn, 1 << 24) or b"null")
     except (OSError, ValueError):
         return None
     if not isinstance(answer, dict) or answer.get("ok") is not True:
@@ -168,10 +168,10 @@ def request_capture(
                 conn.connect(socket_name(root, git_dir))
             except OSError:
                 return "absent"
-            if _peer_uid(conn) != os.getuid():  # see request_snapshot
+            if peer_uid(conn) != os.getuid():  # see request_snapshot
                 return "another user"
             conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
-            answer = json.loads(_read_line(conn, 1 << 24) or b"null")
+            answer = json.loads(read_line(conn, 1 << 24) or b"null")
     except (OSError, ValueError) as exc:
         return f"broken: {type(exc).__name__}"
     if not isinstance(answer, dict):
@@ -203,7 +203,7 @@ def serving(root: Path, git_dir: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
             probe.connect(socket_name(root, git_dir))
-            return _peer_uid(probe) == os.getuid()
+            return peer_uid(probe) == os.getuid()
         except OSError:
             return False
 
@@ -295,12 +295,14 @@ def _well_formed_capture(fields: dict[str, object]) -> bool:
     )
 
 
-def _peer_uid(conn: socket.socket) -> int:
+def peer_uid(conn: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``)."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
 
 
-def _read_line(conn: socket.socket, limit: int) -> bytes | None:
+def read_line(conn: socket.socket, limit: int) -> bytes | None:
+    """One line without its newline; ``None`` at end of input or past ``limit`` bytes."""
     data = b""
     while b"\n" not in data:
         chunk = conn.recv(65536)
@@ -416,10 +418,10 @@ class SnapshotService:
         from ledger.settings import load_settings
 
         assert isinstance(repo, GitRepo)
-        if _peer_uid(conn) != os.getuid():
+        if peer_uid(conn) != os.getuid():
             return {"ok": False, "why": "another user"}
         conn.settimeout(5.0)
-        line = _read_line(conn, _MAX_REQUEST)
+        line = read_line(conn, _MAX_REQUEST)
         if not line:
             return {"ok": False, "why": _PROBE}  # connected and left: asked whether we serve
         request = json.loads(line)
@@ -481,6 +483,8 @@ __all__ = [
     "SnapshotService",
     "capture_settings_fields",
     "find_repository",
+    "peer_uid",
+    "read_line",
     "relevant_env",
     "request_capture",
     "request_snapshot",

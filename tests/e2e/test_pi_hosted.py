@@ -24,7 +24,7 @@ from ledger.session.store import read_session
 from tests.e2e.pikit import PiRunner, RpcPi, pi_env, turns, write
 from tests.e2e.test_pi_print_mode import AFTER_EACH_ASSISTANT, files_at, three_prompts
 from tests.gitkit import ROOT
-from tests.watchkit import start_watch, stop_watch
+from tests.watchkit import stop_watch, watch
 
 
 class CountedRunner(PiRunner):
@@ -58,13 +58,8 @@ def counted(pi_cli: Path, project: Path, agent_dir: Path, tmp_path: Path) -> Cou
 @pytest.fixture
 def watcher(counted: CountedRunner, project: Path) -> Iterator[subprocess.Popen[str]]:
     """The repository's watcher, in the environment Pi's runs have (so it hosts them)."""
-    proc = start_watch(project, env=counted.full_env())
-    try:
+    with watch(project, env=counted.full_env()) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=30)
 
 
 def turn_records(path: Path, expected: int) -> int:
@@ -151,3 +146,27 @@ def test_a_session_in_another_environment_is_declined_and_starts_its_own_bridge(
     (path,) = counted.sessions()
     assert turn_records(path, 1) == 1
     assert "another environment: 1" in stop_watch(watcher)
+
+
+def test_a_hosted_interactive_session_shows_the_footer_and_restores_after_the_redraw(
+    start_tui, project: Path, agent_dir: Path, tmp_path: Path
+) -> None:
+    """What a user sees in the real interactive Pi (tmux) is the same when the watcher hosts
+    the session: the footer, the /tree menu, the restore's notices after Pi's redraw."""
+    from ledger.engine import messages as M
+    from tests.e2e.pikit import open_tree
+    from tests.e2e.test_pi_interactive import AFTER_FIRST, files, two_prompts
+
+    counted = CountedRunner(Path(), project, agent_dir, tmp_path / "bridges.log")
+    with watch(project, env=counted.full_env()) as watcher:
+        tui = start_tui(env=counted.env)
+        two_prompts(tui, project, agent_dir)  # waits for "◆ 6 points" on the screen
+        open_tree(tui, "second")
+        tui.choose(M.MENU_TITLE, M.TREE_RESTORE)
+        screen = tui.wait_for("Navigated to selected point", "Rewind: files restored to user")
+        assert M.UNDO_HINT in screen
+        assert files(project) == AFTER_FIRST
+        tui.wait_for("◆ 3 points")
+        assert counted.bridges_started() == 0, "hosted: no bridge process was started"
+        tui.close()
+        assert "hosted 1 Pi sessions" in stop_watch(watcher)

@@ -17,8 +17,8 @@ import pytest
 from ledger.bridge.snapshot_socket import find_repository, serving
 from ledger.engine import messages as M
 from ledger.records import TURN
-from tests.bridgekit import FakePi
-from tests.gitkit import fresh_tree, git
+from tests.bridgekit import FakePi, prompts_stay_exact
+from tests.gitkit import git
 from tests.watchkit import stop_watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
@@ -28,30 +28,6 @@ def _bridge(repo: Path, isolated_env: Path) -> FakePi:
     pi = FakePi(repo, isolated_env / ".pi" / "agent")
     assert pi.event("session_start", {"reason": "startup"}).error is None
     return pi
-
-
-def _prompts_stay_exact(pi: FakePi, count: int, tag: str) -> None:
-    """``count`` prompts that each change files; every turn's snapshot is the work tree then."""
-    repo = pi.cwd
-    expected: list[str] = []
-
-    def act(n: int) -> Callable[[], None]:
-        def run() -> None:
-            (repo / f"{tag}-{n}.txt").write_text(f"{n}\n")
-            if n:
-                (repo / f"{tag}-{n - 1}.txt").unlink()
-            expected.append(fresh_tree(repo))
-
-        return run
-
-    before = len(pi.custom(TURN))
-    for n in range(count):
-        _, assistant = pi.prompt(f"{tag} {n}", act(n))
-        turn = pi.custom(TURN)[-1]
-        bound = {entry: turn["snapshots"][i] for entry, i in turn["bindings"]}
-        tree = git(repo, "rev-parse", f"{bound[assistant]}^{{tree}}").strip()
-        assert tree == expected[-1], f"{tag} prompt {n}"
-    assert len(pi.custom(TURN)) == before + count
 
 
 def _served_counts(err: str) -> tuple[int, int]:
@@ -70,7 +46,7 @@ def test_a_bridge_sends_its_captures_to_the_running_watcher_and_stays_exact(
     repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
 ) -> None:
     pi = _bridge(repo, isolated_env)
-    _prompts_stay_exact(pi, 3, "fed")
+    prompts_stay_exact(pi, 3, "fed")
     assert pi.close() == 0
     snapshots, captures = _served_counts(stop_watch(watching))
     assert snapshots == 0 and captures >= 6, "two captures per prompt went to the watcher"
@@ -89,7 +65,7 @@ def test_a_restore_captures_in_the_bridge_and_the_watcher_still_serves_the_next_
     reply = pi.navigate(prompts[1][1], M.TREE_RESTORE)
     assert {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
     assert (repo / "a.txt").read_text() == "1\n"
-    _prompts_stay_exact(pi, 2, "after-restore")
+    prompts_stay_exact(pi, 2, "after-restore")
     assert pi.close() == 0
     err = stop_watch(watching)
     assert "declined" not in err, err
@@ -100,10 +76,10 @@ def test_a_bridge_whose_watcher_is_gone_runs_its_own_feed_and_serves_snapshots(
     repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
 ) -> None:
     pi = _bridge(repo, isolated_env)
-    _prompts_stay_exact(pi, 1, "before")
+    prompts_stay_exact(pi, 1, "before")
     watching.kill()
     watching.communicate(timeout=30)
-    _prompts_stay_exact(pi, 2, "after")
+    prompts_stay_exact(pi, 2, "after")
     found = find_repository(repo)
     assert found is not None
     _wait(lambda: serving(*found), "the bridge to serve snapshots itself")
@@ -120,7 +96,7 @@ def test_a_watcher_in_another_git_environment_is_not_used(
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.excludesFile")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(excludes))
     pi = _bridge(repo, isolated_env)  # the bridge sees the variables, the watcher does not
-    _prompts_stay_exact(pi, 2, "env")
+    prompts_stay_exact(pi, 2, "env")
     last = pi.custom(TURN)[-1]["snapshots"][-1]
     assert "noise.log" not in git(repo, "ls-tree", "--name-only", last)
     pi.close()
@@ -140,11 +116,11 @@ def test_auto_watch_starts_a_shared_watcher_that_outlives_the_bridge(
     assert found is not None
     first = _bridge(repo, isolated_env)
     _wait(lambda: serving(*found), "the bridge to start a watcher")
-    _prompts_stay_exact(first, 2, "first")
+    prompts_stay_exact(first, 2, "first")
     assert first.close() == 0
     assert serving(*found), "the watcher outlives the bridge"
     second = _bridge(repo, isolated_env)
-    _prompts_stay_exact(second, 2, "second")
+    prompts_stay_exact(second, 2, "second")
     assert second.close() == 0
     _wait(lambda: not serving(*found), "the idle watcher to end by itself")
 
@@ -155,7 +131,7 @@ def test_a_bridge_with_its_own_feed_writes_its_final_counts_before_it_ends(
     """The bridge skips the interpreter's teardown at exit: what it writes at the end is there."""
     monkeypatch.setenv("REWIND_SERVED", "0")  # no watcher: the bridge runs its own feed
     pi = _bridge(repo, isolated_env)
-    _prompts_stay_exact(pi, 3, "own")
+    prompts_stay_exact(pi, 3, "own")
     status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
     status_file.unlink(missing_ok=True)
     assert pi.close() == 0
@@ -173,7 +149,7 @@ def test_in_print_mode_a_bridge_without_a_watcher_runs_no_feed_and_stays_exact(
     pi = FakePi(repo, isolated_env / ".pi" / "agent")
     pi.has_ui = False
     assert pi.event("session_start", {"reason": "startup"}).error is None
-    _prompts_stay_exact(pi, 3, "print")
+    prompts_stay_exact(pi, 3, "print")
     found = find_repository(repo)
     assert found is not None and not serving(*found)
     assert pi.close() == 0

@@ -12,7 +12,6 @@ import socket
 import stat
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from ledger.bridge.hosted import HELLO_VERSION, bridge_env, socket_path
 from ledger.bridge.snapshot_socket import find_repository
 from ledger.engine import messages as M
 from ledger.records import TURN
-from tests.bridgekit import FakePi, HostedRefused
+from tests.bridgekit import FakePi, HostedRefused, prompts_stay_exact
 from tests.gitkit import ROOT, fresh_tree, git
 from tests.watchkit import start_watch, stop_watch
 
@@ -71,22 +70,7 @@ def test_a_hosted_session_records_each_prompt_with_the_exact_work_tree(
 ) -> None:
     watcher = start_watch(repo, env=_agent_env(isolated_env))
     pi = _hosted(repo, isolated_env)
-    expected: list[str] = []
-
-    def act(n: int) -> Callable[[], None]:
-        def run() -> None:
-            (repo / f"f{n}.txt").write_text(f"{n}\n")
-            if n:
-                (repo / f"f{n - 1}.txt").unlink()
-            expected.append(fresh_tree(repo))
-
-        return run
-
-    for n in range(3):
-        _, assistant = pi.prompt(f"prompt {n}", act(n))
-        turn = pi.custom(TURN)[-1]
-        bound = {entry: turn["snapshots"][i] for entry, i in turn["bindings"]}
-        assert git(repo, "rev-parse", f"{bound[assistant]}^{{tree}}").strip() == expected[-1]
+    prompts_stay_exact(pi, 3, "hosted")
     assert len(pi.custom(TURN)) == 3
     assert pi.close() == 0
     err = stop_watch(watcher)
