@@ -63,7 +63,7 @@ from ledger.git.capture_state import (
 from ledger.git.fingerprint import global_fingerprint
 from ledger.git.index import IndexUnusable, PrivateIndex
 from ledger.git.racy import guard_racy_entries, old_racy_entries
-from ledger.git.repo import GitRepo
+from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
 from ledger.git.shadow import capture_settings
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
@@ -267,8 +267,10 @@ class Capturer:
             self,
             gitlinks=state.gitlinks,
             kept_protected=state.kept_protected,
+            known_git_dirs=state.git_dirs,
         )
         state.kept_protected = plan.kept_protected
+        state.git_dirs = plan.git_dirs
         try:
             self._check_dirty(state, plan)
         except DirtySubmoduleError:
@@ -546,6 +548,9 @@ class Capturer:
 
     def has_dotgit(self, path: str) -> bool:
         return bool(path) and os.path.lexists(os.path.join(self._root_s, path, ".git"))
+
+    def is_git_dir(self, path: str) -> bool:
+        return bool(path) and is_git_dir(os.path.join(self._root_s, path))
 
     def is_dir(self, path: str) -> bool:
         return (self.root / path).is_dir()

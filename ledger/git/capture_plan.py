@@ -16,6 +16,11 @@ Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, le
 - A directory listed as untracked with a trailing ``/`` is an embedded repository: captured as a
   gitlink when it has a commit, else skipped.
 - A gitlink whose ``.git`` is gone stops being one.
+- A git directory inside the work tree (a bare repository, a ``--separate-git-dir`` target:
+  ``HEAD`` + ``objects/`` + ``refs/`` under any name) is git's data, not the user's files: it is
+  skipped as a whole like a protected directory, and entries an older capture holds under it
+  are removed (docs/design.md#git-directories-are-not-work-trees). It is found through the
+  ``HEAD`` file that status lists, so a capture without one pays no extra system call.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ class SkippedPath:
     """A path a capture left out on purpose (directories end with ``/``)."""
 
     path: str
-    reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit"
+    reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit" | "git-dir"
     size: int | None = None
 
     def fields(self) -> dict[str, object]:
@@ -76,6 +81,8 @@ class CapturePlan:
     gitlinks_changed: list[str] = field(default_factory=list)
     kept_protected: list[str] = field(default_factory=list)
     """Protected directories captured because the user tracks something there."""
+    git_dirs: list[str] = field(default_factory=list)
+    """Git directories inside the work tree left out of this capture."""
 
     @property
     def paths(self) -> list[str]:
@@ -93,6 +100,7 @@ class Probe(Protocol):
     def ls_private(self, dirs: Sequence[str]) -> list[str]: ...
     def repo_has_commit(self, path: str) -> bool: ...
     def has_dotgit(self, path: str) -> bool: ...
+    def is_git_dir(self, path: str) -> bool: ...
 
 
 def parse_status(records: Sequence[bytes]) -> Status:
@@ -131,6 +139,34 @@ def protected_prefix(path: str, names: set[str], *, include_last: bool) -> str |
     return None
 
 
+def git_dir_candidates(status: Status, probe: Probe) -> list[str]:
+    """The git directories inside the work tree that ``status`` shows files of (outermost
+    first): a git directory always holds ``HEAD``, so only the parents of listed ``HEAD``
+    files are asked (:meth:`Probe.is_git_dir`). The root itself is never one here (a shadow
+    for a git directory is refused before any capture)."""
+    heads = {
+        path[: -len("/HEAD")]
+        for path in [*status.untracked, *(c.path for c in status.changed)]
+        if path.endswith("/HEAD")
+    }
+    found = sorted(d for d in heads if probe.is_git_dir(d))
+    outermost: list[str] = []
+    for d in found:  # sorted: a parent comes before its children
+        if not any(d.startswith(o + "/") for o in outermost):
+            outermost.append(d)
+    return outermost
+
+
+def git_dir_prefix(path: str, git_dirs: set[str]) -> str | None:
+    """The git directory of ``git_dirs`` that ``path`` lies in, or ``None``."""
+    parts = path.split("/")
+    for i in range(1, len(parts)):
+        prefix = "/".join(parts[:i])
+        if prefix in git_dirs:
+            return prefix
+    return None
+
+
 def covers(tracked: set[str], prefix: str) -> bool:
     """Whether ``tracked`` holds ``prefix`` itself or a path below it."""
     head = prefix + "/"
@@ -144,10 +180,14 @@ def classify(
     *,
     gitlinks: Sequence[str],
     kept_protected: Sequence[str],
+    known_git_dirs: Sequence[str] = (),
 ) -> CapturePlan:
-    """The plan for ``status`` (see the module); ``gitlinks`` and ``kept_protected`` are the
-    previous capture's."""
+    """The plan for ``status`` (see the module); ``gitlinks``, ``kept_protected`` and
+    ``known_git_dirs`` are the previous capture's."""
     plan = CapturePlan()
+    git_dirs = git_dir_candidates(status, probe)
+    if git_dirs:
+        status = _without_git_dirs(status, git_dirs, probe, plan, known_git_dirs)
     limit = settings.max_untracked_file_bytes
     protected = set(settings.protected_dirs)
     big: dict[str, int] = {}
@@ -238,6 +278,36 @@ def classify(
     return plan
 
 
+def _without_git_dirs(
+    status: Status,
+    git_dirs: list[str],
+    probe: Probe,
+    plan: CapturePlan,
+    known_git_dirs: Sequence[str],
+) -> Status:
+    """``status`` less the paths inside ``git_dirs`` that the user's index does not track;
+    those directories are recorded as skipped in ``plan``, and entries the private index holds
+    under a newly seen one are removed."""
+    tracked = probe.user_tracked(git_dirs)
+    skip = {d for d in git_dirs if not covers(tracked, d)}
+    if not skip:
+        return status
+    known = set(known_git_dirs)
+    for d in sorted(skip):
+        plan.skipped[d + "/"] = SkippedPath(d + "/", "git-dir")
+        if d not in known:
+            plan.force_remove += probe.ls_private([d])
+    plan.git_dirs = sorted(skip)
+    changed = []
+    for change in status.changed:
+        if git_dir_prefix(change.path, skip) is None:
+            changed.append(change)
+        elif change.path not in plan.force_remove:
+            plan.force_remove.append(change.path)
+    untracked = [raw for raw in status.untracked if git_dir_prefix(raw.rstrip("/"), skip) is None]
+    return Status(changed, untracked)
+
+
 __all__ = [
     "CapturePlan",
     "Changed",
@@ -246,6 +316,8 @@ __all__ = [
     "Status",
     "classify",
     "covers",
+    "git_dir_candidates",
+    "git_dir_prefix",
     "parse_status",
     "protected_prefix",
 ]

@@ -84,6 +84,9 @@ class CaptureState:
     """Racy entries too old to guard by the index timestamp: the next capture drops them."""
     danger_until: int = 0
     kept_protected: list[str] = field(default_factory=list)
+    git_dirs: list[str] = field(default_factory=list)
+    """Git directories inside the work tree that the last capture left out (their entries were
+    removed from the private index when first seen)."""
     synced: bool = False
     """Every signature in ``dirs`` was read after git's untracked cache last recorded its
     directory (see the module)."""
@@ -106,6 +109,7 @@ class CaptureState:
                 "danger": sorted(set(self.danger)),
                 "danger_until": self.danger_until,
                 "kept_protected": sorted(set(self.kept_protected)),
+                "git_dirs": sorted(set(self.git_dirs)),
                 "index_mtime_real_ns": self.index_mtime_real_ns,
                 "index_mtime_set_ns": self.index_mtime_set_ns,
             },
@@ -139,6 +143,7 @@ class CaptureState:
                 danger=[str(p) for p in data["danger"]],
                 danger_until=int(data["danger_until"]),
                 kept_protected=[str(p) for p in data.get("kept_protected", [])],
+                git_dirs=[str(p) for p in data.get("git_dirs", [])],
                 synced=synced,
                 index_mtime_real_ns=int(data.get("index_mtime_real_ns", 0)),
                 index_mtime_set_ns=int(data.get("index_mtime_set_ns", 0)),

@@ -27,6 +27,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from ledger.git.capture_plan import SkippedPath, protected_prefix
+from ledger.git.repo import is_git_dir
 from ledger.git.runner import GitResult, GitRunner
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 
@@ -99,9 +100,15 @@ def fed_tree(
             raise NeedScan("a skipped path changed", path)
         under = _under_skipped(parts, skipped_dirs)
         if under is not None:
+            if under[1] == "git-dir" and is_git_dir(os.path.join(root, under[0])):
+                continue  # a push into a git directory in the tree: still left out
             if under[1] != "protected-dir" or not _real_dir(root, under[0]):
                 raise NeedScan("changed under a skipped directory", f"{path} (in {under[0]}/)")
             continue  # still skipped: the user's index is watched (see _env_signature)
+        if parts[-1] == "HEAD" and len(parts) > 1 and is_git_dir(os.path.join(root, *parts[:-1])):
+            # A git directory appeared (git init --bare, a clone): the full scan leaves it out
+            # (docs/design.md#git-directories-are-not-work-trees).
+            raise NeedScan("a git directory in the work tree", path)
         parent = _parent_state(root, parts, dirs)
         if parent == "repo":
             raise NeedScan("inside a nested repository", path)

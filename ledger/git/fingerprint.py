@@ -31,7 +31,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.settings import SnapshotSettings
 
-FORMAT_VERSION = "capture-1"
+FORMAT_VERSION = "capture-2"  # 2: git directories in the work tree are left out
 _CONFIG_PREFIXES = ("core.", "filter.", "index.", "feature.", "extensions.")
 _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME", "GIT_ATTR_NOSYSTEM", "GIT_CONFIG_NOSYSTEM")
 _SYSTEM_ATTRIBUTES = Path("/etc/gitattributes")

@@ -14,6 +14,8 @@ malformed object id gives ``None``, never an exception.
 from __future__ import annotations
 
 import os
+import re
+import stat
 import subprocess
 from pathlib import Path
 
@@ -165,6 +167,63 @@ def layout_problem(start: Path, root: Path, git_dir: Path, common_dir: Path) -> 
             if ".git" not in rel:
                 return f"the git directory {directory} lies inside the work tree"
     return None
+
+
+_HEX_HEAD = re.compile(rb"[0-9a-f]{40}([0-9a-f]{24})?\s*")
+_HEAD_PROBE_BYTES = 256
+
+
+def is_git_dir(path: Path | str | bytes) -> bool:
+    """Whether ``path`` is a git directory as git itself recognises one (``is_git_directory``
+    in git's ``setup.c``): a valid ``HEAD`` (``ref: refs/…``, an object id, or a symlink into
+    ``refs/``) beside ``objects/`` and ``refs/`` directories, or beside a ``commondir`` file
+    (a linked worktree's git dir). Bare or not, whatever its name.
+
+    Safety: git directories are git's data, never user files. A shadow repository is refused
+    for one, captures leave one inside a work tree out, and a restore never writes into one
+    (docs/design.md#git-directories-are-not-work-trees). Reads at most 256 bytes of ``HEAD``,
+    never follows a symlink out of ``path`` for it, and never raises."""
+    base = os.fsencode(path)
+    head = os.path.join(base, b"HEAD")
+    try:
+        st = os.lstat(head)
+        if stat.S_ISLNK(st.st_mode):
+            if not os.readlink(head).startswith(b"refs/"):
+                return False
+        elif stat.S_ISREG(st.st_mode):
+            fd = os.open(head, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                text = os.read(fd, _HEAD_PROBE_BYTES)
+            finally:
+                os.close(fd)
+            if not (
+                re.match(rb"ref:\s*refs/", text) is not None
+                or _HEX_HEAD.fullmatch(text) is not None
+            ):
+                return False
+        else:
+            return False
+        if os.path.isfile(os.path.join(base, b"commondir")):
+            return True
+        return os.path.isdir(os.path.join(base, b"objects")) and os.path.isdir(
+            os.path.join(base, b"refs")
+        )
+    except (OSError, ValueError):
+        return False
+
+
+def git_dir_at_or_above(path: Path | str, *, stop: Path | str | None = None) -> Path | None:
+    """The nearest of ``path`` (resolved) and its ancestors that is a git directory
+    (:func:`is_git_dir`), up to ``stop`` (inclusive) or the file-system root; else ``None``."""
+    current = os.path.realpath(path)
+    end = os.path.realpath(stop) if stop is not None else None
+    while True:
+        if is_git_dir(current):
+            return Path(current)
+        parent = os.path.dirname(current)
+        if parent == current or current == end:
+            return None
+        current = parent
 
 
 def is_inside(path: Path | str, root: Path | str) -> bool:

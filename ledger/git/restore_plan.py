@@ -36,7 +36,7 @@ from ledger.git.capture import CaptureResult, capture_tree
 from ledger.git.index import private_dir
 from ledger.git.journal import current_intent
 from ledger.git.placement import remove_tree
-from ledger.git.repo import GitRepo, is_inside, object_kind
+from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
 from ledger.git.restore_safety import Problem, WorktreeGuard, parents, under
 from ledger.git.runner import GitRunner
 from ledger.git.trees import Change, split_changes, tree_changes
@@ -345,8 +345,10 @@ def _ignored_after(
 
 
 def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
-    """Paths of a plan inside a git directory or Pi's agent dir (defence in depth: discovery
-    already refuses layouts with a git dir in the work tree, and tree validation ``.git``)."""
+    """Paths of a plan inside a git directory or Pi's agent dir, or that are one (defence in
+    depth: discovery refuses layouts with the repository's git dir in the work tree, shadows
+    refuse git directories, captures leave git directories out, and tree validation refuses
+    ``.git``)."""
     intent = current_intent()
     agent = (
         intent.agent_dir
@@ -355,13 +357,27 @@ def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:
     )
     roots = {str(repo.git_dir), str(repo.common_dir), os.path.realpath(agent)}
     inside = [d for d in roots if is_inside(d, repo.root)]
-    if not inside:
-        return []
     root = str(repo.root)
+    # Every other git directory the plan reaches (a bare repository or a --separate-git-dir
+    # target inside the tree, the root itself for a shadow an older version made): a write
+    # there could move a branch back over a later push. Each directory is asked once.
+    git_dirs: dict[str, bool] = {}
+
+    def in_git_dir(path: str) -> bool:
+        parts = path.split("/")
+        for i in range(len(parts) + 1):
+            rel = "/".join(parts[:i])
+            known = git_dirs.get(rel)
+            if known is None:
+                known = git_dirs[rel] = is_git_dir(os.path.join(root, rel) if rel else root)
+            if known:
+                return True
+        return False
+
     bad = []
     for path in paths:
         full = root + "/" + path
-        if any(is_inside(full, d) or is_inside(d, full) for d in inside):
+        if any(is_inside(full, d) or is_inside(d, full) for d in inside) or in_git_dir(path):
             bad.append(path)
     return bad
 

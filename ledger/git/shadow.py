@@ -18,7 +18,9 @@ Invariants:
 - Keyed by the real path: two directories with the same name never share a shadow; a moved
   directory is a new one (its old shadow is orphaned, ``rewind doctor`` lists it).
 - Refused (:class:`~ledger.errors.ShadowRefusedError`): ``/``, the user's home directory, any
-  directory containing the agent dir or lying inside it, and anything inside a ``.git``.
+  directory containing the agent dir or lying inside it, anything inside a ``.git``, and any
+  git directory (bare, ``--separate-git-dir``, any name) or directory inside one, also when a
+  shadow for it was created by an older version.
 - A real repository always wins: :func:`open_work_tree` tries git's own discovery first.
 - Only callers that may write (``create=True``: capture) create a shadow; a read-only open
   of a directory without one is a :class:`~ledger.errors.NoShadowError`.
@@ -40,7 +42,7 @@ import pygit2
 
 from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
 from ledger.git.index import private_dir
-from ledger.git.repo import GitRepo, is_inside
+from ledger.git.repo import GitRepo, git_dir_at_or_above, is_inside
 from ledger.settings import SnapshotSettings, load_settings
 
 SHADOW_DIR = Path("rewind") / "shadow"
@@ -175,6 +177,15 @@ def refusal(directory: Path | str, agent_dir: Path) -> str | None:
         return f"it lies inside the agent dir {agent}"
     if ".git" in Path(real).parts:
         return "it lies inside a .git directory"
+    # Git's own data is not a work tree: a bare repository, the target of --separate-git-dir,
+    # or any directory inside one. A shadow there would capture objects/ and refs/, and a
+    # restore would write them back over later pushes (docs/design.md#git-directories-are-not-
+    # work-trees).
+    git_dir = git_dir_at_or_above(real)
+    if git_dir is not None:
+        if str(git_dir) == real:
+            return "it is a git directory (git's own objects and refs, not a work tree)"
+        return f"it lies inside the git directory {git_dir}"
     return None
 
 
@@ -229,6 +240,12 @@ def open_work_tree(
         return opened
     info = find_shadow(probe, agent_dir)
     notices: list[str] = []
+    git_dir = git_dir_at_or_above(probe)
+    if git_dir is not None:
+        # Also for a shadow an older version made: never capture or restore git's own files.
+        raise ShadowRefusedError(
+            probe, refusal(probe, agent_dir) or f"{git_dir} is a git directory"
+        )
     if info is None:
         reason = refusal(probe, agent_dir)
         if reason is not None:
