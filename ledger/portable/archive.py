@@ -10,30 +10,40 @@ Why it exists: ``rewind export`` must produce one file a user can move to anothe
     snapshots.bundle       a git bundle (v2) of every snapshot commit the ledgers reference
 
 Invariants:
-- Reading never touches the disk besides the archive: members are read into memory, never
-  extracted. Only regular-file members with exactly the names above are accepted; ``..``,
-  absolute names, links, devices and directories are refused (:class:`HostileArchiveError`).
+- Reading never extracts anything: :mod:`ledger.portable.tarstream` reads the ``.tar.gz``
+  stream itself, and every member's name, type and declared size is checked before a byte of its
+  body is read. Only regular-file members with exactly the names above are accepted; ``..``,
+  absolute names, links, devices, directories, GNU long-name records and global or oversized pax
+  headers are refused (:class:`HostileArchiveError`).
+- ``manifest.json`` comes first (as export writes it), so every later member must be listed in
+  it, with its exact size, before its body is read. Session files (at most
+  ``Limits.session_bytes`` each) are held in memory; the bundle is hashed while it streams into an
+  anonymous temporary file (:func:`open_archive`) and is never held whole.
 - Sizes are bounded (:class:`Limits`); a member larger than its bound, a truncated or corrupt
-  archive, a member whose bytes do not match the manifest's sha256, or a missing member is
-  refused (:class:`CorruptArchiveError`). Nothing is returned until everything checked out.
+  archive, a member whose bytes do not match the manifest's sha256 or size, or a missing member
+  is refused (:class:`CorruptArchiveError`). Nothing is returned until everything checked out.
 - Writing goes to a temporary file next to the target, renamed into place at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import re
+import stat
 import tarfile
-import zlib
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from ledger.errors import CorruptArchiveError, HostileArchiveError
+from ledger.portable.tarstream import Member, TarStream
 
 FORMAT = "rewind-session-archive"
 VERSION = 1
@@ -253,87 +263,140 @@ def check_member_name(name: str) -> None:
         raise HostileArchiveError(f"unexpected member in the archive: {name!r}")
 
 
-def read_archive(path: Path, limits: Limits | None = None) -> ArchiveContents:
-    """Read and check an archive entirely in memory (see the module invariants)."""
+class ArchiveFile:
+    """A checked archive whose bundle waits in an anonymous temporary file (see :func:`open_archive`).
+
+    ``sessions`` are the session files' bytes in the manifest's order; ``bundle`` is positioned
+    at 0 and holds exactly ``manifest.bundle_size`` bytes whose sha256 matched the manifest.
+    """
+
+    def __init__(self, manifest: Manifest, sessions: list[bytes], bundle: BinaryIO) -> None:
+        self.manifest = manifest
+        self.sessions = sessions
+        self.bundle = bundle
+
+
+@contextlib.contextmanager
+def open_archive(
+    path: Path, limits: Limits | None = None, *, spool_dir: Path | None = None
+) -> Iterator[ArchiveFile]:
+    """Read and check an archive, streaming its bundle into a temporary file in ``spool_dir``
+    (default: the system's temporary directory) that is gone when the context ends.
+
+    The members are read in the order export writes them; ``manifest.json`` must come first, so
+    every later member's name, size and checksum are known before its body is read. Session
+    files (each at most ``limits.session_bytes``) are held in memory; the bundle is hashed and
+    written out in chunks, never held.
+    """
     limits = limits or Limits()
-    members: dict[str, bytes] = {}
-    total = 0
     try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            for count, info in enumerate(tar):
-                if count >= limits.members:
-                    raise HostileArchiveError(f"more than {limits.members} members in the archive")
-                check_member_name(info.name)
-                if info.issym() or info.islnk():
-                    raise HostileArchiveError(
-                        f"link in the archive: {info.name!r} -> {info.linkname!r}"
-                    )
-                if not info.isfile():
-                    raise HostileArchiveError(f"not a regular file in the archive: {info.name!r}")
-                if info.name in members:
-                    raise HostileArchiveError(f"member appears twice in the archive: {info.name!r}")
-                bound = (
-                    limits.manifest_bytes
-                    if info.name == MANIFEST
-                    else limits.member_bytes
-                    if info.name == BUNDLE
-                    else limits.session_bytes
-                )
-                if info.size > bound:
-                    raise HostileArchiveError(
-                        f"member too large: {info.name!r} ({info.size} bytes, limit {bound})"
-                    )
-                total += info.size
-                if total > limits.total_bytes:
-                    raise HostileArchiveError(
-                        f"archive too large (more than {limits.total_bytes} bytes)"
-                    )
-                handle = tar.extractfile(info)
-                if handle is None:
-                    raise CorruptArchiveError(f"cannot read member {info.name!r}")
-                data = handle.read(info.size + 1)
-                if len(data) != info.size:
-                    raise CorruptArchiveError(f"member {info.name!r} is truncated")
-                members[info.name] = data
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise CorruptArchiveError(f"{path}: no such file", hint="check the path") from exc
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below; a
+        # regular file ignores the flag).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError as exc:
+        raise CorruptArchiveError(f"{path}: no such file", hint="check the path") from exc
+    except OSError as exc:
         raise CorruptArchiveError(
             f"{path}: not a readable archive ({type(exc).__name__}: {exc})"
         ) from exc
-    if MANIFEST not in members:
-        raise CorruptArchiveError("the archive has no manifest.json")
-    manifest = Manifest.decode(members.pop(MANIFEST))
-    sessions = []
-    for member in manifest.sessions:
-        if not _SESSION_NAME.match(member.file):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        # A FIFO or a device could feed the reader forever; an archive is a file.
+        os.close(fd)
+        raise CorruptArchiveError(f"{path}: not a regular file", hint="check the path")
+    # The spool is an anonymous file (O_TMPFILE where the file system has it): nothing to clean
+    # up even if the process is killed, and nothing visible in the spool directory.
+    with open(fd, "rb") as raw, tempfile.TemporaryFile(dir=spool_dir) as spool:
+        # Read errors of the archive become CorruptArchiveError in TarStream; a failed write to
+        # the spool (a full disk) stays an OSError, which the CLI reports as such.
+        stream = TarStream(raw, max_members=limits.members, max_total=limits.total_bytes)
+        manifest, sessions = _read_members(stream, limits, spool)
+        raw.close()
+        spool.seek(0)
+        yield ArchiveFile(manifest, sessions, spool)
+
+
+def _bound(limits: Limits, name: str) -> int:
+    if name == MANIFEST:
+        return limits.manifest_bytes
+    return limits.member_bytes if name == BUNDLE else limits.session_bytes
+
+
+def _next(stream: TarStream, limits: Limits) -> Member | None:
+    """The next member, its name and declared size checked before its body is read."""
+    member = stream.next_member()
+    if member is not None:
+        check_member_name(member.name)
+        bound = _bound(limits, member.name)
+        if member.size > bound:
             raise HostileArchiveError(
-                f"manifest names an unexpected session member: {member.file!r}"
+                f"member too large: {member.name!r} ({member.size} bytes, limit {bound})"
             )
-        found = members.pop(member.file) if member.file in members else None
-        if found is None:
-            raise CorruptArchiveError(f"member {member.file!r} is missing")
-        if sha256(found) != member.sha256 or len(found) != member.size:
-            raise CorruptArchiveError(f"member {member.file!r} does not match its checksum")
-        sessions.append(found)
-    bundle = members.pop(BUNDLE) if BUNDLE in members else None
-    if bundle is None:
-        raise CorruptArchiveError(f"member {BUNDLE!r} is missing")
-    if sha256(bundle) != manifest.bundle_sha256 or len(bundle) != manifest.bundle_size:
-        raise CorruptArchiveError(f"member {BUNDLE!r} does not match its checksum")
-    if members:
-        raise HostileArchiveError(
-            f"members the manifest does not list: {', '.join(sorted(members))}"
-        )
-    return ArchiveContents(manifest, sessions, bundle)
+    return member
+
+
+def _read_members(
+    stream: TarStream, limits: Limits, spool: BinaryIO
+) -> tuple[Manifest, list[bytes]]:
+    first = _next(stream, limits)
+    if first is None or first.name != MANIFEST:
+        raise CorruptArchiveError("the archive does not start with manifest.json")
+    manifest = Manifest.decode(b"".join(stream.body()))
+    expected: dict[str, tuple[str, int]] = {}
+    for entry in manifest.sessions:
+        if not _SESSION_NAME.match(entry.file):
+            raise HostileArchiveError(
+                f"manifest names an unexpected session member: {entry.file!r}"
+            )
+        if entry.file in expected:
+            raise CorruptArchiveError(f"manifest lists {entry.file!r} twice")
+        expected[entry.file] = (entry.sha256, entry.size)
+    expected[BUNDLE] = (manifest.bundle_sha256, manifest.bundle_size)
+    found: dict[str, bytes] = {}
+    seen = {MANIFEST}
+    while (member := _next(stream, limits)) is not None:
+        if member.name in seen:
+            raise HostileArchiveError(f"member appears twice in the archive: {member.name!r}")
+        seen.add(member.name)
+        if member.name not in expected:
+            raise HostileArchiveError(f"members the manifest does not list: {member.name}")
+        digest, size = expected[member.name]
+        if member.size != size:
+            raise CorruptArchiveError(f"member {member.name!r} does not match its checksum")
+        hasher = hashlib.sha256()
+        if member.name == BUNDLE:
+            for chunk in stream.body():
+                hasher.update(chunk)
+                spool.write(chunk)
+        else:
+            chunks = []
+            for chunk in stream.body():
+                hasher.update(chunk)
+                chunks.append(chunk)
+            found[member.name] = b"".join(chunks)
+        if hasher.hexdigest() != digest:
+            raise CorruptArchiveError(f"member {member.name!r} does not match its checksum")
+    for name in expected:
+        if name not in seen:
+            raise CorruptArchiveError(f"member {name!r} is missing")
+    spool.flush()
+    return manifest, [found[entry.file] for entry in manifest.sessions]
+
+
+def read_archive(path: Path, limits: Limits | None = None) -> ArchiveContents:
+    """Read and check an archive with its bundle in memory (for small archives and tests; an
+    import uses :func:`open_archive`, which never holds the bundle)."""
+    with open_archive(path, limits) as archive:
+        return ArchiveContents(archive.manifest, archive.sessions, archive.bundle.read())
 
 
 __all__ = [
     "ArchiveContents",
+    "ArchiveFile",
     "Limits",
     "Manifest",
     "SessionMember",
     "check_member_name",
+    "open_archive",
     "read_archive",
     "sha256",
     "write_archive",

@@ -12,6 +12,9 @@ bundle put anything in the repository, so it works like git's receive-pack quara
 3. only then are the pack files moved into ``.git/objects/pack``; otherwise the quarantine is
    deleted and nothing was written.
 
+An archive's bundle is read from the checked spool file (:func:`read_bundle_header`, then
+``index-pack`` reads the pack from that file): a large pack is never held in memory.
+
 Invariants: writes only inside ``.git/objects`` (the quarantine and its migration) and, through
 :func:`append_to_store`, ``refs/pi-rewind/store`` (one compare-and-swap append of the whole batch
 on top of whatever is there, never replacing it, skipping snapshots it already keeps).
@@ -20,14 +23,17 @@ on top of whatever is there, never replacing it, skipping snapshots it already k
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pygit2
 
@@ -75,17 +81,33 @@ class Bundle:
     pack: bytes
 
 
-def parse_bundle(data: bytes) -> Bundle:
-    """Split a v2 bundle into its refs and pack; refuse prerequisites and foreign refs."""
-    if not data.startswith(BUNDLE_SIGNATURE):
+@dataclass(frozen=True)
+class BundleHeader:
+    refs: list[tuple[str, str]]
+    pack_offset: int
+    """Where the pack starts in the bundle file."""
+
+
+_MAX_REF_LINE = 200  # "<40 hex> refs/pi-rewind/snapshots/<40 hex>\n" is 107 bytes
+
+
+def read_bundle_header(handle: BinaryIO, max_refs: int) -> BundleHeader:
+    """Read a v2 bundle's header from ``handle`` (at most ``max_refs`` refs, each line bounded);
+    refuse prerequisites and foreign refs. ``handle`` is left somewhere after the header."""
+    if handle.readline(len(BUNDLE_SIGNATURE)) != BUNDLE_SIGNATURE:
         raise CorruptArchiveError("the snapshots bundle is not a v2 git bundle")
-    end = data.find(b"\n\n", len(BUNDLE_SIGNATURE) - 1)
-    if end < 0:
-        raise CorruptArchiveError("the snapshots bundle has no end of header")
-    refs = []
-    for line in data[len(BUNDLE_SIGNATURE) : end].split(b"\n"):
+    offset = len(BUNDLE_SIGNATURE)
+    refs: list[tuple[str, str]] = []
+    while True:
+        line = handle.readline(_MAX_REF_LINE)
+        offset += len(line)
+        if not line.endswith(b"\n"):
+            raise CorruptArchiveError(
+                "the snapshots bundle's header has an overlong line or no end"
+            )
+        line = line[:-1]
         if not line:
-            continue
+            break
         if line.startswith(b"-"):
             raise HostileArchiveError(
                 "the bundle needs commits this repository may not have (prerequisites)"
@@ -99,10 +121,17 @@ def parse_bundle(data: bytes) -> Bundle:
                 f"the bundle names a ref outside the snapshot namespace: {ref}"
             )
         refs.append((sha, ref))
-    pack = data[end + 2 :]
-    if refs and not pack.startswith(b"PACK"):
+        if len(refs) > max_refs:
+            raise CorruptArchiveError("the snapshots bundle names more snapshots than listed")
+    if refs and handle.read(4) != b"PACK":
         raise CorruptArchiveError("the snapshots bundle holds no pack")
-    return Bundle(refs, pack)
+    return BundleHeader(refs, offset)
+
+
+def parse_bundle(data: bytes) -> Bundle:
+    """Split a v2 bundle held in memory into its refs and pack (see :func:`read_bundle_header`)."""
+    header = read_bundle_header(io.BytesIO(data), max_refs=len(data))
+    return Bundle(header.refs, data[header.pack_offset :])
 
 
 class Quarantine:
@@ -110,7 +139,7 @@ class Quarantine:
 
     def __init__(self, repo: GitRepo) -> None:
         self.repo = repo
-        self.objects = Path(repo.pygit2.path) / "objects"
+        self.objects = repo.common_dir / "objects"
         self.path = Path(tempfile.mkdtemp(prefix="incoming-rewind-", dir=self.objects))
         (self.path / "pack").mkdir()
         self.runner = GitRunner(repo.root, repo.git_dir)
@@ -133,6 +162,33 @@ class Quarantine:
             self.run(["index-pack", "--strict", "--stdin"], "git index-pack", input=pack)
         except GitError as exc:
             raise CorruptArchiveError(f"the snapshots pack is corrupt ({exc.detail})") from exc
+
+    def index_pack_file(self, handle: BinaryIO, offset: int) -> None:
+        """``git index-pack --strict --stdin`` reading the pack straight from ``handle`` (a real
+        file) from ``offset`` on: a large pack is never held in our memory."""
+        handle.flush()
+        # The child reads from the shared file offset; set it at the OS level (not only in
+        # Python's buffer) right before git starts.
+        os.lseek(handle.fileno(), offset, os.SEEK_SET)
+        cmd = self.runner.command(["index-pack", "--strict", "--stdin"])
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=str(self.runner.root),
+                env=self.runner.env(extra=self.env),
+                stdin=handle.fileno(),
+                capture_output=True,
+                check=False,
+            )
+        except OSError as exc:
+            raise GitError(
+                "git index-pack", str(exc), hint="is git installed and on PATH?"
+            ) from exc
+        if proc.returncode != 0:
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:6]
+            raise CorruptArchiveError(
+                f"the snapshots pack is corrupt ({'; '.join(detail) or proc.returncode})"
+            )
 
     def commits(self) -> list[str]:
         """Every commit object in the quarantine (not the repository's)."""
@@ -254,6 +310,7 @@ __all__ = [
     "SESSION_REF_PREFIX",
     "SNAPSHOT_REF_PREFIX",
     "Bundle",
+    "BundleHeader",
     "Quarantine",
     "append_to_store",
     "check_commits",
@@ -262,5 +319,6 @@ __all__ = [
     "pack_objects",
     "parse_bundle",
     "quarantine",
+    "read_bundle_header",
     "write_bundle",
 ]

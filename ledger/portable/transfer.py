@@ -11,7 +11,8 @@ export commit), computes every target path, refuses a conflicting file, checks t
 objects in a quarantine — and only then moves the objects in, appends to
 ``refs/pi-rewind/store`` and writes the session files. The session files keep their bytes except
 the header line, whose ``cwd`` becomes the importing repository's (the same relative directory)
-and whose ``parentSession`` points at the imported ancestor. Pi's naming is kept
+and whose ``parentSession`` points at the imported ancestor (or is dropped when the archive holds
+no ancestor: an archive's path never leaks into a header here). Pi's naming is kept
 (``<agent-dir>/sessions/--<encoded cwd>--/<time>_<id>.jsonl``), so importing twice is a no-op.
 
 Invariants: writes only ``.git/objects``, ``refs/pi-rewind/store``, ``refs/pi-rewind/sessions/<id>``
@@ -43,10 +44,11 @@ from ledger.git.runner import ZERO_SHA, GitRunner
 from ledger.lineage import LineageReader
 from ledger.portable.archive import (
     ArchiveContents,
+    ArchiveFile,
     Limits,
     Manifest,
     SessionMember,
-    read_archive,
+    open_archive,
     sha256,
     write_archive,
 )
@@ -56,8 +58,8 @@ from ledger.portable.objects import (
     append_to_store,
     check_commits,
     keepalive_chain,
-    parse_bundle,
     quarantine,
+    read_bundle_header,
     write_bundle,
 )
 from ledger.session.parse import NoHeaderError, parse_session_bytes
@@ -248,11 +250,20 @@ def _rewrite_header(data: bytes, *, cwd: str, parent: str | None, member: Sessio
     header["cwd"] = cwd
     if parent is not None:
         header["parentSession"] = parent
+    else:
+        header.pop("parentSession", None)
     return orjson.dumps(header) + rest
 
 
-def plan_sessions(contents: ArchiveContents, repo: GitRepo, agent_dir: Path) -> list[_PlannedFile]:
-    """Target path and bytes of every session file, ancestors last; refuses conflicts."""
+def plan_sessions(
+    contents: ArchiveContents | ArchiveFile, repo: GitRepo, agent_dir: Path
+) -> list[_PlannedFile]:
+    """Target path and bytes of every session file, ancestors last; refuses conflicts.
+
+    Session ``i + 1`` of the archive is the parent of session ``i``: its header's
+    ``parentSession`` becomes that ancestor's new path. The last session has no imported parent,
+    so its ``parentSession`` (a path on the exporting machine, or anything a hostile archive
+    chose) is dropped rather than kept pointing somewhere on this one."""
     manifest = contents.manifest
     sessions_dir = agent_dir / "sessions"
     targets: list[Path] = []
@@ -347,9 +358,15 @@ def import_archive(
     repo: GitRepo, agent_dir: Path, archive: Path, limits: Limits | None = None
 ) -> ImportReport:
     """Import an archive made by :func:`export_archive` (see the module docstring)."""
-    contents = read_archive(archive, limits)
+    # The bundle is spooled next to the objects it may become (the same file system), not in
+    # a possibly memory-backed /tmp; the spool is an anonymous file, gone when this ends.
+    with open_archive(archive, limits, spool_dir=repo.common_dir / "objects") as contents:
+        return _import_checked(repo, agent_dir, contents)
+
+
+def _import_checked(repo: GitRepo, agent_dir: Path, contents: ArchiveFile) -> ImportReport:
     manifest = contents.manifest
-    bundle = parse_bundle(contents.bundle)
+    bundle = read_bundle_header(contents.bundle, max_refs=len(manifest.snapshots))
     shas = [sha for sha, _ref in bundle.refs]
     if sorted(shas) != sorted(manifest.snapshots):
         raise CorruptArchiveError("the bundle's snapshots do not match the manifest")
@@ -358,7 +375,7 @@ def import_archive(
     absent = [sha for sha in shas if not repo.commit_exists(sha)]
     if absent:
         with quarantine(repo) as q:
-            q.index_pack(bundle.pack)
+            q.index_pack_file(contents.bundle, bundle.pack_offset)
             view = q.odb_repo()
             check_commits(view, q.commits(), allowed=frozenset({"snapshot"}))
             check_commits(view, shas, allowed=frozenset({"snapshot"}))

@@ -235,3 +235,22 @@ def test_an_import_never_replaces_a_different_session_file(repo: Path, tmp_path:
     path.write_text(path.read_text().replace("step 1", "step X"))
     with pytest.raises(ImportConflictError):
         import_archive(GitRepo.discover(clone), tmp_path / "agent2", archive)
+
+
+def test_an_import_into_a_linked_worktree_lands_in_the_shared_object_store(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A linked worktree's git dir (.git/worktrees/<name>) has no objects/ of its own: the
+    # quarantine and the bundle's spool file live in the common dir.
+    agent = _session(repo, tmp_path / "agent")
+    archive = tmp_path / "s.rewind"
+    report = export_archive(GitRepo.discover(repo), agent.session_file, archive)
+    clone = tmp_path / "elsewhere" / "clone"
+    # --no-local: a local clone would copy every object, snapshots too, and import nothing.
+    git(tmp_path, "clone", "-q", "--no-local", str(repo), str(clone))
+    linked = tmp_path / "linked"
+    git(clone, "worktree", "add", "-q", str(linked))
+    imported = import_archive(GitRepo.discover(linked), tmp_path / "agent2", archive)
+    assert imported.appended == report.snapshots
+    assert _snapshot_files(linked) >= set(read_archive(archive).manifest.snapshots)
+    assert _snapshot_files(clone) == _snapshot_files(linked), "one store, shared"
