@@ -13,6 +13,11 @@ kept (a sweep dropped them: its limits, or an ``ancestor-only`` scan that did no
 session), snapshots that are gone (pruned; those points are skipped before anything is offered),
 and a private index that is missing, stale or corrupt (the next capture rebuilds it).
 
+Restore journals: one whose owner is gone is an interrupted restore (a problem, with the
+``rewind undo`` that finishes it); one whose owner is alive is a restore still running, reported
+as information only (``a restore is running (pid N)``), since its journal closes when it ends
+(docs/design.md#crash-safe-restore).
+
 The doctor needs no settings: what a sweep dropped is told apart from what fell out by time,
 so a sweep run by hand with its own limits does not make the doctor fail.
 """
@@ -61,6 +66,8 @@ class DoctorReport:
     warnings: list[str] = field(default_factory=list)
     interrupted: list[Journal] = field(default_factory=list)
     """Open restore journals whose restore was interrupted (docs/design.md#crash-safe-restore)."""
+    running: list[Journal] = field(default_factory=list)
+    """Open restore journals whose owner is alive: restores in progress, not problems."""
     broken_journals: list[str] = field(default_factory=list)
     feed: dict[str, Any] | None = None
     """The last change-feed status a bridge wrote (``feed-status.json``), when there is one."""
@@ -153,6 +160,7 @@ class DoctorReport:
             "feed": self.feed,
             "feedMismatch": self.feed_mismatch,
             "interruptedRestores": [j.to_json() for j in self.interrupted],
+            "runningRestores": [j.to_json() for j in self.running],
             "brokenJournals": self.broken_journals,
             "storeLock": (
                 {
@@ -174,10 +182,10 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     from ledger.git.journal import open_journals
     from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
-    from ledger.recovery import settle_journals
+    from ledger.recovery import journal_states
 
     store = Store(repo)
-    interrupted = settle_journals(repo)
+    interrupted, running = journal_states(repo)
     _, broken = open_journals(repo)
     keepalives, chain_problems = store.check_chain()
     kept = set(store.snapshots())
@@ -196,6 +204,7 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
         exclusive_bytes=exclusive,
     )
     report.interrupted = interrupted
+    report.running = running
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
     report.feed = read_status_file(repo.git_dir)
     mismatch = private_dir(repo.git_dir) / MISMATCH_FILE

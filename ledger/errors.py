@@ -227,6 +227,33 @@ class InterruptedRestoreError(LedgerError):
         )
 
 
+class RestoreRunningError(LedgerError):
+    """Another process is restoring this repository right now (its restore journal's owner is
+    alive): not an interruption. Raised when waiting for it took longer than rewind waits."""
+
+    def __init__(
+        self,
+        pid: int,
+        repository: Path | str,
+        *,
+        target: str | None = None,
+        started: str | None = None,
+        waited_s: float | None = None,
+    ) -> None:
+        self.pid = pid
+        self.repository = Path(repository)
+        self.target = target
+        self.waited_s = waited_s
+        what = f" (to {target[:12]}, started {started})" if target and started else ""
+        waited = f"; it did not finish within {waited_s:.0f} s" if waited_s is not None else ""
+        super().__init__(
+            f"a restore is running (pid {pid}) in {self.repository}{what}{waited}",
+            hint=f"nothing was changed; run the command again once it has finished ('rewind doctor' "
+            f"shows it). If process {pid} hangs, stop it ('kill {pid}'); 'rewind doctor' then says "
+            "whether 'rewind undo' is needed",
+        )
+
+
 class InsufficientSpaceError(LedgerError):
     """A restore needs more free space than the file system has; nothing was changed."""
 
@@ -383,6 +410,7 @@ __all__ = [
     "NotARepositoryError",
     "NothingToUndoError",
     "RestoreFailedError",
+    "RestoreRunningError",
     "SessionAppendError",
     "SessionFileError",
     "ShadowRefusedError",

@@ -5,24 +5,32 @@ finish, but only the session's ledger can say whether a finished restore was *re
 module joins the two (docs/design.md#crash-safe-restore):
 
 - :func:`settle_journals` closes every ``done`` journal whose session holds a record naming its
-  undo snapshot, written at or after the journal started. What stays open is an interruption:
+  undo snapshot, written at or after the journal started. What stays open and has no live owner
+  (:meth:`Journal.owner_alive <ledger.git.journal.Journal.owner_alive>`) is an interruption:
   files possibly mixed (``writing``: killed, out of space, a failed rollback) or changed without
-  a record (``done``: the append failed).
+  a record (``done``: the append failed). What stays open with a live owner is a restore that is
+  still *running*: :func:`journal_states` returns those too, and :func:`wait_for_running` waits
+  (bounded) until none is left, so that commands act on the finished state instead of calling a
+  running restore interrupted.
 - :func:`recover` is ``rewind undo`` for such a state: it restores the journal's undo snapshot
   (every byte from before that restore; itself undoable, journaled and verified), records an op
   in the session so the branch state is right again, and closes the journal.
 
-Invariants: a journal is closed only when its restore is recorded or undone; recovery never
-needs the interrupted process's op record; nothing here prints.
+Invariants: a journal is closed only when its restore is recorded or undone; a journal whose
+owner is alive is never reported, refused or recovered as interrupted; recovery never needs the
+interrupted process's op record; nothing here prints.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.errors import InterruptedRestoreError, LedgerError
+from ledger.errors import InterruptedRestoreError, LedgerError, RestoreRunningError
+from ledger.git.index import LOCK_TIMEOUT_S
 from ledger.git.journal import Journal, RestoreIntent, open_journals, restore_intent, settle
 from ledger.git.repo import GitRepo
 from ledger.ledgerview import LedgerView
@@ -49,9 +57,68 @@ def _recorded(journal: Journal) -> bool:
     )
 
 
+RUNNING_WAIT_S = LOCK_TIMEOUT_S
+"""How long a command waits for a running restore: as long as for the capture lock that
+restore holds while it writes files."""
+
+
 def settle_journals(repo: GitRepo) -> list[Journal]:
-    """Close the journals of recorded restores; return the interrupted ones, oldest first."""
+    """Close the journals of recorded restores; return the interrupted ones (owner gone), oldest
+    first. Running restores are left alone (:func:`journal_states`)."""
+    return settle(repo, _recorded)[0]
+
+
+def journal_states(repo: GitRepo) -> tuple[list[Journal], list[Journal]]:
+    """Close the journals of recorded restores; return (interrupted, running), oldest first."""
     return settle(repo, _recorded)
+
+
+def running_error(
+    repo: GitRepo, journal: Journal, waited_s: float | None = None
+) -> RestoreRunningError:
+    return RestoreRunningError(
+        journal.pid, repo.root, target=journal.target, started=journal.started, waited_s=waited_s
+    )
+
+
+def running_message(journal: Journal) -> str:
+    """``a restore is running (pid N)…``: the words every command uses for a live journal."""
+    return (
+        f"a restore is running (pid {journal.pid}): to {journal.target[:12]}, started "
+        f"{journal.started}"
+    )
+
+
+def wait_for_running(
+    repo: GitRepo,
+    *,
+    timeout_s: float | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> None:
+    """Return once no restore of this work tree is running (its files written and its record
+    appended, or its owner gone: then it is an interrupted one, for the caller to handle).
+    ``notify`` is told once, when there is something to wait for. Raises
+    :class:`RestoreRunningError` after ``timeout_s`` (default :data:`RUNNING_WAIT_S`); nothing
+    was changed then."""
+    if timeout_s is None:
+        timeout_s = RUNNING_WAIT_S
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    told = False
+    while True:
+        running = settle(repo, _recorded)[1]
+        if not running:
+            return
+        newest = running[-1]
+        if time.monotonic() >= deadline:
+            raise running_error(repo, newest, waited_s=timeout_s)
+        if not told and notify is not None:
+            notify(f"{running_message(newest)}; waiting for it to finish (up to {timeout_s:.0f} s)")
+            told = True
+        # Polling, not a blocking flock: the wait stays bounded, and a journal whose owner is
+        # known by identity only (no flock on this file system) is waited for the same way.
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.2)
 
 
 def interruption_error(journal: Journal) -> InterruptedRestoreError:
@@ -156,11 +223,16 @@ def newest_interrupted(repo: GitRepo, session: Path | None) -> Journal | None:
 
 
 __all__ = [
+    "RUNNING_WAIT_S",
     "RecoveryReport",
     "interruption_error",
+    "journal_states",
     "newest_interrupted",
     "open_journals",
     "recover",
     "refuse_if_interrupted",
+    "running_error",
+    "running_message",
     "settle_journals",
+    "wait_for_running",
 ]

@@ -262,6 +262,8 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _doctor_text(report: DoctorReport) -> str:
+    from ledger.recovery import running_message
+
     chain = "ok" if not report.chain_problems else "BROKEN"
     lines = [
         f"store        {chain}: {report.keepalives} keepalives, {report.snapshots} snapshots"
@@ -271,6 +273,12 @@ def _doctor_text(report: DoctorReport) -> str:
         f"capture index {report.index}"
         + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
     ]
+    for journal in report.running:
+        lines.append(
+            f"  {running_message(journal)} ({journal.id}; "
+            f"{'writing files' if journal.state == 'writing' else 'files written, recording'}); "
+            "not a problem: its journal closes when it ends"
+        )
     for journal in report.interrupted:
         lines.append(
             f"  interrupted restore {journal.id}: to {journal.target[:12]} started {journal.started}, "

@@ -195,11 +195,24 @@ def restoring(
             signal.signal(sig, handler)
 
 
-def check_interrupted(ctx: CliContext, engine: Engine, *, refuse: bool) -> None:
-    """An interrupted restore of this work tree refuses a new restore (``refuse``); journals of
+def wait_for_running(ctx: CliContext, engine: Engine) -> None:
+    """A restore of this work tree running in another process (or thread) is waited for, with a
+    warning naming its pid, so that this command plans and acts on its finished state (and its
+    record); bounded: :class:`~ledger.errors.RestoreRunningError` after
+    :data:`~ledger.recovery.RUNNING_WAIT_S`. Never called an interruption: it is not one."""
+    from ledger.recovery import wait_for_running as wait
+
+    wait(engine.repo, notify=ctx.warn)
+
+
+def check_interrupted(ctx: CliContext, engine: Engine, *, refuse: bool, wait: bool = True) -> None:
+    """A running restore is waited for (``wait``: commands that restore or plan a restore); then
+    an interrupted restore of this work tree refuses a new restore (``refuse``); journals of
     recorded restores are closed on the way."""
     from ledger.recovery import interruption_error, settle_journals
 
+    if wait:
+        wait_for_running(ctx, engine)
     left = settle_journals(engine.repo)
     if left and refuse:  # otherwise the engine's session start has warned already
         raise interruption_error(left[-1])
@@ -330,6 +343,9 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.recovery import newest_interrupted
 
     engine = open_engine(ctx, args.session)
+    # A restore still running is not interrupted: wait for it and its record, then undo what is
+    # the last file rewind by then (that restore, when it is this session's).
+    wait_for_running(ctx, engine)
     session_file = engine.host.session_file
     journal = newest_interrupted(
         engine.repo, Path(os.path.realpath(session_file)) if session_file else None
@@ -468,7 +484,7 @@ def run_checkpoint(args: argparse.Namespace, ctx: CliContext) -> int:
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry) if args.entry else None
-    check_interrupted(ctx, engine, refuse=False)
+    check_interrupted(ctx, engine, refuse=False, wait=False)  # its capture takes the lock anyway
     report = operations.checkpoint(engine, entry)
     ctx.emit(
         report.to_json(),

@@ -33,6 +33,7 @@ The public surface for command-style operations (:mod:`ledger.engine.operations`
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from ledger.session.store import UNSET, ParentRequest
 from ledger.settings import Settings
 
 if TYPE_CHECKING:
+    from ledger.git.journal import Journal
     from ledger.git.restore import RestoreOutcome
 
 Choose = Callable[[str, list[str]], "str | None"]
@@ -148,6 +150,7 @@ class Engine:
         self.last_exact: LastExact | None = None
         self._collector: _Collector | None = None
         self._pending_tree: FileState | None = None
+        self._held_journals: list[Journal] = []
         self._fork_preference: str | None = None
         self._unconsumed_fork: FileState | None = None
         """A fork prepared here (its record written) that has not happened yet."""
@@ -227,10 +230,14 @@ class Engine:
         self._reconstruct()
         return record
 
-    def restore_files(self, commit: str) -> RestoreOutcome:
+    def restore_files(self, commit: str, *, until_recorded: bool = False) -> RestoreOutcome:
         """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure),
-        journaled with the session the op record goes to. Appends nothing."""
-        from ledger.git.journal import RestoreIntent, current_intent, restore_intent
+        journaled with the session the op record goes to. Appends nothing.
+
+        The journal counts as a running restore until the caller's ``restore_intent`` block
+        ends; ``until_recorded``: until :meth:`_release_held` (the record comes in a later
+        event, as ``/tree``'s), so no other process calls it interrupted meanwhile."""
+        from ledger.git.journal import RestoreIntent, current_intent, held_journals, restore_intent
         from ledger.git.restore import restore_commit
 
         # The restore journal names the session the op record goes to, so that an interrupted
@@ -243,7 +250,11 @@ class Engine:
                 operation=intent.operation,
                 agent_dir=intent.agent_dir,
             )
-        with restore_intent(intent):
+        self._release_held()
+        holding: contextlib.AbstractContextManager[list[Journal]] = (
+            held_journals() if until_recorded else contextlib.nullcontext([])
+        )
+        with holding as held, restore_intent(intent):
             outcome = restore_commit(
                 self.repo,
                 commit,
@@ -252,10 +263,24 @@ class Engine:
                 clock=self.clock,
                 fault=self.restore_fault,
             )
+        self._held_journals = held
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
         return outcome
+
+    def _recording(self) -> contextlib.AbstractContextManager[object]:
+        """Around a restore and the append of its record: the restore counts as running (its
+        journal's liveness lock held) until the record is there (docs/design.md#crash-safe-restore)."""
+        from ledger.git.journal import current_intent, restore_intent
+
+        return restore_intent(current_intent())
+
+    def _release_held(self) -> None:
+        """The restore held by ``until_recorded`` is recorded now (or never will be)."""
+        held, self._held_journals = self._held_journals, []
+        for journal in held:
+            journal.release()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -461,7 +486,7 @@ class Engine:
                     result.failed(M.TREE_NOT_RESTORABLE)
                     result.cancel = True
                 else:
-                    outcome = self.restore_files(target)
+                    outcome = self.restore_files(target, until_recorded=True)
                     self._pending_tree = FileState(target, outcome.undo_commit)
                     result.info(M.FILES_RESTORED_TO_POINT)
                     result.show(
@@ -478,6 +503,7 @@ class Engine:
                 self._say_pruned(target_id, target, result)
         except LedgerError as exc:
             self._pending_tree = None
+            self._release_held()
             result.failed(M.TREE_FAILED.format(error=exc.message))
             result.cancel = True
         return result
@@ -485,8 +511,9 @@ class Engine:
     def _undo_files(self, undo: str, stay: str, result: EventResult) -> None:
         """The menus' "Undo last file rewind": restore ``undo``, record it at the leaf (undoable
         again) and cancel the navigation or fork; ``stay`` says what became of the conversation."""
-        outcome = self.restore_files(undo)
-        self.append_op(current=undo, undo=outcome.undo_commit)
+        with self._recording():
+            outcome = self.restore_files(undo)
+            self.append_op(current=undo, undo=outcome.undo_commit)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.cancel = True
         result.show(M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
@@ -515,12 +542,16 @@ class Engine:
         result = EventResult()
         state, self._pending_tree = self._pending_tree, None
         if state is None:
+            self._release_held()
             self._reconstruct()
             return result
         bindings = [(summary_entry_id, state.current)] if summary_entry_id else None
-        self.append_op(
-            current=state.current, undo=state.undo, bindings=bindings, parent_id=new_leaf_id
-        )
+        try:
+            self.append_op(
+                current=state.current, undo=state.undo, bindings=bindings, parent_id=new_leaf_id
+            )
+        finally:
+            self._release_held()
         return result
 
     # --- /fork ----------------------------------------------------------------------------
@@ -562,9 +593,10 @@ class Engine:
                 elif choice == M.FORK_CODE_ONLY:
                     # Pi 0.73.1 ignores skipConversationRestore: forking would drop the user into a
                     # new, empty session (and lose the undo). "Keep conversation" means: stay here.
-                    outcome = self.restore_files(target)
-                    if outcome.changed or self.branch_state().current != target:
-                        self.append_op(current=target, undo=outcome.undo_commit)
+                    with self._recording():
+                        outcome = self.restore_files(target)
+                        if outcome.changed or self.branch_state().current != target:
+                            self.append_op(current=target, undo=outcome.undo_commit)
                     result.info(M.FILES_RESTORED_FROM_POINT)
                     result.cancel = True
                     result.show(
@@ -574,8 +606,9 @@ class Engine:
                         M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,
                     )
                 else:
-                    outcome = self.restore_files(target)
-                    self.prepare_fork(FileState(target, outcome.undo_commit))
+                    with self._recording():  # the fork-pending record is the restore's record
+                        outcome = self.restore_files(target)
+                        self.prepare_fork(FileState(target, outcome.undo_commit))
                     result.info(M.FILES_RESTORED_FROM_POINT)
             else:
                 result.info(M.REWIND_CANCELLED)
@@ -614,6 +647,7 @@ class Engine:
         """``session_shutdown``. With ``reason="fork"`` the prepared fork is happening: the child
         imports its state; otherwise a prepared fork did not happen and is recorded here."""
         self.settle_fork(happened=reason == "fork")
+        self._release_held()  # a /tree restore whose navigation never came: interrupted now
         if self.retention is not None:
             self.retention.on_shutdown()  # waits for a sweep in flight, then sweeps
         return EventResult()

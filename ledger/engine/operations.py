@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -128,17 +129,18 @@ def restore(
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
-    outcome = engine.restore_files(target)
-    report.changed = outcome.changed
-    report.undo = outcome.undo_commit
-    if mode == "both":
-        report.record = engine.append_op(
-            current=target, undo=outcome.undo_commit, parent_id=position
-        )
-        report.leaf = report.record
-    elif outcome.changed or engine.branch_state().current != target:
-        report.record = engine.append_op(current=target, undo=outcome.undo_commit)
-        report.leaf = report.record
+    with _recording():
+        outcome = engine.restore_files(target)
+        report.changed = outcome.changed
+        report.undo = outcome.undo_commit
+        if mode == "both":
+            report.record = engine.append_op(
+                current=target, undo=outcome.undo_commit, parent_id=position
+            )
+            report.leaf = report.record
+        elif outcome.changed or engine.branch_state().current != target:
+            report.record = engine.append_op(current=target, undo=outcome.undo_commit)
+            report.leaf = report.record
     return report
 
 
@@ -153,10 +155,11 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
     _fill_plan(report, plan_for(engine, state.undo), engine)
     if dry_run:
         return report
-    outcome = engine.restore_files(state.undo)
-    report.changed = outcome.changed
-    report.undo = outcome.undo_commit
-    report.record = engine.append_op(current=state.undo, undo=outcome.undo_commit)
+    with _recording():
+        outcome = engine.restore_files(state.undo)
+        report.changed = outcome.changed
+        report.undo = outcome.undo_commit
+        report.record = engine.append_op(current=state.undo, undo=outcome.undo_commit)
     report.leaf = report.record
     return report
 
@@ -201,10 +204,12 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
         target = _point(engine, entry.id)
         restored = RestoreReport(mode=mode, entry=entry.id, target=target)
         _fill_plan(restored, plan_for(engine, target), engine)
-        outcome = engine.restore_files(target)
-        restored.changed, restored.undo = outcome.changed, outcome.undo_commit
-        state = FileState(target, outcome.undo_commit)
-    engine.prepare_fork(state)
+    with _recording():
+        if restored is not None:
+            outcome = engine.restore_files(target)
+            restored.changed, restored.undo = outcome.changed, outcome.undo_commit
+            state = FileState(target, outcome.undo_commit)
+        engine.prepare_fork(state)
     try:
         entries = fork_path(session, entry.id, "before")
         child_host = engine.host.create_fork(entries, cwd=cwd)
@@ -299,3 +304,12 @@ def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
     return DiffReport(
         entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text
     )
+
+
+def _recording() -> AbstractContextManager[object]:
+    """Around a restore and the append of its record: the restore counts as running (its
+    journal's liveness lock held) until the record is there, so no other process calls it
+    interrupted in between (docs/design.md#crash-safe-restore)."""
+    from ledger.git.journal import current_intent, restore_intent
+
+    return restore_intent(current_intent())

@@ -16,19 +16,38 @@ closes that gap (docs/design.md#crash-safe-restore):
 3. A rollback that succeeds closes the journal (the work tree is as before; nothing to record).
    A rollback that fails leaves it ``writing``, with the failure.
 
-Every later ``rewind`` command and the bridge read :func:`open_journals`: restores refuse while a
-``writing`` journal is open, ``rewind undo`` returns to its undo snapshot, ``rewind doctor`` exits
-1, and the retention sweep pins every open journal's undo snapshot.
+**Running or interrupted.** An open journal is an *interrupted* restore only when its owner is
+gone. The owner proves it is alive by an exclusive ``flock`` on a sibling lock file
+``<started>-<id>.lock``, taken before the journal is first written and held until the restore is
+over: the outermost :func:`restore_intent` block ends (so that the caller's op record is
+appended while it is still held), the rollback failed (:meth:`Journal.mark_failed`), or, without
+such a block, :func:`restore_commit <ledger.git.restore.restore_commit>` returns. The kernel
+drops the lock when the process dies, also on ``kill -9``, and a reused pid cannot hold it, so
+the lock is the proof; a probe (a non-blocking shared ``flock`` on a new descriptor) tells
+held from free. The journal also records the owner's identity (pid, its start time from
+``/proc/<pid>/stat`` field 22, the boot id, the host): it names the running process in messages,
+and it is the proof only where the file system has no ``flock`` (the journal then says
+``"lock": false``): alive while that pid on this host and boot has that start time. Journals
+written before these fields existed have neither a lock nor an identity: interrupted, as before.
+
+Every later ``rewind`` command and the bridge read :func:`settle`: restores wait for a running
+restore and refuse while an interrupted ``writing`` journal is open, ``rewind undo`` returns to
+an interrupted restore's undo snapshot, ``rewind doctor`` exits 1 for an interrupted one (a
+running one is information), and the retention sweep pins every open journal's undo snapshot.
 
 Invariants: journals live only in our private directory; writing one is atomic (temporary file,
-fsync, rename, fsync of the directory); a journal that cannot be parsed is reported, never
-deleted silently; nothing here touches the work tree.
+fsync, rename, fsync of the directory); the lock file is never replaced (a rename would drop the
+lock), and a journal file exists only while its lock is (or was) held: it is written after the
+lock is taken and deleted before the lock file; a journal that cannot be parsed is reported,
+never deleted silently; nothing here touches the work tree.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
+import fcntl
 import json
 import os
 import secrets
@@ -66,16 +85,45 @@ class RestoreIntent:
 _INTENT: contextvars.ContextVar[RestoreIntent | None] = contextvars.ContextVar(
     "rewind_restore_intent", default=None
 )
+_HELD: contextvars.ContextVar[list[Journal] | None] = contextvars.ContextVar(
+    "rewind_held_journals", default=None
+)
+"""The journals whose liveness lock the outermost :func:`restore_intent` block releases."""
 
 
 @contextlib.contextmanager
 def restore_intent(intent: RestoreIntent) -> Iterator[RestoreIntent]:
-    """Make ``intent`` the ambient one for restores started inside the ``with`` block."""
+    """Make ``intent`` the ambient one for restores started inside the ``with`` block.
+
+    The outermost such block also owns the liveness locks of the journals opened inside it and
+    releases them when it ends: a caller appends its op record inside the block, so the restore
+    counts as running until the record is there (a probe that finds the lock free and no record
+    has found an interrupted restore, never one about to be recorded)."""
     token = _INTENT.set(intent)
+    held_token = _HELD.set([]) if _HELD.get() is None else None
     try:
         yield intent
     finally:
+        if held_token is not None:
+            held = _HELD.get() or []
+            _HELD.reset(held_token)
+            for journal in held:
+                journal.release()
         _INTENT.reset(token)
+
+
+@contextlib.contextmanager
+def held_journals() -> Iterator[list[Journal]]:
+    """Collect the journals opened inside the block *without* releasing their liveness locks
+    when it ends: for a restore whose record is appended in a later event (Pi's ``/tree``
+    writes the navigation first), the caller releases each (:meth:`Journal.release`) once the
+    record is there or will never be. A process that dies drops them anyway."""
+    held: list[Journal] = []
+    token = _HELD.set(held)
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
 
 
 def current_intent() -> RestoreIntent:
@@ -108,17 +156,56 @@ class Journal:
     failure: str | None = None
     recovering: str | None = None
     """For a recovery: the id of the journal whose undo snapshot it restores."""
+    pid_start: int | None = None
+    """The owner's start time (``/proc/<pid>/stat`` field 22, clock ticks after boot); ``None``
+    in older journals and once the owner let go (:meth:`mark_failed`)."""
+    boot_id: str | None = None
+    lock: bool = False
+    """The owner holds ``<started>-<id>.lock`` (the liveness proof); ``False`` in older journals
+    and where the file system has no ``flock`` (then the identity is the proof)."""
     path: Path = field(default=Path(), compare=False)
+    lock_fd: int | None = field(default=None, compare=False, repr=False)
+    """In the owner only: the descriptor holding the lock."""
 
     @property
     def started(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
 
+    @property
+    def lock_path(self) -> Path:
+        return self.path.parent / (self.path.stem + ".lock")
+
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data.pop("path")
+        data.pop("lock_fd")
         data["version"] = JOURNAL_VERSION
         return data
+
+    # --- liveness -----------------------------------------------------------------------
+
+    def owner_alive(self) -> bool:
+        """Whether the restore that wrote this journal is still running (module docstring)."""
+        if self.lock:
+            held = _lock_held(self.lock_path)
+            if held is not None:
+                return held
+        return self._identity_alive()
+
+    def _identity_alive(self) -> bool:
+        if self.pid_start is None or self.boot_id is None or self.pid <= 0:
+            return False
+        # Another host's pids mean nothing here; another boot's process is gone.
+        if self.host != socket.gethostname() or self.boot_id != _boot_id():
+            return False
+        return _proc_start(self.pid) == self.pid_start  # a reused pid has another start time
+
+    def release(self) -> None:
+        """Let go of the liveness lock: from now on an open journal counts as interrupted."""
+        fd, self.lock_fd = self.lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the only descriptor drops the flock
 
     # --- transitions --------------------------------------------------------------------
 
@@ -128,15 +215,24 @@ class Journal:
             _write(self.path, self)
 
     def mark_failed(self, failure: str) -> None:
+        """The rollback failed: the restore is over and interrupted (``rewind undo`` finishes
+        it), whether or not this process lives on."""
         self.failure = failure
         self.state = "writing"
+        self.pid_start = None  # the identity no longer claims the journal (no-flock file systems)
         with contextlib.suppress(OSError):  # the journal as first written still says "writing"
             _write(self.path, self)
+        self.release()
 
     def close(self) -> None:
+        # The journal goes before its lock file: a probe that finds no lock re-checks that the
+        # journal still exists (see settle).
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.lock_path)
         _fsync_dir(self.path.parent)
+        self.release()
 
 
 def journal_dir(repo: GitRepo) -> Path:
@@ -171,19 +267,37 @@ def open_journal(
         pid=os.getpid(),
         host=socket.gethostname(),
         recovering=recovering,
+        pid_start=_proc_start(os.getpid()),
+        boot_id=_boot_id(),
     )
     directory = journal_dir(repo)
     journal.path = directory / f"{now_ms}-{ident}.json"
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        # The lock before the journal: no reader ever sees this journal without a live owner.
+        journal.lock_fd = _take_lock(journal.lock_path)
+        journal.lock = journal.lock_fd is not None
         _write(journal.path, journal)
     except OSError as exc:
+        with contextlib.suppress(OSError):  # the error to report is the one above
+            journal.close()
         raise JournalWriteError(
             f"cannot write the restore journal {journal.path}: {exc.strerror or exc}",
             hint="free some space (or fix the permissions) under the repository's git "
             "directory; nothing was changed",
         ) from exc
+    held = _HELD.get()
+    if held is not None:
+        held.append(journal)
     return journal
+
+
+def release_unless_held(journal: Journal) -> None:
+    """The restore function is done with ``journal``: the enclosing :func:`restore_intent` block
+    keeps its lock until the caller has recorded the op; without one it is released now."""
+    held = _HELD.get()
+    if held is None or not any(j is journal for j in held):
+        journal.release()
 
 
 @dataclass(frozen=True)
@@ -226,15 +340,24 @@ def pinned_snapshots(repo: GitRepo) -> dict[str, str]:
     return {j.undo: f"pinned: open restore journal {j.id}" for j in open_journals(repo)[0]}
 
 
-def settle(repo: GitRepo, recorded: Callable[[Journal], bool]) -> list[Journal]:
-    """Close the ``done`` journals whose op ``recorded`` finds; return the journals left open."""
-    left: list[Journal] = []
+def settle(
+    repo: GitRepo, recorded: Callable[[Journal], bool]
+) -> tuple[list[Journal], list[Journal]]:
+    """Close the ``done`` journals whose op ``recorded`` finds; return the journals left open as
+    (interrupted, running), each oldest first."""
+    interrupted: list[Journal] = []
+    running: list[Journal] = []
     for journal in open_journals(repo)[0]:
+        # Liveness before the record: an owner lets go only after appending its record, so a
+        # free lock seen first means the record check below sees that record if there is one.
+        alive = journal.owner_alive()
         if journal.state == "done" and recorded(journal):
             journal.close()
-        else:
-            left.append(journal)
-    return left
+        elif alive:
+            running.append(journal)
+        elif os.path.lexists(journal.path):  # else its owner closed it since we listed it
+            interrupted.append(journal)
+    return interrupted, running
 
 
 def _parse(raw: bytes) -> Journal:
@@ -254,12 +377,24 @@ def _parse(raw: bytes) -> Journal:
         "host",
         "failure",
         "recovering",
+        "pid_start",
+        "boot_id",
+        "lock",
     ):
         if key in data:
             fields[key] = data[key]
     journal = Journal(**fields)
     if journal.state not in ("writing", "done"):
         raise ValueError(f"unknown state {journal.state!r}")
+    # The owner fields pick a /proc file to read: integers and a plain string, or nothing.
+    if not _is_int(journal.pid) or not isinstance(journal.host, str):
+        raise ValueError("the owner's pid is not a number")
+    if journal.pid_start is not None and not _is_int(journal.pid_start):
+        raise ValueError("the owner's start time is not a number")
+    if journal.boot_id is not None and not isinstance(journal.boot_id, str):
+        raise ValueError("the owner's boot id is not a string")
+    if not isinstance(journal.lock, bool):
+        raise ValueError("the lock flag is not a boolean")
     for sha in (journal.undo, journal.target):
         if not (
             isinstance(sha, str) and len(sha) == 40 and all(c in "0123456789abcdef" for c in sha)
@@ -270,6 +405,82 @@ def _parse(raw: bytes) -> Journal:
     ):
         raise ValueError("the staging directory is not one of ours")
     return journal
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --- the owner: lock and identity ------------------------------------------------------------
+
+
+def _take_lock(path: Path) -> int | None:
+    """Create ``path`` and hold an exclusive ``flock`` on it; ``None`` where the file system has
+    no ``flock`` (the owner's identity is then the proof). ``O_CLOEXEC``: a git child that
+    outlives a killed restore must not keep the lock (and so the restore) alive."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    return fd
+
+
+def _lock_held(path: Path) -> bool | None:
+    """Whether some process holds ``path``'s lock; ``None`` when this cannot be told (no
+    ``flock`` here, no permission), so that the identity decides."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False  # closed, or never made: nobody holds it
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        return None
+    finally:
+        os.close(fd)
+    return False
+
+
+def _read_small(path: str, limit: int) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit)  # one bounded read: /proc files are produced whole
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _proc_start(pid: int) -> int | None:
+    """Process ``pid``'s start time: ``/proc/<pid>/stat`` field 22; ``None`` if it is gone (or
+    there is no ``/proc``)."""
+    raw = _read_small(f"/proc/{pid}/stat", 4096)
+    if raw is None:
+        return None
+    # Field 2 is the command in parentheses and may hold spaces and ')': split after the last.
+    rest = raw.rpartition(b")")[2].split()
+    try:
+        return int(rest[22 - 3])
+    except (IndexError, ValueError):
+        return None
+
+
+def _boot_id() -> str | None:
+    raw = _read_small("/proc/sys/kernel/random/boot_id", 128)
+    if not raw:
+        return None
+    return raw.decode("ascii", "replace").strip() or None
 
 
 def _write(path: Path, journal: Journal) -> None:
@@ -306,10 +517,12 @@ __all__ = [
     "RestoreIntent",
     "UnreadableJournal",
     "current_intent",
+    "held_journals",
     "journal_dir",
     "open_journal",
     "open_journals",
     "pinned_snapshots",
+    "release_unless_held",
     "restore_intent",
     "settle",
 ]

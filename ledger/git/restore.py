@@ -15,7 +15,9 @@ interleaves:
    :class:`~ledger.errors.UnsafeRestoreError` before anything changed. Enough free space for the
    files to write, or :class:`~ledger.errors.InsufficientSpaceError`.
 2. **Undo snapshot** of the current capture (deduplicated against ``last_exact``, kept by the
-   store), and a journal (:mod:`ledger.git.journal`) naming it, opened before the first change.
+   store), and a journal (:mod:`ledger.git.journal`) naming it, opened before the first change;
+   its liveness lock says "running" until the restore is over (for a caller inside a
+   ``restore_intent`` block: until that block, which appends the op record, ends).
 3. **Apply** (:mod:`ledger.git.restore_apply`): delete, write, check out submodules.
 4. **Verify** (:data:`Verify`): by default every deleted path is gone and every written path
    holds the target entry, hashed through git's clean filters as a capture hashes it; the paths
@@ -45,9 +47,14 @@ from dataclasses import dataclass
 import pygit2
 
 from ledger.clock import Clock
-from ledger.errors import InsufficientSpaceError, InterruptedRestoreError, RestoreFailedError
+from ledger.errors import (
+    InsufficientSpaceError,
+    InterruptedRestoreError,
+    RestoreFailedError,
+    RestoreRunningError,
+)
 from ledger.git.index import PrivateIndex
-from ledger.git.journal import Journal, open_journal, open_journals
+from ledger.git.journal import Journal, open_journal, open_journals, release_unless_held
 from ledger.git.placement import free_space_problem, remove_tree
 from ledger.git.repo import GitRepo
 from ledger.git.restore_apply import (
@@ -108,10 +115,12 @@ def restore_commit(
     with each step name of :data:`STEPS` (:data:`FaultHook`); raising from it injects a failure
     there. ``verify``:
     see :data:`Verify`. ``recovering``: the interrupted restore's journal this restore undoes
-    (closed when it succeeds; any other open journal refuses the restore).
+    (closed when it succeeds; any other interrupted one refuses the restore).
 
     Raises :class:`MissingCommitError` / :class:`UnsafeRestoreError` /
-    :class:`InterruptedRestoreError` / :class:`InsufficientSpaceError` (and capture errors) with
+    :class:`InterruptedRestoreError` / :class:`RestoreRunningError` (a live journal still
+    ``writing``: never expected under the lock) / :class:`InsufficientSpaceError` (and capture
+    errors) with
     nothing changed, or :class:`RestoreFailedError` after rolling back (or, when the rollback
     failed too, with the journal left open so that ``rewind undo`` can finish the job).
     """
@@ -119,7 +128,8 @@ def restore_commit(
     settings = settings or SnapshotSettings()
     commit = resolve_commit(repo, target_commit)
     with PrivateIndex(repo.git_dir).locked():
-        # Under the lock no other restore runs: a journal still "writing" is a dead one.
+        # Under the lock no other restore writes files: a journal still "writing" is a dead one
+        # (a live owner there would be a bug; it is refused as running, never as interrupted).
         _refuse_if_interrupted(repo, recovering)
         if recovering is not None:  # what the interrupted restore (and recoveries of it) had staged
             for dead in [
@@ -159,56 +169,61 @@ def restore_commit(
             now_ms=now_ms,
             recovering=recovering.id if recovering is not None else None,
         )
+        # The journal's liveness lock: kept by the caller's restore_intent block until its record
+        # is appended, released here otherwise (and on every failure path).
         try:
-            executor.apply(plan)
-            steps.enter("verify")
-            after = executor.verify(plan, verify)
-            steps.reach("after-verify")
-        except BaseException as exc:
-            failed_at = steps.current
             try:
-                undo_commit = repo.commit(undo.commit)
-                if undo_commit is None:  # just written: only a broken object store loses it
-                    raise RuntimeError(f"the undo snapshot {undo.commit} cannot be read")
-                executor.rollback(undo_commit, verify)
-            except BaseException as rollback_exc:
-                journal.mark_failed(
-                    f"{describe_failure(exc)} (at {failed_at}); rollback: {describe_failure(rollback_exc)}"
-                )
+                executor.apply(plan)
+                steps.enter("verify")
+                after = executor.verify(plan, verify)
+                steps.reach("after-verify")
+            except BaseException as exc:
+                failed_at = steps.current
+                try:
+                    undo_commit = repo.commit(undo.commit)
+                    if undo_commit is None:  # just written: only a broken object store loses it
+                        raise RuntimeError(f"the undo snapshot {undo.commit} cannot be read")
+                    executor.rollback(undo_commit, verify)
+                except BaseException as rollback_exc:
+                    journal.mark_failed(
+                        f"{describe_failure(exc)} (at {failed_at}); rollback: {describe_failure(rollback_exc)}"
+                    )
+                    if not isinstance(exc, Exception):
+                        raise
+                    session = journal.session or "SESSION"
+                    raise RestoreFailedError(
+                        f"{describe_failure(exc)} (at {failed_at}); the rollback failed too: "
+                        f"{describe_failure(rollback_exc)}",
+                        rolled_back_to=None,
+                        hint=f"your files before the restore are kept (snapshot {undo.commit[:12]}); once the "
+                        f"cause is fixed, 'rewind undo {session}' brings every one of them back",
+                    ) from exc
+                journal.close()
+                save_last_exact(repo, LastExact(undo.commit, undo.tree))
                 if not isinstance(exc, Exception):
                     raise
-                session = journal.session or "SESSION"
                 raise RestoreFailedError(
-                    f"{describe_failure(exc)} (at {failed_at}); the rollback failed too: "
-                    f"{describe_failure(rollback_exc)}",
-                    rolled_back_to=None,
-                    hint=f"your files before the restore are kept (snapshot {undo.commit[:12]}); once the "
-                    f"cause is fixed, 'rewind undo {session}' brings every one of them back",
+                    f"{describe_failure(exc)} (at {failed_at})", rolled_back_to=undo.commit
                 ) from exc
-            journal.close()
-            save_last_exact(repo, LastExact(undo.commit, undo.tree))
-            if not isinstance(exc, Exception):
-                raise
-            raise RestoreFailedError(
-                f"{describe_failure(exc)} (at {failed_at})", rolled_back_to=undo.commit
-            ) from exc
-        if recovering is not None:
-            _close_recovery_of(repo, recovering)
-        if journal.session is not None:
-            journal.mark_done()  # closed once the caller's record is found (journal.settle)
-        else:
-            journal.close()
-        if after == plan.target_tree:
-            save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
-        return RestoreOutcome(
-            plan,
-            True,
-            undo.commit,
-            plan.target_commit,
-            (time.perf_counter() - started) * 1000.0,
-            tree=after,
-            undo_reused=undo.reused,
-        )
+            if recovering is not None:
+                _close_recovery_of(repo, recovering)
+            if journal.session is not None:
+                journal.mark_done()  # closed once the caller's record is found (journal.settle)
+            else:
+                journal.close()
+            if after == plan.target_tree:
+                save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
+            return RestoreOutcome(
+                plan,
+                True,
+                undo.commit,
+                plan.target_commit,
+                (time.perf_counter() - started) * 1000.0,
+                tree=after,
+                undo_reused=undo.reused,
+            )
+        finally:
+            release_unless_held(journal)
 
 
 def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
@@ -220,17 +235,20 @@ def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
 
 
 def _refuse_if_interrupted(repo: GitRepo, recovering: Journal | None) -> None:
-    dead = [
+    writing = [
         j
         for j in open_journals(repo)[0]
         if j.state == "writing"
         and (recovering is None or recovering.id not in (j.id, j.recovering))
     ]
-    if dead:
-        j = dead[-1]
-        raise InterruptedRestoreError(
-            j.undo, j.target, session=j.session, entry=j.entry, started=j.started, state=j.state
-        )
+    if not writing:
+        return
+    j = writing[-1]
+    if j.owner_alive():
+        raise RestoreRunningError(j.pid, repo.root, target=j.target, started=j.started)
+    raise InterruptedRestoreError(
+        j.undo, j.target, session=j.session, entry=j.entry, started=j.started, state=j.state
+    )
 
 
 def _check_space(repo: GitRepo, plan: RestorePlan) -> None:

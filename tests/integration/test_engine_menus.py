@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -307,3 +311,38 @@ def test_exact_bytes_come_back_with_autocrlf(repo: Path, tmp_path: Path) -> None
     agent.engine.before_tree(u1, choose(M.TREE_RESTORE))
     for name, data in originals.items():
         assert (repo / name).read_bytes() == data, name
+
+
+def doctor_json(agent: Agent) -> dict:
+    """``rewind doctor --json`` in another process, as a user would run it meanwhile."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "doctor", "--json", "--agent-dir", agent.agent_dir],
+        cwd=agent.repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_a_tree_restore_waiting_for_its_navigation_is_running_not_interrupted(
+    agent: Agent,
+) -> None:
+    # Pi writes the /tree navigation between session_before_tree (files restored) and
+    # session_tree (the op record): meanwhile another process must not call it interrupted.
+    agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
+    waiting = doctor_json(agent)
+    assert waiting["interruptedRestores"] == [], "not interrupted while its record is on the way"
+    assert [r["pid"] for r in waiting["runningRestores"]] == [os.getpid()]
+    agent.engine.record_navigation(None)
+    after = doctor_json(agent)
+    assert after["interruptedRestores"] == [] and after["runningRestores"] == []
+
+
+def test_a_tree_restore_whose_navigation_never_comes_is_interrupted_at_shutdown(
+    agent: Agent,
+) -> None:
+    agent.engine.before_tree(user_id(agent), choose(M.TREE_RESTORE))
+    agent.engine.shutdown()
+    report = doctor_json(agent)
+    assert report["runningRestores"] == [] and len(report["interruptedRestores"]) == 1
