@@ -336,8 +336,9 @@ class ImportConflictError(LedgerError):
 
 
 class WatchRefusedError(LedgerError):
-    """``rewind serve --watch`` cannot serve ``path``: it is not a git work tree on Linux, or
-    another ``rewind serve`` already serves its snapshots."""
+    """``rewind serve --watch`` cannot serve ``path``: it is not a git work tree on Linux,
+    another ``rewind serve`` already serves its snapshots, or its private dir is not safe for
+    sockets (another user's, a symlink, writable by others)."""
 
     def __init__(self, path: Path | str, reason: str, *, hint: str) -> None:
         self.path = Path(path)
@@ -367,14 +368,24 @@ class ShadowRefusedError(NotARepositoryError):
     the home directory, the agent dir's surroundings): a shadow repository there would capture
     far too much or itself (docs/shadow.md#refusals)."""
 
-    def __init__(self, path: Path | str, reason: str) -> None:
+    def __init__(self, path: Path | str, reason: str, *, git_dir: Path | str | None = None) -> None:
         self.reason = reason
-        LedgerError.__init__(
-            self,
-            f"{Path(path)} is not inside a git repository, and rewind keeps no shadow repository "
-            f"for it: {reason}",
-            hint="run in a project directory (or a git work tree), or pass --repo DIR",
-        )
+        self.git_dir = Path(git_dir) if git_dir is not None else None
+        if self.git_dir is not None:
+            # A git directory (bare, --separate-git-dir): git's own data, never a work tree.
+            message = f"{Path(path)} is git's own data, not a work tree: {reason}"
+            hint = (
+                f"rewind snapshots work trees; run in a work tree of that repository (one "
+                f"checked out with 'git --git-dir={self.git_dir} worktree add DIR', or a clone) "
+                "or pass --repo with it"
+            )
+        else:
+            message = (
+                f"{Path(path)} is not inside a git repository, and rewind keeps no shadow "
+                f"repository for it: {reason}"
+            )
+            hint = "run in a project directory (or a git work tree), or pass --repo DIR"
+        LedgerError.__init__(self, message, hint=hint)
         self.path = Path(path)
 
 

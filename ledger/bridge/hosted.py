@@ -8,7 +8,8 @@ also serves whole sessions: Pi's extension connects to ``<git-dir>/pi-rewind/bri
 says hello, and then speaks the bridge protocol (:mod:`ledger.bridge.protocol`) on that
 connection exactly as it would on a child's stdin/stdout. Each connection is served by its own
 :class:`~ledger.bridge.server.BridgeServer` on its own thread, with its own engine and its own
-:class:`~ledger.git.repo.GitRepo`; captures go straight to the watcher's change feed.
+:class:`~ledger.git.repo.GitRepo`; captures go straight to the watcher's change feed. The socket
+itself is made and guarded by :mod:`ledger.bridge.private_socket`, as the snapshot service's is.
 
 Invariants:
 - Hosting never changes what a session records. The watcher hosts a session only for its own
@@ -22,13 +23,21 @@ Invariants:
   with mode 0600 inside a private dir that nobody else may write, and the server checks each
   client's uid with ``SO_PEERCRED`` before it reads the hello. The extension checks the
   socket's owner and its directory's mode before it connects.
+- No connection ends or floods the watcher. Hellos are read by one thread for all connections
+  (:class:`~ledger.bridge.private_socket.LineGate`, shared with the snapshot service): at most :data:`MAX_PENDING_HELLOS`
+  waiting (the oldest is declined ``busy`` to make room), each bounded to :data:`MAX_HELLO`
+  bytes and :data:`HELLO_TIMEOUT_S`; a session gets its own thread only once its hello is
+  accepted, and at most :data:`MAX_SESSIONS` run at once. A bad hello (not JSON, nested too
+  deep, not UTF-8, wrong types) is a counted decline with an answer; whatever a session thread
+  raises ends that session only, counted, never as a traceback.
 - The watcher does not end for being idle while a session is connected. When it is stopped,
   it stops accepting, removes the socket, ends each session between two events (the one in
   flight is finished, the next is not started; the extension then starts a bridge of its own),
   and waits for them.
-- One listener per repository: started only by the process that holds the repository's
-  snapshot socket name (:class:`~ledger.bridge.snapshot_socket.SnapshotService`), so a stale
-  socket file left by a crash is safely replaced.
+- One listener per repository: started only by the process that holds the repository's serve
+  lock (:class:`ledger.git.index.ServeLock`, taken by
+  :class:`~ledger.bridge.snapshot_socket.SnapshotService`), so a stale socket file left by a
+  crash is safely replaced.
 """
 
 from __future__ import annotations
@@ -37,14 +46,19 @@ import contextlib
 import json
 import os
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ledger.bridge.snapshot_socket import peer_uid, read_line
-from ledger.git.index import private_dir
+from ledger.bridge.private_socket import (
+    PATH_MAX,
+    LineGate,
+    fits,
+    listen_private,
+    send_decline,
+)
+from ledger.git.index import private_dir, unsafe_private_dir
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
@@ -53,7 +67,12 @@ if TYPE_CHECKING:
 
 HELLO_VERSION = 1
 SOCKET_NAME = "bridge.sock"
-_MAX_HELLO = 1 << 20
+MAX_HELLO = 1 << 16
+"""A hello's size (the environment is a few KiB)."""
+HELLO_TIMEOUT_S = 2.0
+"""From connect to the hello's end (the extension sends it at once and waits 1 s for the answer)."""
+MAX_PENDING_HELLOS = 16
+MAX_SESSIONS = 64
 _ENV_PREFIXES = ("GIT_", "REWIND_", "PI_", "XDG_", "LC_", "PYTHON")
 _ENV_KEYS = frozenset({"HOME", "EMAIL", "PATH", "LANG", "LANGUAGE", "TZ", "USER"})
 # Compatibility: Pi 0.73.1 sets these in its own process for its children (so a watcher started
@@ -97,6 +116,10 @@ class HostedSessions:
         self.hosted = 0
         """Sessions accepted so far."""
         self.declined: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        """Hosted sessions ended by an unexpected error, by its type (never a traceback)."""
+        self.refusal: str | None = None
+        """Why :meth:`start` did not listen."""
         self.last_end = clock()
         self._env = bridge_env(os.environ if env is None else env)
         self._clock = clock
@@ -111,31 +134,22 @@ class HostedSessions:
     # --- life -------------------------------------------------------------------------------
 
     def start(self) -> bool:
-        """Listen; ``False`` (nothing started) when the socket cannot be made safely here (a
-        path too long for a Unix socket, a private dir others may write, no permission)."""
-        directory = self.path.parent
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            info = os.lstat(directory)
-            # Safety: a socket in a directory another user may write could be swapped for
-            # theirs between the extension's check and its connect.
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-                listener.close()
-                return False
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)  # a crashed watcher's; we hold the repository's name
-            old_umask = os.umask(0o177)  # the socket file is created 0600
-            try:
-                listener.bind(os.fsencode(self.path))
-            finally:
-                os.umask(old_umask)
-            listener.listen(16)
-        except (OSError, ValueError):
-            listener.close()
+        """Listen (only while holding the repository's serve lock); ``False`` (nothing started,
+        :attr:`refusal` says why) when the socket cannot be made safely here: a path too long
+        for a Unix socket, a private dir others may write, no permission."""
+        if not fits(self.path):  # Pi's extension connects by path
+            self.refusal = f"the path {self.path} is longer than a Unix socket's ({PATH_MAX} bytes)"
             return False
-        listener.settimeout(0.5)
-        self._listener = listener
+        # Safety: a socket in a directory another user may write could be swapped for theirs
+        # between the extension's check and its connect.
+        self.refusal = unsafe_private_dir(self.git_dir)
+        if self.refusal is not None:
+            return False
+        try:
+            self._listener = listen_private(self.path)
+        except OSError as exc:
+            self.refusal = f"cannot listen on {self.path}: {exc.strerror or exc}"
+            return False
         self._thread = threading.Thread(
             target=self._accept, name="rewind-hosted-accept", daemon=True
         )
@@ -162,9 +176,12 @@ class HostedSessions:
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
-            self._listener.close()
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the gate's select now
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._listener is not None:
+            self._listener.close()
         with self._guard:
             sessions, servers = dict(self._sessions), dict(self._servers)
         deadline = self._clock() + timeout_s
@@ -190,35 +207,45 @@ class HostedSessions:
 
     def _accept(self) -> None:
         assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if self._closed.is_set():
-                conn.close()
-                return
-            # The hello is read on the session's own thread: a slow client holds up nobody.
-            thread = threading.Thread(
-                target=self._session, args=(conn,), name="rewind-hosted-session", daemon=True
-            )
-            with self._guard:
+        gate = LineGate(
+            self._listener,
+            self._closed,
+            noun="hello",
+            limit=MAX_HELLO,
+            timeout_s=HELLO_TIMEOUT_S,
+            max_pending=MAX_PENDING_HELLOS,
+            clock=self._clock,
+        )
+        gate.run(self._on_hello, self._count)
+
+    def _count(self, why: str) -> None:
+        with self._guard:
+            self.declined[why] = self.declined.get(why, 0) + 1
+
+    def _on_hello(self, conn: socket.socket, line: bytes | None) -> None:
+        """On the gate's thread: host the session on a thread of its own, or decline it."""
+        why = "no hello" if not line else self._hello(line)
+        thread = threading.Thread(
+            target=self._session, args=(conn,), name="rewind-hosted-session", daemon=True
+        )
+        with self._guard:
+            if why is None and len(self._sessions) >= MAX_SESSIONS:
+                why = "busy"
+            elif why is None and self._closed.is_set():
+                why = "stopping"
+            if why is None:
                 self._sessions[thread] = conn
-            thread.start()
+        if why is not None:
+            self._count(why)
+            send_decline(conn, why)
+            conn.close()
+            return
+        thread.start()
 
     def _session(self, conn: socket.socket) -> None:
         thread = threading.current_thread()
         hosted = False
         try:
-            why = self._hello(conn)
-            if why is not None:
-                with self._guard:
-                    self.declined[why] = self.declined.get(why, 0) + 1
-                with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"ok": False, "why": why}).encode() + b"\n")
-                return
             with self._guard:
                 self.hosted += 1
             hosted = True
@@ -226,24 +253,18 @@ class HostedSessions:
             self._serve(conn)
         except (OSError, ValueError):
             pass  # the extension went away mid-write: nothing of ours is half-done
+        except Exception as exc:  # never a traceback on the watcher's stderr: counted
+            with self._guard:
+                name = type(exc).__name__
+                self.failed[name] = self.failed.get(name, 0) + 1
         finally:
             self._forget(thread, conn, hosted)
 
-    def _hello(self, conn: socket.socket) -> str | None:
-        """Why this connection is not hosted, or ``None`` to host it."""
-        try:
-            if peer_uid(conn) != os.getuid():
-                return "another user"
-            conn.settimeout(5.0)
-            line = read_line(conn, _MAX_HELLO)
-            conn.settimeout(None)
-        except OSError:
-            return "broken hello"
-        if not line:
-            return "no hello"
+    def _hello(self, line: bytes) -> str | None:
+        """Why this hello is not hosted, or ``None`` to host it (never raises)."""
         try:
             hello = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep
             return "unknown hello"
         if not isinstance(hello, dict) or hello.get("op") != "bridge":
             return "unknown hello"
@@ -279,4 +300,13 @@ class HostedSessions:
                 self.last_end = self._clock()
 
 
-__all__ = ["HELLO_VERSION", "HostedSessions", "bridge_env", "socket_path"]
+__all__ = [
+    "HELLO_TIMEOUT_S",
+    "HELLO_VERSION",
+    "MAX_HELLO",
+    "MAX_PENDING_HELLOS",
+    "MAX_SESSIONS",
+    "HostedSessions",
+    "bridge_env",
+    "socket_path",
+]

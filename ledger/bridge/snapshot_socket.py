@@ -12,13 +12,22 @@ Invariants:
   ``HOME``, ``XDG_CONFIG_HOME``, ``EMAIL``) equals its own, and with the settings the client
   would load (the client's agent dir, the repository's project settings). In any other case, and
   on any failure or timeout, the client captures by itself.
-- Only the same user, both ways: a Linux abstract socket (no file anywhere, gone with the
-  process; its name is derived from the work tree and git dir). The server checks the client's
-  uid with ``SO_PEERCRED`` before it reads a request, and the client checks the server's before
-  it sends one (any user can bind an abstract name first).
-- One request per connection, one JSON line each way. Requests are served one at a time on the
-  service's own thread with its own :class:`~ledger.git.repo.GitRepo` (libgit2 objects are not
-  shared between threads); the capture lock orders them with the bridge's own captures.
+- Only the same user, both ways, and no other user can keep us from serving: the socket is
+  ``<git-dir>/pi-rewind/snapshot.sock`` (:func:`socket_path`), mode 0600, in a directory that
+  must be this user's and writable by nobody else (:func:`ledger.git.index.unsafe_private_dir`).
+  One process per repository serves: the holder of :class:`ledger.git.index.ServeLock`, which
+  alone replaces a socket left by a killed server. (It was a Linux abstract socket, whose name
+  any local user could bind first, leaving the repository without a watcher.) The client checks
+  the socket's and the directory's owner and mode before it connects, and the server's uid
+  (``SO_PEERCRED``) before it sends; the server checks the client's before it reads. A path
+  longer than a Unix socket's address holds (:data:`~ledger.bridge.private_socket.PATH_MAX`) is reached through the
+  directory's descriptor (``/proc/self/fd/N/snapshot.sock``), so deep repositories are served
+  too.
+- One request per connection, one JSON line each way. Requests are read by one thread for all
+  connections at once (:class:`ledger.bridge.private_socket.LineGate`: bounded in size, time and number, so idle or
+  slow connections hold up nobody and cost no thread) and served one at a time on that thread with
+  its own :class:`~ledger.git.repo.GitRepo` (libgit2 objects are not shared between threads);
+  the capture lock orders them with the bridge's own captures. No request ends the service.
 - The client half imports only the standard library: it runs before pygit2 would be loaded.
 """
 
@@ -28,13 +37,18 @@ import contextlib
 import json
 import os
 import socket
-import struct
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from ledger.bridge.private_socket import (
+    LineGate,
+    connect_private,
+    listen_private,
+    read_line,
+)
 
 # Not `from typing import TYPE_CHECKING`: the client half is on the one-shot CLI's start-up path.
 TYPE_CHECKING = False
@@ -44,7 +58,12 @@ if TYPE_CHECKING:
 PROTOCOL = 1
 CLIENT_TIMEOUT_S = 120.0
 """How long a client waits for the answer (a capture may wait for a prompt's capture)."""
+SOCKET_NAME = "snapshot.sock"
 _MAX_REQUEST = 1 << 16
+_REQUEST_TIMEOUT_S = 5.0
+_MAX_PENDING = 32
+"""Connections whose request is still being read (more: the oldest is declined, ``busy``)."""
+_SEND_TIMEOUT_S = 30.0
 _DISCOVERY_ENV = (
     "GIT_DIR",
     "GIT_WORK_TREE",
@@ -70,14 +89,11 @@ def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def socket_name(root: Path, git_dir: Path) -> bytes:
-    """The abstract socket name of the service for this work tree and git dir (resolved).
-
-    Two CRC-32s, not a cryptographic hash (hashlib's OpenSSL import costs ~4 ms of a one-shot
-    command): a collision is harmless, the service checks the request's paths and declines."""
-    a = zlib.crc32(os.fsencode(root))
-    b = zlib.crc32(os.fsencode(git_dir), a)
-    return b"\0rewind-ledger/snapshot/%08x%08x" % (a, b)
+def socket_path(git_dir: Path) -> Path:
+    """Where the service of the repository with this git dir listens: in its private dir
+    (:func:`ledger.git.index.private_dir`, spelled out here: the client half imports only the
+    standard library)."""
+    return Path(git_dir) / "pi-rewind" / SOCKET_NAME
 
 
 # --- client ----------------------------------------------------------------------------------
@@ -86,7 +102,7 @@ def socket_name(root: Path, git_dir: Path) -> bytes:
 def find_repository(start: Path) -> tuple[Path, Path] | None:
     """``(work tree, git dir)`` that git would find from ``start``, resolved; ``None`` when the
     guess could be wrong (discovery redirected by the environment) or there is no ``.git``.
-    A wrong guess is harmless anyway: no service listens under its name."""
+    A wrong guess is harmless anyway: the service checks the request's paths and declines."""
     if any(key in os.environ for key in _DISCOVERY_ENV):
         return None
     here = Path(os.path.realpath(start))
@@ -124,17 +140,14 @@ def request_snapshot(
         "agentDir": os.path.abspath(agent_dir),
         "env": relevant_env(os.environ),
     }
+    conn = connect_private(socket_path(git_dir), timeout_s)
+    if isinstance(conn, str):
+        return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout_s)
-            conn.connect(socket_name(root, git_dir))
-            # Abstract names are shared by all users of the network namespace: a name held by
-            # another user's process is never told anything, nor believed.
-            if peer_uid(conn) != os.getuid():
-                return None
+        with conn:
             conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
             answer = json.loads(read_line(conn, 1 << 24) or b"null")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(answer, dict) or answer.get("ok") is not True:
         return None
@@ -161,18 +174,14 @@ def request_capture(
         "settings": settings,
         "env": relevant_env(os.environ),
     }
+    conn = connect_private(socket_path(git_dir), timeout_s)
+    if isinstance(conn, str):
+        return conn
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout_s)
-            try:
-                conn.connect(socket_name(root, git_dir))
-            except OSError:
-                return "absent"
-            if peer_uid(conn) != os.getuid():  # see request_snapshot
-                return "another user"
+        with conn:
             conn.sendall(json.dumps(request).encode("utf-8", "surrogateescape") + b"\n")
             answer = json.loads(read_line(conn, 1 << 24) or b"null")
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return f"broken: {type(exc).__name__}"
     if not isinstance(answer, dict):
         return "broken: no answer"
@@ -196,16 +205,15 @@ def capture_settings_fields(
 
 def serving(root: Path, git_dir: Path) -> bool:
     """Whether a process of this user serves the snapshots of ``(root, git_dir)`` (it may still
-    decline a request: another environment). Connects and leaves without a request, which the
-    service neither counts nor treats as activity."""
+    decline a request: another environment, or another work tree of the same git dir). Connects
+    and leaves without a request, which the service neither counts nor treats as activity."""
     if not supported():
         return False
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(socket_name(root, git_dir))
-            return peer_uid(probe) == os.getuid()
-        except OSError:
-            return False
+    probe = connect_private(socket_path(git_dir), 5.0)
+    if isinstance(probe, str):
+        return False
+    probe.close()
+    return True
 
 
 def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | None:
@@ -217,7 +225,7 @@ def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | No
 
     Opt-in (``rewind.snapshot.autoWatchSeconds``), as git's fsmonitor daemon is: a process that
     outlives the command is never started by default. Safe to race: a second watcher of the
-    same repository refuses by itself (one server per socket name), and the watcher ends after
+    same repository refuses by itself (one holder of the serve lock), and the watcher ends after
     ``idle_exit_s`` seconds without a request."""
     if idle_exit_s <= 0 or not supported():
         return None
@@ -295,25 +303,6 @@ def _well_formed_capture(fields: dict[str, object]) -> bool:
     )
 
 
-def peer_uid(conn: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``)."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
-
-
-def read_line(conn: socket.socket, limit: int) -> bytes | None:
-    """One line without its newline; ``None`` at end of input or past ``limit`` bytes."""
-    data = b""
-    while b"\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-        if len(data) > limit:
-            return None
-    return data.split(b"\n", 1)[0]
-
-
 # --- server ----------------------------------------------------------------------------------
 
 
@@ -325,32 +314,60 @@ class SnapshotService:
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.git_dir = Path(os.path.realpath(git_dir))
+        self.path = socket_path(self.git_dir)
         self.served = 0
         """Snapshots answered (``rewind snapshot``)."""
         self.captured = 0
         """Captures answered (a bridge's, :mod:`ledger.bridge.delegate`)."""
         self.declined: dict[str, int] = {}
         self.last_request = clock()
+        self.refusal: tuple[str, str] | None = None
+        """Why :meth:`start` did not listen, and a hint: what ``rewind serve --watch`` says."""
+        self.holder: int | None = None
+        """The pid of the process that already serves this repository (0: not known)."""
         self._busy = False
         self._clock = clock
+        self._lock: object | None = None
         self._listener: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
+        self._repo: object | None = None
 
     def start(self) -> bool:
-        """Listen; ``False`` (and nothing started) when another process already serves this
-        repository or the platform has no abstract sockets."""
+        """Take the repository's serve lock and listen; ``False`` (nothing started or held,
+        :attr:`refusal` says why) when another process already serves this repository, the
+        private dir is not safe for a socket, or not on Linux."""
+        from ledger.git.index import ServeLock, unsafe_private_dir
+
+        serve = "'rewind snapshot' captures by itself here, as without a watcher"
         if not supported():
+            self.refusal = ("no Unix sockets with peer credentials here", serve)
             return False
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unsafe = unsafe_private_dir(self.git_dir)
+        if unsafe is not None:
+            self.refusal = (unsafe, f"{serve}; make it a directory of yours only you may write")
+            return False
+        lock = ServeLock(self.git_dir)
         try:
-            listener.bind(socket_name(self.root, self.git_dir))
-            listener.listen(16)
-        except OSError:
-            listener.close()
+            self.holder = lock.acquire()
+        except OSError as exc:
+            self.refusal = (f"cannot lock {lock.path}: {exc.strerror or exc}", serve)
             return False
-        listener.settimeout(0.5)
-        self._listener = listener
+        if self.holder is not None:
+            pid = f" (pid {self.holder})" if self.holder else ""
+            self.refusal = (
+                f"another 'rewind serve'{pid} already serves this repository's snapshots",
+                "'rewind snapshot' is already fast here; stop the other one to run this one",
+            )
+            return False
+
+        try:
+            self._listener = listen_private(self.path)
+        except OSError as exc:
+            lock.release()
+            self.refusal = (f"cannot listen on {self.path}: {exc.strerror or exc}", serve)
+            return False
+        self._lock = lock
         self._thread = threading.Thread(
             target=self._serve, name="rewind-snapshot-socket", daemon=True
         )
@@ -359,16 +376,22 @@ class SnapshotService:
 
     def close(self) -> None:
         self._closed.set()
-        if self._listener is not None:  # wake a waiting accept() now: connect to ourselves
-            with (
-                contextlib.suppress(OSError),
-                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake,
-            ):
-                wake.connect(socket_name(self.root, self.git_dir))
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the gate's select now
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._listener is not None:
+            # Before the lock is released: the next holder's socket is never ours to remove.
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
             self._listener.close()
+        if self._lock is not None:
+            from ledger.git.index import ServeLock
+
+            assert isinstance(self._lock, ServeLock)
+            self._lock.release()
+            self._lock = None
 
     def idle_s(self) -> float:
         """Seconds since the last snapshot or capture served (0 while a request is being
@@ -379,52 +402,50 @@ class SnapshotService:
         return self._clock() - self.last_request
 
     def _serve(self) -> None:
-        from ledger.git.repo import GitRepo
 
-        repo: GitRepo | None = None
         assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if self._closed.is_set():
-                conn.close()
-                return
-            with conn:
-                self._busy = True
-                try:
-                    if repo is None:
-                        repo = GitRepo.discover(self.root)
-                    answer = self._answer(conn, repo)
-                except Exception as exc:  # never let one request end the service
-                    answer = {"ok": False, "why": f"{type(exc).__name__}: {exc}"}
-                if answer.get("why") == _PROBE:
-                    pass
-                elif answer.get("ok") is not True:
-                    why = str(answer.get("why", "?")).split(":", 1)[0]
-                    self.declined[why] = self.declined.get(why, 0) + 1
-                else:
-                    self.last_request = self._clock()
-                self._busy = False
-                with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps(answer).encode("utf-8", "surrogateescape") + b"\n")
+        gate = LineGate(
+            self._listener,
+            self._closed,
+            noun="request",
+            limit=_MAX_REQUEST,
+            timeout_s=_REQUEST_TIMEOUT_S,
+            max_pending=_MAX_PENDING,
+            clock=self._clock,
+        )
+        gate.run(self._on_request, self._count)
 
-    def _answer(self, conn: socket.socket, repo: object) -> dict[str, object]:
+    def _count(self, why: str) -> None:
+        self.declined[why] = self.declined.get(why, 0) + 1
+
+    def _on_request(self, conn: socket.socket, line: bytes | None) -> None:
+        with conn:
+            if not line:
+                return  # connected and left: asked whether we serve (not counted)
+            self._busy = True
+            try:
+                answer = self._answer(line)
+            except Exception as exc:  # never let one request end the service
+                answer = {"ok": False, "why": f"{type(exc).__name__}: {exc}"}
+            if answer.get("ok") is not True:
+                self._count(str(answer.get("why", "?")).split(":", 1)[0])
+            else:
+                self.last_request = self._clock()
+            self._busy = False
+            # Bounded: a client that does not read its answer holds the service this long.
+            conn.settimeout(_SEND_TIMEOUT_S)
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps(answer).encode("utf-8", "surrogateescape") + b"\n")
+
+    def _answer(self, line: bytes) -> dict[str, object]:
         from ledger.git.repo import GitRepo
         from ledger.git.snapshot import take_snapshot
         from ledger.settings import load_settings
 
-        assert isinstance(repo, GitRepo)
-        if peer_uid(conn) != os.getuid():
-            return {"ok": False, "why": "another user"}
-        conn.settimeout(5.0)
-        line = read_line(conn, _MAX_REQUEST)
-        if not line:
-            return {"ok": False, "why": _PROBE}  # connected and left: asked whether we serve
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            return {"ok": False, "why": "unknown request"}
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
             return {"ok": False, "why": "unknown request"}
         if request.get("op") not in ("snapshot", "capture"):
@@ -433,18 +454,21 @@ class SnapshotService:
             return {"ok": False, "why": "another repository"}
         if request.get("env") != relevant_env(os.environ):
             return {"ok": False, "why": "another environment"}
+        if self._repo is None:
+            self._repo = GitRepo.discover(self.root)
+        repo = self._repo
+        assert isinstance(repo, GitRepo)
         if request["op"] == "capture":
-            return self._capture(conn, repo, request.get("settings"))
+            return self._capture(repo, request.get("settings"))
         agent_dir = request.get("agentDir")
         if not isinstance(agent_dir, str):
             return {"ok": False, "why": "unknown request"}
-        conn.settimeout(None)
         settings, warnings = load_settings(Path(agent_dir), repo.root)
         report = take_snapshot(repo, settings.snapshot)
         self.served += 1
         return {"ok": True, "report": report.fields(), "warnings": warnings}
 
-    def _capture(self, conn: socket.socket, repo: object, given: object) -> dict[str, object]:
+    def _capture(self, repo: object, given: object) -> dict[str, object]:
         """A bridge's capture (:mod:`ledger.bridge.delegate`): the tree only; the bridge commits
         it. The bridge's own settings are used, so the answer is the one it would compute."""
         from ledger.git.capture import capture_tree
@@ -463,7 +487,6 @@ class SnapshotService:
             or not all(isinstance(d, str) for d in dirs)
         ):
             return {"ok": False, "why": "unknown request"}
-        conn.settimeout(None)
         settings = SnapshotSettings(max_untracked_file_bytes=limit, protected_dirs=tuple(dirs))
         captured = capture_tree(repo, settings)
         self.captured += 1
@@ -483,12 +506,10 @@ __all__ = [
     "SnapshotService",
     "capture_settings_fields",
     "find_repository",
-    "peer_uid",
-    "read_line",
     "relevant_env",
     "request_capture",
     "request_snapshot",
     "serving",
-    "socket_name",
+    "socket_path",
     "start_watcher",
 ]

@@ -262,21 +262,22 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
             "'rewind snapshot' works everywhere without it",
         )
     feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
+    # Takes the repository's serve lock (<git-dir>/pi-rewind/serve.lock): one server per
+    # repository, and only this user can hold it (docs/capture.md#served-snapshots).
     service = SnapshotService(repo.root, repo.git_dir)
     if not service.start():
         feed.disable()
-        raise WatchRefusedError(
-            repo.root,
-            "another 'rewind serve' already serves this repository's snapshots",
-            hint="'rewind snapshot' is already fast here; stop the other one to run this one",
-        )
+        reason, hint = service.refusal or ("cannot serve this repository's snapshots", "")
+        raise WatchRefusedError(repo.root, reason, hint=hint)
     feed.feed_for(repo)  # the watcher's walk starts now
     hosted: HostedSessions | None = None
+    not_hosting = ""
     if os.environ.get("REWIND_HOSTED", "1") != "0":
         from ledger.bridge.hosted import HostedSessions
 
-        hosted = HostedSessions(repo.root, repo.git_dir)
+        hosted = HostedSessions(repo.root, repo.git_dir)  # we hold the serve lock
         if not hosted.start():
+            not_hosting = f"; not hosting Pi sessions: {hosted.refusal}"
             hosted = None
 
     def idle_s() -> float:
@@ -291,7 +292,9 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         # Inside the try: a stop right after this line (a test, a script) is a clean stop.
-        ctx.stderr.write(f"rewind: watching {repo.root}; 'rewind snapshot' is served from here\n")
+        ctx.stderr.write(
+            f"rewind: watching {repo.root}; 'rewind snapshot' is served from here{not_hosting}\n"
+        )
         ctx.stderr.flush()
         while args.idle_exit <= 0 or idle_s() < args.idle_exit:
             time.sleep(min(1.0, args.idle_exit) if args.idle_exit > 0 else 1.0)
@@ -308,11 +311,15 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
         + (f"; declined {declined} (those captured by themselves)" if declined else "")
         + "\n"
     )
+    if not_hosting:
+        ctx.stderr.write(f"rewind{not_hosting}\n")
     if hosted is not None:
         refused = ", ".join(f"{why}: {n}" for why, n in sorted(hosted.declined.items()))
+        failed = ", ".join(f"{why}: {n}" for why, n in sorted(hosted.failed.items()))
         ctx.stderr.write(
             f"rewind: hosted {hosted.hosted} Pi sessions"
             + (f"; declined {refused} (those started their own bridge)" if refused else "")
+            + (f"; ended by an error {failed}" if failed else "")
             + "\n"
         )
     return 0

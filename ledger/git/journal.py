@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import LedgerError
+from ledger.git.index import make_private_dir
 from ledger.git.repo import GitRepo
 
 JOURNAL_VERSION = 1
@@ -273,7 +274,7 @@ def open_journal(
     directory = journal_dir(repo)
     journal.path = directory / f"{now_ms}-{ident}.json"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        make_private_dir(repo.git_dir, directory.name)
         # The lock before the journal: no reader ever sees this journal without a live owner.
         journal.lock_fd = _take_lock(journal.lock_path)
         journal.lock = journal.lock_fd is not None

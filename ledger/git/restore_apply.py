@@ -42,7 +42,7 @@ from pygit2.enums import FileMode
 
 from ledger.errors import LedgerError
 from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult
-from ledger.git.index import private_dir
+from ledger.git.index import make_private_dir, private_dir
 from ledger.git.journal import STAGING_PREFIX
 from ledger.git.placement import Placer
 from ledger.git.repo import GitRepo
@@ -167,7 +167,7 @@ class Executor:
         paths are converted under the target's attributes."""
         name = f"restore-{os.getpid()}-{secrets.token_hex(4)}.index"
         index = private_dir(self.repo.git_dir) / name
-        index.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.repo.git_dir)
         placer = Placer(self.repo.root, self.git, self.staging)
         try:
             info = b"".join(

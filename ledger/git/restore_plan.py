@@ -33,7 +33,7 @@ from pygit2.enums import FileMode
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.capture import CaptureResult, capture_tree
-from ledger.git.index import private_dir
+from ledger.git.index import make_private_dir, private_dir
 from ledger.git.journal import current_intent
 from ledger.git.placement import remove_tree
 from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
@@ -314,7 +314,8 @@ def _ignored_after(
     directories = {""} | {p for d in deletes for p in parents(d)}
     scratch = private_dir(repo.git_dir) / f"ignore-scratch-{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        scratch.mkdir(parents=True)
+        make_private_dir(repo.git_dir)
+        scratch.mkdir()
         for directory in directories:
             path = f"{directory}/.gitignore" if directory else ".gitignore"
             try:

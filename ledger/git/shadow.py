@@ -183,10 +183,14 @@ def refusal(directory: Path | str, agent_dir: Path) -> str | None:
     # work-trees).
     git_dir = git_dir_at_or_above(real)
     if git_dir is not None:
-        if str(git_dir) == real:
-            return "it is a git directory (git's own objects and refs, not a work tree)"
-        return f"it lies inside the git directory {git_dir}"
+        return _git_dir_reason(real, git_dir)
     return None
+
+
+def _git_dir_reason(directory: Path | str, git_dir: Path) -> str:
+    if os.path.realpath(directory) == str(git_dir):
+        return "it is a git directory (a bare repository or a separate git dir: objects and refs)"
+    return f"it lies inside the git directory {git_dir}"
 
 
 # --- opening ------------------------------------------------------------------------------
@@ -243,9 +247,7 @@ def open_work_tree(
     git_dir = git_dir_at_or_above(probe)
     if git_dir is not None:
         # Also for a shadow an older version made: never capture or restore git's own files.
-        raise ShadowRefusedError(
-            probe, refusal(probe, agent_dir) or f"{git_dir} is a git directory"
-        )
+        raise ShadowRefusedError(probe, _git_dir_reason(probe, git_dir), git_dir=git_dir)
     if info is None:
         reason = refusal(probe, agent_dir)
         if reason is not None:
@@ -271,7 +273,7 @@ def create_shadow(directory: Path | str, agent_dir: Path) -> ShadowInfo:
     real = Path(os.path.realpath(directory))
     reason = refusal(real, agent_dir)
     if reason is not None:
-        raise ShadowRefusedError(real, reason)
+        raise ShadowRefusedError(real, reason, git_dir=git_dir_at_or_above(real))
     home = shadow_home(agent_dir, real)
     existing = read_info(home)
     if existing is not None:
