@@ -190,7 +190,8 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     keepalives, chain_problems = store.check_chain()
     kept = set(store.snapshots())
     total, exclusive = store.disk_usage()
-    sessions = repo_sessions(agent_dir, repo.root)
+    skipped: list[tuple[Path, str]] = []
+    sessions = repo_sessions(agent_dir, repo.root, skipped=skipped)
     report = DoctorReport(
         store.head(),
         keepalives,
@@ -203,6 +204,7 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
         store_bytes=total,
         exclusive_bytes=exclusive,
     )
+    report.warnings.extend(f"skipped {path}: {reason}" for path, reason in skipped)
     report.interrupted = interrupted
     report.running = running
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]

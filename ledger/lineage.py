@@ -12,6 +12,9 @@ Invariants:
   session's header ``cwd``, then against the session file's directory.
 - Files are cached by canonical path and invalidated by (mtime, size, inode). A file whose text
   has no ``"rewind-`` is not fully parsed: only its header is read (the reference's fast path).
+- A file's start is checked before the whole file is read
+  (:func:`~ledger.session.store.probe_header`): no header within its first MiB and its first
+  five lines means an unreadable ancestor (a warning), never a multi-GiB read.
 - Commit existence is the caller's business: resolution takes an ``exists`` predicate so that a
   pruned commit is skipped and the walk goes on, as the reference does.
 """
@@ -27,7 +30,7 @@ from ledger.errors import LedgerError, SessionFileError
 from ledger.ledgerview import LedgerView
 from ledger.session.model import Session
 from ledger.session.parse import NoHeaderError, parse_header_only, parse_session_bytes
-from ledger.session.store import read_bytes
+from ledger.session.store import probe_header, read_bytes
 
 REWIND_MARKER = b'"rewind-'
 
@@ -101,6 +104,9 @@ class LineageReader:
             and (cached[1].session or not full)
         ):
             return cached[1]
+        # Bounded first: a file whose first MiB holds no header (one huge line, a sparse file)
+        # is refused here instead of being read whole (up to 2 GiB) to find that out.
+        probe_header(Path(canonical))
         data = read_bytes(Path(canonical))
         if not full and REWIND_MARKER not in data:
             try:

@@ -7,7 +7,10 @@ such read goes through :func:`open_regular` (fault campaign item 4; docs/design.
 
 Invariants: the open never blocks (``O_NONBLOCK``; a FIFO without a writer opens at once and is
 then refused); only regular files are read (the check is on the opened descriptor, so a symlink
-to a device is refused too, and a swap between check and read is impossible); reads are bounded.
+to a device is refused too, and a swap between check and read is impossible); reads are bounded,
+and every byte is read and scanned once: :func:`read_head` searches only each new chunk for
+newlines, never the whole buffer again (issue 23: re-counting a growing buffer after every
+64 KiB made a 1.5 GiB file without newlines take hours).
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ from pathlib import Path
 
 MAX_SESSION_BYTES = 1 << 31
 """2 GiB: far beyond any real session (100,000 entries are ~37 MB), short of exhausting memory."""
+
+
+HEAD_CHUNK = 1 << 16
+"""The read size of :func:`read_head`: one read holds the first lines of any real session."""
 
 
 class NotRegularFileError(OSError):
@@ -70,4 +77,41 @@ def read_regular_file(path: Path | str, limit: int, *, head: int | None = None) 
         os.close(fd)
 
 
-__all__ = ["MAX_SESSION_BYTES", "NotRegularFileError", "open_regular", "read_regular_file"]
+def read_head(fd: int, lines: int, limit: int) -> tuple[bytes, bool]:
+    """The start of the open file ``fd`` through its ``lines``-th newline (or through its end),
+    and whether ``limit`` bytes went by first. When they did (``True``), only the complete
+    lines within the first ``limit`` bytes are returned, possibly none.
+
+    At most ``limit + 1`` bytes are read (the extra byte tells "exactly ``limit``" from "more"),
+    each once, and newlines are counted in each new chunk only, so the cost is linear in the
+    bytes read and bounded by ``limit`` whatever the file's size."""
+    chunks: list[bytes] = []
+    total = 0
+    found = 0
+    while True:
+        chunk = os.read(fd, min(HEAD_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks), False
+        here = chunk.count(b"\n")
+        if found + here >= lines:
+            end = -1
+            for _ in range(lines - found):
+                end = chunk.index(b"\n", end + 1)
+            chunks.append(chunk[: end + 1])
+            return b"".join(chunks), False
+        found += here
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            head = b"".join(chunks)[:limit]
+            return head[: head.rfind(b"\n") + 1], True
+
+
+__all__ = [
+    "HEAD_CHUNK",
+    "MAX_SESSION_BYTES",
+    "NotRegularFileError",
+    "open_regular",
+    "read_head",
+    "read_regular_file",
+]

@@ -109,7 +109,10 @@ def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.session.discovery import repo_sessions
 
     repo = ctx.repo()
-    infos = repo_sessions(ctx.agent_dir(), repo.root)
+    skipped: list[tuple[Path, str]] = []
+    infos = repo_sessions(ctx.agent_dir(), repo.root, skipped=skipped)
+    for path, reason in skipped:  # a hostile or broken file in Pi's sessions folder
+        ctx.warn(f"skipped {path}: {reason}")
     rows, warnings = summarize_sessions(infos, LineageReader())
     for warning in warnings:
         ctx.warn(warning)

@@ -63,7 +63,7 @@ from ledger.portable.objects import (
     write_bundle,
 )
 from ledger.session.parse import NoHeaderError, parse_session_bytes
-from ledger.session.store import encode_cwd, session_file_name
+from ledger.session.store import encode_cwd, read_bytes, session_file_name
 
 _SAFE_NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,200}\.jsonl$")
 
@@ -119,7 +119,7 @@ def _gather(repo: GitRepo, path: Path) -> _Gathered:
     members: list[SessionMember] = []
     wanted: dict[str, None] = {}
     for n, link in enumerate(chain.links):
-        data = link.path.read_bytes()
+        data = read_bytes(link.path)  # bounded, regular files only
         files.append(data)
         full = reader.load(link.path, full=True)
         for ref in full.view.references:

@@ -8,9 +8,12 @@ Invariants:
   expanded), else ``~/.pi/agent`` (docs/formats.md#file-location-and-naming).
 - A repository's sessions are the ``*.jsonl`` files below ``<agent-dir>/sessions`` whose header
   ``cwd`` lies inside the repository's work tree (compared after resolving symlinks). Files
-  without a valid header are skipped, as Pi's own listing skips them.
+  without a valid header are skipped, as Pi's own listing skips them; a caller that wants to
+  warn about them passes ``skipped`` and gets each one with its reason.
 - "Newest" means the newest file mtime (what ``pi -c`` uses), then the header timestamp.
-- Reads only headers (the first lines of each file); never writes.
+- Reads only headers: the first five lines of each file, never more than
+  :data:`~ledger.session.store.MAX_HEADER_BYTES` (1 MiB), each byte once, so one huge file in
+  the sessions folder costs a millisecond, not minutes (issue 23). Never writes.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.errors import LedgerError, NameResolutionError
+from ledger.errors import LedgerError, NameResolutionError, SessionFileError
 from ledger.session.model import Session
 from ledger.session.store import read_header
 
@@ -53,12 +56,19 @@ def jsonl_files(directory: Path) -> list[Path]:
     return found
 
 
-def read_info(path: Path) -> SessionInfo | None:
-    """The header facts of one file, or ``None`` when it is not a readable session file."""
+def read_info(path: Path, skipped: list[tuple[Path, str]] | None = None) -> SessionInfo | None:
+    """The header facts of one file, or ``None`` when it is not a readable session file (then
+    the file and the reason, without the path, are appended to ``skipped`` when given)."""
     try:
         header = read_header(path)
         mtime_ns = path.stat().st_mtime_ns
-    except (LedgerError, OSError):
+    except LedgerError as exc:
+        if skipped is not None:
+            skipped.append((path, exc.reason if isinstance(exc, SessionFileError) else exc.message))
+        return None
+    except OSError as exc:
+        if skipped is not None:
+            skipped.append((path, f"cannot be read: {exc.strerror or exc}"))
         return None
     cwd = header.get("cwd")
     parent = header.get("parentSession")
@@ -79,11 +89,17 @@ def is_inside(path: str, root: Path) -> bool:
     return resolved == base or resolved.startswith(base.rstrip(os.sep) + os.sep)
 
 
-def repo_sessions(agent_dir: Path, repo_root: Path) -> list[SessionInfo]:
-    """The sessions whose ``cwd`` lies inside ``repo_root``, newest first."""
+def repo_sessions(
+    agent_dir: Path, repo_root: Path, *, skipped: list[tuple[Path, str]] | None = None
+) -> list[SessionInfo]:
+    """The sessions whose ``cwd`` lies inside ``repo_root``, newest first.
+
+    ``skipped``, when given, receives ``(file, reason)`` for every file that is not a readable
+    session (whatever repository it belongs to: that cannot be known without its header), so
+    that a listing can warn about it."""
     sessions = []
     for path in iter_session_files(agent_dir):
-        info = read_info(path)
+        info = read_info(path, skipped)
         if info is not None and info.cwd is not None and is_inside(info.cwd, repo_root):
             sessions.append(info)
     sessions.sort(key=lambda s: (s.mtime_ns, s.timestamp or ""), reverse=True)

@@ -13,7 +13,9 @@ docs/formats.md#line-format):
 - every entry keeps its raw dict, unknown types and fields included;
 - a header without ``version`` is v1, and v1/v2 content is migrated to v3 **in memory** with
   Pi's rules; the file is never rewritten here;
-- pure: no I/O. Callers pass bytes.
+- pure: no I/O. Callers pass bytes;
+- linear: each byte is split and parsed once (one ``split``, one ``loads`` per line); the
+  header-only path looks at the first lines only, however long ``data`` is.
 """
 
 from __future__ import annotations
@@ -205,9 +207,12 @@ def _parse(data: bytes) -> ParsedSession:
 
 
 def parse_header_only(data: bytes, max_lines: int = 5) -> dict[str, Any]:
-    """The header from the first ``max_lines`` non-empty lines (the reference's fast path)."""
+    """The header from the first ``max_lines`` non-empty lines (the reference's fast path).
+
+    Only those lines are looked at: ``data`` may be a whole file, and splitting all of it to
+    read five lines would copy every byte."""
     seen = 0
-    for line in data.split(b"\n"):
+    for line in _first_lines(data):
         if not line.strip():
             continue
         seen += 1
@@ -232,6 +237,18 @@ def parse_header_only(data: bytes, max_lines: int = 5) -> dict[str, Any]:
 # --- internals ----------------------------------------------------------------------------
 
 _UNPARSEABLE = object()
+
+
+def _first_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` (split on ``\\n``) one at a time, each byte searched once."""
+    start = 0
+    while True:
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start:end]
+        start = end + 1
 
 
 class _RawLine:

@@ -17,6 +17,10 @@ Invariants:
   (docs/formats.md#who-may-write-a-session-file, docs/design.md#concurrency).
 - Appends to a file whose header version is below 3 are refused: Pi would migrate it with new
   random ids on its next open and orphan what we wrote.
+- Reads are bounded and linear: a header is looked for in the first :data:`HEADER_LINES`
+  lines within :data:`MAX_HEADER_BYTES`, read once (:func:`ledger.safe_read.read_head`); a
+  whole file only up to :data:`~ledger.safe_read.MAX_SESSION_BYTES`, and only once its start
+  holds a header or may still lead to one (:func:`probe_header`).
 - New files are created complete (header and entries) under a temporary name and linked into
   place, so a reader never sees half a file and an existing file is never replaced.
 """
@@ -37,11 +41,26 @@ import orjson
 from ledger.clock import Clock, IdSource, RandomIds, SystemClock, iso_from_ms
 from ledger.errors import SessionAppendError, SessionFileError
 from ledger.records import custom_entry, serialize_entry
-from ledger.safe_read import MAX_SESSION_BYTES, NotRegularFileError, open_regular, read_regular_file
+from ledger.safe_read import (
+    MAX_SESSION_BYTES,
+    NotRegularFileError,
+    open_regular,
+    read_regular_file,
+)
+from ledger.safe_read import read_head as read_regular_head
 from ledger.session.model import Session
 from ledger.session.parse import NoHeaderError, parse_header_only, parse_session_bytes
 
 _HEADER_HINT = 'a Pi session file starts with a {"type":"session","id":…} header line'
+
+HEADER_LINES: Final = 5
+"""The header is looked for in this many first non-empty lines (the reference's fast path)."""
+MAX_HEADER_BYTES: Final = 1 << 20
+"""1 MiB: how far into a file its header is looked for. A Pi header line is a few hundred bytes
+(id, timestamp, cwd, parentSession path), so real sessions fit many times over; a file that runs
+this far without a header and without five complete lines (a sparse multi-GiB file, one huge
+line) is refused without reading the rest (issue 23)."""
+_MIB_TEXT = f"{MAX_HEADER_BYTES >> 20} MiB"
 
 
 def read_bytes(path: Path) -> bytes:
@@ -49,24 +68,20 @@ def read_bytes(path: Path) -> bytes:
     Only regular files are read, with a bounded read that never blocks (:mod:`ledger.safe_read`)."""
     try:
         data = read_regular_file(path, MAX_SESSION_BYTES)
-    except NotRegularFileError as exc:
-        raise SessionFileError(
-            path, f"{exc.strerror}, not a session file", hint="pass a .jsonl session file"
-        ) from exc
-    except PermissionError as exc:
-        raise SessionFileError(path, "cannot be read (permission denied)") from exc
     except OSError as exc:
-        raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+        raise _unreadable(path, exc) from exc
     if data is None:
-        raise SessionFileError(
-            path, "no such file", hint="check the path, or list sessions with 'rewind sessions'"
-        )
+        raise _unreadable(path, FileNotFoundError(errno.ENOENT, "no such file"))
     return data
 
 
 def read_session(path: Path | str) -> Session:
-    """Parse a whole session file. Bad lines are skipped and listed in ``session.skipped``."""
+    """Parse a whole session file. Bad lines are skipped and listed in ``session.skipped``.
+
+    The start is checked first (:func:`probe_header`), so a file whose first megabyte holds no
+    header is refused without reading the rest."""
     path = Path(path)
+    probe_header(path)
     data = read_bytes(path)
     try:
         parsed = parse_session_bytes(data)
@@ -76,39 +91,82 @@ def read_session(path: Path | str) -> Session:
 
 
 def read_header(path: Path | str, data: bytes | None = None) -> dict[str, Any]:
-    """Only the header (from the first five non-empty lines)."""
+    """Only the header, from the first :data:`HEADER_LINES` non-empty lines, which must lie
+    within the first :data:`MAX_HEADER_BYTES` of the file (``data``, when given, is the file's
+    start, already read: its first lines are parsed, however long it is)."""
     path = Path(path)
     if data is None:
-        data = _read_head(path)
-    try:
-        return parse_header_only(data)
-    except NoHeaderError as exc:
-        raise SessionFileError(path, f"not a Pi session file ({exc})", hint=_HEADER_HINT) from exc
+        head, cut = read_head(path)
+    else:
+        head, cut = data, False
+    found = _header_of(head)
+    if isinstance(found, NoHeaderError):
+        raise _no_header(path, found, head, cut)
+    return found
 
 
-def _read_head(path: Path, limit: int = 1 << 16) -> bytes:
-    """The start of a file, extended until it holds five complete lines or the whole file
-    (regular files only, never blocking: :mod:`ledger.safe_read`)."""
+def probe_header(path: Path | str) -> dict[str, Any] | None:
+    """The header if the file's first lines hold one, else ``None``: a full parse may still find
+    it behind unparseable lines (Pi skips those), so the caller reads on. Raises
+    :class:`SessionFileError` when the file cannot be read, or when its first
+    :data:`MAX_HEADER_BYTES` end without a header and without :data:`HEADER_LINES` complete lines.
+    Safety: that refusal comes before the rest is read; without it a multi-GiB file with few
+    newlines (a sparse file, one huge line) was read whole wherever a session may be named."""
+    path = Path(path)
+    head, cut = read_head(path)
+    found = _header_of(head)
+    if not isinstance(found, NoHeaderError):
+        return found
+    if cut:
+        raise _no_header(path, found, head, cut)
+    return None
+
+
+def read_head(path: Path) -> tuple[bytes, bool]:
+    """The file's first :data:`HEADER_LINES` lines, read up to :data:`MAX_HEADER_BYTES`, and
+    whether that bound ended the read (then only the complete lines before it are returned).
+    Regular files only, never blocking, each byte read once (:mod:`ledger.safe_read`)."""
     try:
         fd, _st = open_regular(path)
-    except FileNotFoundError as exc:
-        raise SessionFileError(path, "no such file") from exc
-    except NotRegularFileError as exc:
-        raise SessionFileError(path, f"{exc.strerror}, not a session file") from exc
     except OSError as exc:
-        raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+        raise _unreadable(path, exc) from exc
     try:
-        data = os.read(fd, limit)
-        while data.count(b"\n") < 5 and len(data) < MAX_SESSION_BYTES:
-            more = os.read(fd, limit)
-            if not more:
-                break
-            data += more
-        return data
+        return read_regular_head(fd, HEADER_LINES, MAX_HEADER_BYTES)
     except OSError as exc:
-        raise SessionFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+        raise _unreadable(path, exc) from exc
     finally:
         os.close(fd)
+
+
+def _unreadable(path: Path, exc: OSError) -> SessionFileError:
+    if isinstance(exc, FileNotFoundError):
+        return SessionFileError(
+            path, "no such file", hint="check the path, or list sessions with 'rewind sessions'"
+        )
+    if isinstance(exc, NotRegularFileError):
+        return SessionFileError(
+            path, f"{exc.strerror}, not a session file", hint="pass a .jsonl session file"
+        )
+    if isinstance(exc, PermissionError):
+        return SessionFileError(path, "cannot be read (permission denied)")
+    return SessionFileError(path, f"cannot be read: {exc.strerror or exc}")
+
+
+def _header_of(head: bytes) -> dict[str, Any] | NoHeaderError:
+    try:
+        return parse_header_only(head, HEADER_LINES)
+    except NoHeaderError as exc:
+        return exc
+
+
+def _no_header(path: Path, error: NoHeaderError, head: bytes, cut: bool) -> SessionFileError:
+    if not cut:
+        reason = str(error)
+    elif not head:
+        reason = f"its first line is longer than {_MIB_TEXT}, far longer than a session header"
+    else:
+        reason = f"no session header in its first {_MIB_TEXT}: {error}"
+    return SessionFileError(path, f"not a Pi session file ({reason})", hint=_HEADER_HINT)
 
 
 # --- appending ----------------------------------------------------------------------------
@@ -239,6 +297,11 @@ class SessionAppender:
         return size
 
     def _full_read(self, fd: int, size: int) -> None:
+        # The same bound as every session read, checked before the bytes are held.
+        if size > MAX_SESSION_BYTES:
+            raise SessionAppendError(
+                self.path, f"is larger than {MAX_SESSION_BYTES:,} bytes, not a session file"
+            )
         data = os.pread(fd, size, 0)
         try:
             parsed = parse_session_bytes(data)
