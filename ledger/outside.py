@@ -72,13 +72,21 @@ class OutsideChange:
     detail: str | None = None
     """``+x``/``-x`` for a mode change; ``target`` (the link points elsewhere) or ``type`` (a
     file became a symlink or back) for a symlink change; otherwise ``None``."""
+    since: str | None = None
+    """For older own work: the entry (a prompt) whose point first kept it; ``None`` for a
+    change since the latest rewind point."""
 
     @property
     def letter(self) -> str:
         return LETTERS[self.change]
 
     def to_json(self) -> dict[str, str | None]:
-        return {"path": self.path, "change": self.change, "detail": self.detail}
+        return {
+            "path": self.path,
+            "change": self.change,
+            "detail": self.detail,
+            "since": self.since,
+        }
 
 
 def classify_one(change: LeafChange) -> OutsideChange:
@@ -155,6 +163,33 @@ def count_text(changes: Sequence[OutsideChange]) -> str:
     return ", ".join(parts)
 
 
+def plan_counts(added: Sequence[str], modified: Sequence[str], deleted: Sequence[str]) -> str:
+    """``1 added, 2 modified, 1 deleted`` (kinds present only; ``no file changes`` for none): the
+    one wording and order of a restore's counts, in the panel, the menus, ``rewind restore``,
+    ``rewind diff`` and ``/rewind``."""
+    parts = [
+        f"{len(paths)} {name}"
+        for name, paths in (("added", added), ("modified", modified), ("deleted", deleted))
+        if paths
+    ]
+    return ", ".join(parts) if parts else "no file changes"
+
+
+def plan_files(
+    added: Sequence[str], modified: Sequence[str], deleted: Sequence[str], limit: int = 4
+) -> str:
+    """``A new.txt  M a.txt  D old.txt (+2 more)``: the first few files a restore changes, with
+    ``rewind status``'s letters, added first (empty for none)."""
+    named = [
+        *(f"A {p}" for p in added),
+        *(f"M {p}" for p in modified),
+        *(f"D {p}" for p in deleted),
+    ]
+    shown = "  ".join(named[:limit])
+    more = len(named) - limit
+    return f"{shown} (+{more} more)" if more > 0 else shown
+
+
 def short_list(paths: Sequence[str], limit: int = SHOWN) -> str:
     """``a.txt, b.txt, c.txt (+2 more)``."""
     shown = ", ".join(paths[:limit])
@@ -174,8 +209,9 @@ def plan_warning(changes: Sequence[OutsideChange], *, undo: str) -> str | None:
     if not changes:
         return None
     paths = [c.path for c in changes]
+    hold = "holds" if len(changes) == 1 else "hold"
     return (
-        f"{files(len(changes))} changed since the agent's last turn will be overwritten: "
+        f"{files(len(changes))} {hold} your own work, not the agent's, and will be overwritten: "
         f"{short_list(paths)}; {undo} brings {_them(changes)} back"
     )
 
@@ -190,7 +226,7 @@ def done_warning(changes: Sequence[OutsideChange], *, undo: str) -> str | None:
         return None
     paths = [c.path for c in changes]
     return (
-        f"overwrote {files(len(changes))} changed since the agent's last turn: "
+        f"overwrote {files(len(changes))} that held your own work, not the agent's: "
         f"{short_list(paths)}; {undo} brings {_them(changes)} back"
     )
 
@@ -220,6 +256,8 @@ __all__ = [
     "files",
     "outside_skipped",
     "overwritten",
+    "plan_counts",
+    "plan_files",
     "plan_warning",
     "prompt_note",
     "short_list",

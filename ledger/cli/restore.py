@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from ledger.cli.context import CliContext
 from ledger.cli.status import plan_outside_lines
 from ledger.errors import LedgerError, SessionAppendError
+from ledger.outside import plan_counts
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the engine
 # itself is imported when a command runs.
@@ -247,9 +248,7 @@ def plan_lines(report: Changes) -> list[str]:
 
 
 def _summary(report: Changes) -> str:
-    return (
-        f"{len(report.added)} added, {len(report.modified)} modified, {len(report.deleted)} deleted"
-    )
+    return plan_counts(report.added, report.modified, report.deleted)
 
 
 def _short(sha: str | None) -> str:

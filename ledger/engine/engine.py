@@ -58,6 +58,7 @@ from ledger.settings import Settings
 if TYPE_CHECKING:
     from ledger.git.journal import Journal
     from ledger.git.restore import RestoreOutcome
+    from ledger.git.trees import Change
 
 Choose = Callable[[str, list[str]], "str | None"]
 
@@ -150,6 +151,8 @@ class Engine:
         self.last_exact: LastExact | None = None
         self._collector: _Collector | None = None
         self._pending_tree: FileState | None = None
+        self.tree_diff_cache: dict[tuple[str, str], list[Change]] = {}
+        """Leaf changes between two recorded trees (ledger.engine.ownership): they never change."""
         self._held_journals: list[Journal] = []
         self._fork_preference: str | None = None
         self._unconsumed_fork: FileState | None = None
@@ -490,7 +493,7 @@ class Engine:
                     self._pending_tree = FileState(target, outcome.undo_commit)
                     result.info(M.FILES_RESTORED_TO_POINT)
                     result.show(
-                        M.panel_restored(
+                        *M.panel_restored(
                             outcome.plan, self._describe(target_id), after=M.MOVED_TREE
                         ),
                         M.UNDO_HINT,
@@ -516,7 +519,7 @@ class Engine:
             self.append_op(current=undo, undo=outcome.undo_commit)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.cancel = True
-        result.show(M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
+        result.show(*M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
 
     def _describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
@@ -600,7 +603,7 @@ class Engine:
                     result.info(M.FILES_RESTORED_FROM_POINT)
                     result.cancel = True
                     result.show(
-                        M.panel_restored(
+                        *M.panel_restored(
                             outcome.plan, self._describe(entry_id), after=M.STAY_CODE_ONLY
                         ),
                         M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,

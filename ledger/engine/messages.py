@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ledger.outside import plan_counts, plan_files
+
 MENU_TITLE = "Restore Options"
 
 # /tree
@@ -57,21 +59,24 @@ STAY_CODE_ONLY = "no fork made, the conversation is unchanged"
 
 
 def changes(plan: object) -> str:
-    """``2 modified, 1 added, 1 deleted`` (or ``no file changed``) for a restore plan."""
-    parts = [
-        f"{len(getattr(plan, name))} {name}"
-        for name in ("modified", "added", "deleted")
-        if getattr(plan, name)
-    ]
-    return ", ".join(parts) if parts else "no file changed"
+    """``1 added, 2 modified, 1 deleted`` (or ``no file changes``) for a restore plan: the one
+    wording and order of counts (:func:`ledger.outside.plan_counts`)."""
+    return plan_counts(plan.added, plan.modified, plan.deleted)  # type: ignore[attr-defined]
 
 
-def panel_restored(plan: object, point: str, *, after: str) -> str:
-    return f"Rewind: files restored to {point}: {changes(plan)}; {after}"
+def named(plan: object) -> list[str]:
+    """The panel line naming the files a restore changed (``A new.txt  M a.txt (+2 more)``),
+    or nothing when none changed."""
+    line = plan_files(plan.added, plan.modified, plan.deleted)  # type: ignore[attr-defined]
+    return [f"  {line}"] if line else []
 
 
-def panel_undone(plan: object, *, stay: str) -> str:
-    return f"Rewind: last file rewind undone: {changes(plan)}; {stay}"
+def panel_restored(plan: object, point: str, *, after: str) -> list[str]:
+    return [f"Rewind: files restored to {point}: {changes(plan)}; {after}", *named(plan)]
+
+
+def panel_undone(plan: object, *, stay: str) -> list[str]:
+    return [f"Rewind: last file rewind undone: {changes(plan)}; {stay}", *named(plan)]
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger.engine.ownership import AgentWork, Step, agent_work, own_work, timeline
 from ledger.errors import LedgerError
 from ledger.git.trees import leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.outside import (
+    ChangeKind,
     OutsideChange,
     classify,
     outside_skipped,
-    overwritten,
     plan_warning,
     prompt_note,
 )
@@ -130,12 +131,62 @@ def changed_since(
 
 
 def overwritten_by(engine: Engine, plan: Any) -> tuple[OutsideChange, ...]:
-    """The outside changes a restore plan (:class:`ledger.git.restore.RestorePlan`) would
+    """The user's own work a restore plan (:class:`ledger.git.restore.RestorePlan`) would
     overwrite or delete, from the plan's own capture (no capture here)."""
     if plan.noop:
         return ()
-    report = changed_since(engine, plan.current_tree)
-    return overwritten(report.changes, [*plan.added, *plan.modified, *plan.deleted])
+    touched = {*plan.added, *plan.modified, *plan.deleted}
+    return own_changes(engine, plan.current_tree, plan.target_tree, touched)
+
+
+def own_changes(
+    engine: Engine,
+    current_tree: str,
+    target_tree: str,
+    touched: set[str] | None = None,
+    *,
+    skipped: Sequence[str] = (),
+    point: LatestPoint | None = None,
+    steps: Sequence[Step] | None = None,
+    work: AgentWork | None = None,
+) -> tuple[OutsideChange, ...]:
+    """The files a restore from ``current_tree`` to ``target_tree`` would overwrite or delete
+    whose state now is the user's own work (:mod:`ledger.engine.ownership`), sorted by path:
+    what changed since the latest point, classified exactly, and older work kept in an earlier
+    prompt's point (``since`` names that prompt). ``touched``: only these paths (a plan's, which
+    leaves skipped and ignored paths alone); ``skipped``: prefixes a restore never touches.
+    A file whose content now an agent step produced is never listed."""
+    diff = leaf_changes(engine.repo, current_tree, target_tree)
+    if not diff:
+        return ()
+    bare = [p.rstrip("/") for p in skipped]
+    diff = [
+        c
+        for c in diff
+        if (touched is None or c.path in touched)
+        and not any(c.path == p or c.path.startswith(p + "/") for p in bare)
+    ]
+    steps = timeline(engine) if steps is None else steps
+    work = agent_work(engine, steps) if work is None else work
+    mine = {w.path: w for w in own_work(engine, diff, steps=steps, work=work)}
+    if not mine:
+        return ()
+    recent = {c.path: c for c in changed_since(engine, current_tree, point=point).changes}
+    found: list[OutsideChange] = []
+    for path in sorted(mine):
+        if path in recent:
+            found.append(recent[path])
+            continue
+        own = mine[path]
+        kind: ChangeKind = (
+            "deleted"
+            if own.change == "recreated"
+            else "added"
+            if own.change == "deleted"
+            else "modified"
+        )
+        found.append(OutsideChange(path, kind, since=own.since))
+    return tuple(found)
 
 
 def menu_title(engine: Engine, title: str, targets: Sequence[str | None]) -> str:
@@ -152,17 +203,25 @@ def menu_title(engine: Engine, title: str, targets: Sequence[str | None]) -> str
         from ledger.git.capture import capture_tree
 
         captured = capture_tree(engine.repo, engine.settings.snapshot)
-        report = changed_since(
-            engine, captured.tree, skipped=[s.path for s in captured.skipped], point=point
-        )
-        if not report.changes:
-            return title
-        touched: set[str] = set()
+        skipped = [s.path for s in captured.skipped]
+        steps = timeline(engine)
+        work = agent_work(engine, steps)
+        mine: dict[str, OutsideChange] = {}
         for target in wanted:
             target_tree = engine.repo.tree_of(target)
-            changes = leaf_changes(engine.repo, captured.tree, target_tree) if target_tree else None
-            touched.update(c.path for c in changes or ())
-        warning = plan_warning(overwritten(report.changes, touched), undo=MENU_UNDO)
+            if target_tree is None:
+                continue
+            for change in own_changes(
+                engine,
+                captured.tree,
+                target_tree,
+                skipped=skipped,
+                point=point,
+                steps=steps,
+                work=work,
+            ):
+                mine.setdefault(change.path, change)
+        warning = plan_warning([mine[p] for p in sorted(mine)], undo=MENU_UNDO)
     except (LedgerError, OSError):
         return title
     return f"{title}\n{warning}" if warning else title
@@ -190,5 +249,6 @@ __all__ = [
     "latest_point",
     "menu_title",
     "overwritten_by",
+    "own_changes",
     "prompt_status_note",
 ]

@@ -194,6 +194,21 @@ def leaf_changes(repo: GitRepo, old_tree: str, new_tree: str) -> list[Change] | 
         return None
 
 
+def entry_at(repo: GitRepo, tree: str, path: str) -> Entry | None:
+    """The leaf at ``path`` in ``tree`` (mode and object id), or ``None`` when there is none
+    (absent, a directory, or a missing tree)."""
+    try:
+        found = repo.pygit2[tree]
+        if not isinstance(found, pygit2.Tree):
+            return None
+        leaf = found[path]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    if leaf.filemode == pygit2.enums.FileMode.TREE:
+        return None
+    return Entry(int(leaf.filemode), str(leaf.id))
+
+
 def split_changes(changes: Iterable[Change]) -> Split:
     """``(added, modified, deleted)`` paths of ``changes``, each in the given order."""
     added: list[str] = []
@@ -299,6 +314,8 @@ __all__ = [
     "TreeReader",
     "canonical_mode",
     "diff_trees",
+    "entry_at",
+    "leaf_changes",
     "patch",
     "split_changes",
     "tree_changes",

@@ -15,7 +15,7 @@ from tests.e2e.pikit import RpcPi, TmuxPi, turns, write
 StartTui = Callable[..., TmuxPi]
 NOTE = "rewind: kept your 2 changed files as a point before this prompt"
 MENU_LINE = (
-    "1 file changed since the agent's last turn will be overwritten: a.txt; "
+    "1 file holds your own work, not the agent's, and will be overwritten: a.txt; "
     '"Undo last file rewind" brings it back'
 )
 

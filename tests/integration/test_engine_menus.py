@@ -142,6 +142,7 @@ def test_fork_code_only_restores_here_records_it_and_cancels_the_fork(
             f'Rewind: files restored to user "Fork from here" ({user_id(agent)}): 1 modified; '
             "no fork made, the conversation is unchanged"
         ),
+        "  M notes.txt",
         M.UNDO_HINT,
     ]
     undo = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
@@ -194,6 +195,7 @@ def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
             "Rewind: last file rewind undone: 1 modified; the conversation stays where it was "
             "(navigation cancelled)"
         ),
+        "  M notes.txt",
         M.UNDO_HINT_AGAIN,
     ]
     assert agent.engine.before_tree(user_id(agent), choose(M.TREE_CANCEL)).panel == []

@@ -83,7 +83,7 @@ def test_manual_edits_appear_in_the_dry_run_plan_with_their_kind(
     assert plan["changedOutsideAgent"] == [c.to_json() for c in EVERY_KIND]
     text = cli(capsys, agent, "restore", "@", users(agent)[1], "--dry-run").out
     assert (
-        "6 files changed since the agent's last turn will be overwritten: a.txt, b.txt, link "
+        "6 files hold your own work, not the agent's, and will be overwritten: a.txt, b.txt, link "
         "(+3 more); 'rewind undo @' brings them back"
     ) in text
 
@@ -125,7 +125,7 @@ def test_the_restore_report_says_what_it_overwrote_and_undo_brings_it_back(
     result = cli(capsys, agent, "restore", "@", users(agent)[1], "--mode", "files", "--yes")
     assert result.code == 0, result.err
     assert (
-        "overwrote 1 file changed since the agent's last turn: a.txt; 'rewind undo @' brings it back"
+        "overwrote 1 file that held your own work, not the agent's: a.txt; 'rewind undo @' brings it back"
         in result.out
     )
     assert (agent.repo / "a.txt").read_text() == "one\n"
@@ -143,8 +143,53 @@ def test_undo_plan_lists_outside_changes_too(
     (agent.repo / "scratch.txt").write_text("by hand\n")
     plan = _json(cli(capsys, agent, "undo", "@", "--dry-run", "--json"))
     assert plan["changedOutsideAgent"] == [
-        {"path": "scratch.txt", "change": "added", "detail": None}
+        {"path": "scratch.txt", "change": "added", "detail": None, "since": None}
     ]
+
+
+# --- your own work, not only since the last turn (issue 24) ------------------------------------
+
+
+def test_a_file_made_by_hand_before_an_earlier_prompt_is_named_before_it_is_deleted(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The user test of issue 24: mine.txt made by hand between P6 and P7, main.py and x.txt
+    # edited after P7, then a restore to P6: all three are the user's, mine.txt included.
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.prompt("p5", lambda r: (r / "main.py").write_text("v5\n"))
+    agent.prompt("p6", lambda r: (r / "x.txt").write_text("x6\n"))
+    (repo / "mine.txt").write_text("mine\n")
+    agent.prompt("p7", lambda r: (r / "main.py").write_text("v7\n"))
+    (repo / "main.py").write_text("edited by hand\n")
+    (repo / "x.txt").write_text("edited by hand\n")
+    p6, p7 = users(agent)[1], users(agent)[2]
+    plan = _json(cli(capsys, agent, "restore", "@", p6, "--mode", "files", "--dry-run", "--json"))
+    assert plan["deleted"] == ["mine.txt", "x.txt"]
+    owned = {c["path"]: c for c in plan["changedOutsideAgent"]}
+    assert set(owned) == {"main.py", "mine.txt", "x.txt"}
+    assert owned["mine.txt"] == {"path": "mine.txt", "change": "added", "detail": None, "since": p7}
+    assert owned["main.py"]["since"] is None, "changed after the latest point"
+    text = cli(capsys, agent, "restore", "@", p6, "--mode", "files", "--dry-run").out
+    assert (
+        "3 files hold your own work, not the agent's, and will be overwritten: main.py, "
+        "mine.txt, x.txt; 'rewind undo @' brings them back"
+    ) in text
+
+
+def test_what_the_agent_wrote_is_never_called_the_users_even_after_a_restore_and_its_undo(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.prompt("first", lambda r: (r / "f.txt").write_text("agent 1\n"))
+    agent.prompt("second", lambda r: (r / "f.txt").write_text("agent 2\n"))
+    first = users(agent)[0]
+    assert cli(capsys, agent, "restore", "@", users(agent)[1], "--mode", "files", "--yes").code == 0
+    assert cli(capsys, agent, "undo", "@", "--yes").code == 0  # f.txt is the agent's "agent 2"
+    plan = _json(cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json"))
+    assert plan["deleted"] == ["f.txt"] and plan["changedOutsideAgent"] == []
+    (repo / "f.txt").write_text("agent 1\n")  # by hand, but what the agent once wrote there
+    plan = _json(cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json"))
+    assert plan["changedOutsideAgent"] == []
 
 
 # --- rewind status -----------------------------------------------------------------------------
@@ -229,7 +274,7 @@ def test_the_tree_and_fork_menus_name_the_files_a_restore_would_overwrite(agent:
     pick, titles = _menu(M.TREE_CANCEL)
     agent.engine.before_tree(users(agent)[1], pick)
     warning = (
-        "2 files changed since the agent's last turn will be overwritten: a.txt, notes.md; "
+        "2 files hold your own work, not the agent's, and will be overwritten: a.txt, notes.md; "
         '"Undo last file rewind" brings them back'
     )
     assert titles == [f"{M.MENU_TITLE}\n{warning}"]

@@ -1,0 +1,205 @@
+"""Whose work a file holds: the agent's, or the user's own (docs/outside-changes.md#your-own-work).
+
+Why it exists: before a restore, undo or fork overwrites or deletes files, the user is told which
+of them hold work that did not come from the agent. Comparing with the latest rewind point only
+(:mod:`ledger.engine.outside`) sees what changed since the agent's last turn; a file created by
+hand before an earlier prompt was captured in that prompt's pre-prompt snapshot and is missed.
+The ledger knows more: along the branch, every prompt's pre-prompt snapshot and every turn's
+post-turn snapshot are recorded, so each change between two consecutive points has an author.
+
+The rule (content identity, so a rewind and its undo change nothing about authorship):
+
+- the **timeline** is the branch root → leaf: each restorable entry's exact point through
+  lineage (a user entry: the files before its prompt; an assistant entry: after its turn; a
+  compaction, summary or checkpoint: the files at that moment) and each op's ``current`` (a
+  restore, an undo, "Keep current files");
+- an **agent step** is a change into an assistant entry's point from the point before it: the
+  agent's tools made those changes. Every ``(path, mode, blob)`` such a step produced, and every
+  path it deleted, is the agent's work;
+- a file that exists now and whose ``(mode, blob)`` no agent step on the branch produced holds
+  the **user's own work** (made by hand between prompts, by another tool, or before the session).
+
+A file the agent wrote is never listed as the user's, however often it was restored since. Pure
+apart from tree diffs, which are memoised per pair of trees on the engine (the timeline only
+grows, so a long session pays for each step once).
+
+Invariants: read-only; no capture of its own (callers pass the tree of the capture they already
+took); a missing or pruned snapshot just drops its steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import TYPE_CHECKING, Literal
+
+from ledger.git.trees import Change, entry_at, leaf_changes
+from ledger.ledgerview import LedgerView
+from ledger.records import OP
+from ledger.session.model import is_restorable
+
+if TYPE_CHECKING:
+    from ledger.engine.engine import Engine
+
+StepKind = Literal["agent", "prompt", "moment", "rewind"]
+
+_CACHE_LIMIT = 4096
+"""Tree pairs whose diff an engine keeps (each a few paths: the agent's changes of one turn)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded file state on the branch, in branch order."""
+
+    entry: str
+    commit: str
+    tree: str
+    kind: StepKind
+
+
+@dataclass
+class AgentWork:
+    """What the agent's steps on the branch produced."""
+
+    made: set[tuple[str, int, str]] = field(default_factory=set)
+    """``(path, mode, blob)`` written by an agent step."""
+    deleted: set[str] = field(default_factory=set)
+    """Paths an agent step deleted."""
+
+    def wrote(self, change: Change) -> bool:
+        """Whether the current side of ``change`` (its ``old``: a diff from now to a target)
+        is the agent's work: content an agent step produced, or an absence it made."""
+        now = change.old
+        if now is None:
+            return change.path in self.deleted
+        return (change.path, now.mode, now.oid) in self.made
+
+
+@dataclass(frozen=True)
+class OwnWork:
+    """A file whose current state a restore would overwrite or delete, not made by the agent."""
+
+    path: str
+    change: Literal["overwritten", "deleted", "recreated"]
+    """What the restore does to it: writes other content, deletes it, or brings back a file the
+    user deleted."""
+    since: str | None = None
+    """The entry whose point first holds this content (a prompt the user's work was kept
+    before); ``None`` when it appeared after the latest point, i.e. right now."""
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"path": self.path, "change": self.change, "since": self.since}
+
+
+def timeline(engine: Engine) -> list[Step]:
+    """The recorded file states of the branch the engine's host is on, root → leaf, with
+    consecutive repeats of one tree folded into the first."""
+    session = engine.session()
+    view = LedgerView.of(session)
+    records = {r.record_id: r for r in view.records}
+    lineage = engine.reader.lineage(session)
+    repo = engine.repo
+    steps: list[Step] = []
+
+    def add(entry: str, commit: str, kind: StepKind) -> None:
+        tree = repo.tree_of(commit)
+        if tree is None:
+            return  # pruned: its step is unknown, the next one covers the gap
+        if steps and steps[-1].tree == tree:
+            return
+        steps.append(Step(entry, commit, tree, kind))
+
+    for entry in session.branch(engine.host.leaf_id()):
+        record = records.get(entry.id) if entry.type == "custom" else None
+        if record is not None:
+            if record.custom_type == OP and record.current:
+                add(entry.id, record.current, "rewind")
+            elif record.custom_type == OP and record.last_binding_sha:
+                add(entry.id, record.last_binding_sha, "moment")  # a checkpoint
+            continue  # a turn's bindings are its entries', met on their own
+        if not is_restorable(entry):
+            continue
+        found = lineage.resolve(entry.id, repo.commit_exists)
+        if found is None:
+            continue
+        kind: StepKind = (
+            "prompt" if entry.role == "user" else "agent" if entry.role == "assistant" else "moment"
+        )
+        add(entry.id, found[0], kind)
+    return steps
+
+
+def _changes(engine: Engine, old_tree: str, new_tree: str) -> list[Change]:
+    cache: dict[tuple[str, str], list[Change]] = engine.tree_diff_cache
+    key = (old_tree, new_tree)
+    found = cache.get(key)
+    if found is None:
+        found = leaf_changes(engine.repo, old_tree, new_tree) or []
+        if len(cache) >= _CACHE_LIMIT:
+            cache.pop(next(iter(cache)))
+        cache[key] = found
+    return found
+
+
+def agent_work(engine: Engine, steps: Sequence[Step] | None = None) -> AgentWork:
+    """Everything the agent's steps on the branch produced (see the module)."""
+    steps = timeline(engine) if steps is None else steps
+    work = AgentWork()
+    for before, after in pairwise(steps):
+        if after.kind != "agent":
+            continue
+        for change in _changes(engine, before.tree, after.tree):
+            if change.new is None:
+                work.deleted.add(change.path)
+            else:
+                work.made.add((change.path, change.new.mode, change.new.oid))
+    return work
+
+
+def own_work(
+    engine: Engine,
+    changes: Iterable[Change],
+    *,
+    steps: Sequence[Step] | None = None,
+    work: AgentWork | None = None,
+) -> list[OwnWork]:
+    """The user's own work among ``changes`` (a diff from the work tree now to a restore
+    target: ``old`` is what is there now). A file the restore only adds is not listed unless
+    the user deleted it since the latest point."""
+    steps = timeline(engine) if steps is None else steps
+    work = agent_work(engine, steps) if work is None else work
+    latest = steps[-1].tree if steps else None
+    found: list[OwnWork] = []
+    for change in changes:
+        if work.wrote(change):
+            continue
+        if change.old is None:
+            # Absent now: the user's only if they deleted it after the latest point.
+            if latest is None or not _holds(engine, latest, change.path):
+                continue
+            found.append(OwnWork(change.path, "recreated"))
+            continue
+        kind: Literal["overwritten", "deleted"] = "deleted" if change.new is None else "overwritten"
+        found.append(OwnWork(change.path, kind, _since(engine, steps, change)))
+    return found
+
+
+def _holds(engine: Engine, tree: str, path: str) -> bool:
+    return entry_at(engine.repo, tree, path) is not None
+
+
+def _since(engine: Engine, steps: Sequence[Step], change: Change) -> str | None:
+    """The first step of the latest run of steps holding the current content of the path."""
+    now = change.old
+    if now is None:
+        return None
+    since: str | None = None
+    for step in reversed(steps):
+        if entry_at(engine.repo, step.tree, change.path) != now:
+            break
+        since = step.entry
+    return since
+
+
+__all__ = ["AgentWork", "OwnWork", "Step", "agent_work", "own_work", "timeline"]
