@@ -26,6 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.bridge.host import BridgeHost
 from ledger.bridge.protocol import EventMessage, EventName
+from ledger.bridge.rewind_events import (
+    chooser,
+    rewind_apply,
+    rewind_diff,
+    rewind_intent,
+    rewind_list,
+    rewind_preview,
+)
 from ledger.errors import NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 
@@ -51,14 +59,18 @@ class BridgeState:
     passive: bool = False
     """Another extension records this session: we record nothing and leave the footer alone."""
     status_note: str | None = None
-    """Shown after the footer until the next prompt (docs/design.md#outside-changes)."""
+    """Shown after the footer until the next prompt or rewind action
+    (docs/design.md#outside-changes)."""
+    intent: tuple[str, str] | None = None
+    """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for that
+    entry answers (:mod:`ledger.bridge.rewind_events`)."""
 
 
 @dataclass
 class Outcome:
     """What one event produced, before it is put on the wire."""
 
-    result: dict[str, bool] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
     notices: list[dict[str, str]] = field(default_factory=list)
     panel: list[str] | None = None
 
@@ -176,8 +188,12 @@ def _absorb(state: BridgeState, result: EventResult, outcome: Outcome) -> None:
         outcome.result["skipConversationRestore"] = True
     if result.panel is not None and (not silent or result.panel_is_problem or not result.panel):
         outcome.panel = list(result.panel)
+    if result.panel:
+        state.status_note = None  # a rewind action changed the files: the note is stale
     if result.status_note is not None and not silent:
         state.status_note = result.status_note
+    if result.data is not None:
+        outcome.result.update(result.data)
 
 
 def _retention_notices(state: BridgeState, outcome: Outcome) -> None:
@@ -208,6 +224,7 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
     if not state.passive:
         result.panel = []  # a new prompt: the last rewind action's panel has been read
         state.status_note = None  # and the last prompt's status note too
+        state.intent = None
     return result
 
 
@@ -249,7 +266,8 @@ def _session_before_tree(
     target = _str(message.payload, "targetId")
     if target is None:
         return None
-    return engine.before_tree(target, _choose(state, message), has_ui=message.ctx.has_ui)
+    choose = chooser(state, "tree", target, _choose(state, message))
+    return engine.before_tree(target, choose, has_ui=message.ctx.has_ui or choose is not None)
 
 
 def _session_tree(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
@@ -265,7 +283,8 @@ def _session_before_fork(
     entry = _str(message.payload, "entryId")
     if entry is None:
         return None
-    return engine.before_fork(entry, _choose(state, message), has_ui=message.ctx.has_ui)
+    choose = chooser(state, "fork", entry, _choose(state, message))
+    return engine.before_fork(entry, choose, has_ui=message.ctx.has_ui or choose is not None)
 
 
 def _session_shutdown(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
@@ -299,6 +318,11 @@ ROUTES: dict[EventName, Route] = {
     "session_shutdown": Route(_session_shutdown, ends_session=True),
     "checkpoint_entry": Route(_checkpoint_entry),
     "fork_preference": Route(_fork_preference, records=False),
+    "rewind_list": Route(rewind_list, records=False),
+    "rewind_preview": Route(rewind_preview, records=False),
+    "rewind_diff": Route(rewind_diff, records=False),
+    "rewind_apply": Route(rewind_apply),
+    "rewind_intent": Route(rewind_intent, records=False),
 }
 """Every event that needs the engine (all but ``ping`` and ``session_start``)."""
 

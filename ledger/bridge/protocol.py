@@ -15,7 +15,9 @@ Messages from the bridge:
 
 - ``{"type":"call","id":"cN","method":"session"|"appendEntry"|"select","params":{…}}``, only
   while an event is in flight; the host answers each before the event's result comes.
-- ``{"type":"result","id":N,"result":{cancel?, skipConversationRestore?},"notices":[…],"status":…}``
+- ``{"type":"result","id":N,"result":{cancel?, skipConversationRestore?, …},"notices":[…],"status":…}``
+  (``/rewind``'s events answer with data in ``result``: ``list``, ``preview``, ``diff``, …;
+  :mod:`ledger.bridge.rewind_events`)
 - ``{"type":"error","id":N|null,"error":{"code":…,"message":…}}``
 
 Invariants: a malformed or unknown message gets an ``error`` and the bridge keeps serving; every
@@ -46,6 +48,11 @@ EventName = Literal[
     "session_shutdown",
     "checkpoint_entry",
     "fork_preference",
+    "rewind_list",
+    "rewind_preview",
+    "rewind_diff",
+    "rewind_apply",
+    "rewind_intent",
     "ping",
 ]
 EVENT_NAMES: frozenset[str] = frozenset(EventName.__args__)  # type: ignore[attr-defined]

@@ -236,6 +236,11 @@ class BridgeServer:
                 points[entry.id][0] for entry in session.branch(leaf) if entry.id in points
             ]
             self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
+            from ledger.git.shadow import ShadowRepo  # loaded with the engine already
+
+            if isinstance(engine.repo, ShadowRepo):
+                # Not a git repository: say where the points are kept (docs/shadow.md).
+                self._status += " · shadow repository"
             self._status_key = key
         note = self.state.status_note
         return f"{self._status} · {note}" if note and self._status else self._status

@@ -45,6 +45,7 @@ from ledger.engine import outside
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
+from ledger.engine.preview import choice_title
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
 from ledger.git.snapshot import LastExact, take_snapshot
@@ -92,6 +93,8 @@ class EventResult:
     panel_is_problem: bool = False
     """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
     status_note: str | None = None
+    data: dict[str, Any] | None = None
+    """For a query (``/rewind``'s list, preview, diff): the answer, as plain values."""
     """A short note for the host's status line until the next prompt (an info: dropped with
     ``silentCheckpoints``), e.g. that the pre-prompt snapshot keeps changes made outside the
     agent (docs/design.md#outside-changes)."""
@@ -470,7 +473,7 @@ class Engine:
             )
             undo = self.undo_point()
             choice = choose(
-                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
+                choice_title(self, target_id, target, undo, fork=False),
                 M.tree_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None or choice == M.TREE_CANCEL:
@@ -494,7 +497,7 @@ class Engine:
                     result.info(M.FILES_RESTORED_TO_POINT)
                     result.show(
                         *M.panel_restored(
-                            outcome.plan, self._describe(target_id), after=M.MOVED_TREE
+                            outcome.plan, self.describe(target_id), after=M.MOVED_TREE
                         ),
                         M.UNDO_HINT,
                     )
@@ -521,7 +524,7 @@ class Engine:
         result.cancel = True
         result.show(*M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
 
-    def _describe(self, entry_id: str) -> str:
+    def describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
         from ledger.session.model import entry_text
 
@@ -576,7 +579,7 @@ class Engine:
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
             choice = choose(
-                outside.menu_title(self, M.MENU_TITLE, [target, undo]),
+                choice_title(self, entry_id, target, undo, fork=True),
                 M.fork_options(has_target=target is not None, has_undo=undo is not None),
             )
             if choice is None:
@@ -604,7 +607,7 @@ class Engine:
                     result.cancel = True
                     result.show(
                         *M.panel_restored(
-                            outcome.plan, self._describe(entry_id), after=M.STAY_CODE_ONLY
+                            outcome.plan, self.describe(entry_id), after=M.STAY_CODE_ONLY
                         ),
                         M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,
                     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pygit2
@@ -286,8 +286,9 @@ def diff_trees(repo: GitRepo, from_tree: str, to_tree: str) -> Split:
     return split_changes(changes)
 
 
-def patch(repo: GitRepo, from_tree: str, to_tree: str) -> str:
-    """Unified diff text from ``from_tree`` to ``to_tree`` (trees or commits), no renames."""
+def patch(repo: GitRepo, from_tree: str, to_tree: str, *, paths: Sequence[str] = ()) -> str:
+    """Unified diff text from ``from_tree`` to ``to_tree`` (trees or commits), no renames;
+    ``paths``: only these (literal pathspecs)."""
     a, b = _tree_id(repo, from_tree), _tree_id(repo, to_tree)
     result = GitRunner(repo.root, repo.git_dir).run(
         [
@@ -300,6 +301,7 @@ def patch(repo: GitRepo, from_tree: str, to_tree: str) -> str:
             "--no-textconv",
             a,
             b,
+            *(["--", *paths] if paths else []),
         ],
         operation="git diff-tree",
         config=(("diff.noprefix", "false"), ("diff.mnemonicPrefix", "false")),

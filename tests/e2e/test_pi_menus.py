@@ -48,7 +48,9 @@ def test_tree_restore_then_undo_then_cancel_then_keep(rpc: RpcPi, project: Path)
 
     rpc.choices = [M.TREE_RESTORE]
     rpc.run_command(f"/e2e-tree {finals[0]}", "e2e-tree:")
-    assert rpc.menus[-1] == (M.MENU_TITLE, [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL])
+    title, options = rpc.menus[-1]
+    assert options == [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL]
+    assert title.splitlines()[0] == M.MENU_TITLE and M.TREE_RESTORE + ": restores" in title
     assert (project / "a.txt").read_text() == "one\n" and not (project / "b.txt").exists()
     assert ("info", M.FILES_RESTORED_TO_POINT) in rpc.notices
     assert list(records(path, OP)[-1]) == ["v", "snapshots", "current", "undo"]
@@ -89,10 +91,9 @@ def test_fork_with_each_option_hands_the_files_to_the_child(
     rpc.choices = [choice]
     reply = rpc.command({"type": "fork", "entryId": users[1]})
     assert reply["data"]["cancelled"] is False
-    assert rpc.menus[-1] == (
-        M.MENU_TITLE,
-        [M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY],
-    )
+    title, options = rpc.menus[-1]
+    assert options == [M.FORK_CONVERSATION_ONLY, M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY]
+    assert title.splitlines()[0] == M.MENU_TITLE and ": restores" in title
     assert (project / "a.txt").read_text() == expected_a
     pending = records(parent, FORK_PENDING)
     assert len(pending) == 1

@@ -44,7 +44,7 @@ def test_a_plain_directory_records_restores_and_undoes_through_a_shadow(
     start_tui: StartTui, project: Path, agent_dir: Path
 ) -> None:
     tui = start_tui()
-    tui.wait_for("◆ 0 points / 0 snapshots")
+    tui.wait_for("◆ 0 points / 0 snapshots · shadow repository")  # the footer says how
     tui.prompt(FIRST, "Done: first-ok")
     tui.prompt(SECOND, "Done: second-ok")
     tui.wait_for("◆ 6 points")

@@ -88,7 +88,9 @@ def test_tree_restore_brings_back_the_files_and_records_the_op(pi: FakePi) -> No
     assert (
         reply.result == {} and {"level": "info", "text": M.FILES_RESTORED_TO_POINT} in reply.notices
     )
-    assert pi.menus[-1] == (M.MENU_TITLE, [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL])
+    title, options = pi.menus[-1]
+    assert options == [M.TREE_KEEP, M.TREE_RESTORE, M.TREE_CANCEL]
+    assert title.splitlines()[0] == M.MENU_TITLE and M.TREE_RESTORE + ": restores" in title
     assert (pi.cwd / "a.txt").read_text() == "two\n"
     pi.leaf = prompts[1][1]
     pi.event("session_tree", {"newLeafId": prompts[1][1], "oldLeafId": prompts[2][1]})

@@ -277,19 +277,35 @@ def test_the_tree_and_fork_menus_name_the_files_a_restore_would_overwrite(agent:
         "2 files hold your own work, not the agent's, and will be overwritten: a.txt, notes.md; "
         '"Undo last file rewind" brings them back'
     )
-    assert titles == [f"{M.MENU_TITLE}\n{warning}"]
+    missing = 'Not offered: "Undo last file rewind" (no file rewind to undo on this branch)'
+    assert titles == [
+        f"{M.MENU_TITLE}\n"
+        f"{M.TREE_RESTORE}: restores 2 files (1 modified, 1 deleted): a.txt, notes.md\n"
+        f"{warning}\n{missing}"
+    ]
     pick, titles = _menu(None)
     agent.engine.before_fork(users(agent)[1], pick)
-    assert titles == [f"{M.MENU_TITLE}\n{warning}"]
+    assert titles == [
+        f"{M.MENU_TITLE}\n"
+        f"{M.FORK_RESTORE_ALL} / {M.FORK_CODE_ONLY}: restores 2 files (1 modified, 1 deleted): "
+        f"a.txt, notes.md\n{warning}\n{missing}"
+    ]
 
 
-def test_the_menu_title_is_plain_when_nothing_changed_outside(agent: Agent) -> None:
+def test_the_menu_title_says_what_each_choice_restores_and_names_no_own_work_when_none(
+    agent: Agent,
+) -> None:
     pick, titles = _menu(M.TREE_CANCEL)
     agent.engine.before_tree(users(agent)[0], pick)
-    assert titles == [M.MENU_TITLE]
+    (title,) = titles
+    assert title.splitlines() == [
+        M.MENU_TITLE,
+        f"{M.TREE_RESTORE}: restores 5 files (5 deleted): a.txt, b.txt (+3 more)",
+        'Not offered: "Undo last file rewind" (no file rewind to undo on this branch)',
+    ]
 
 
-def test_the_menu_takes_no_capture_without_a_restore_option(
+def test_the_menu_takes_no_capture_without_a_restore_option_and_says_why(
     agent: Agent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (agent.repo / "a.txt").write_text("mine\n")
@@ -297,7 +313,28 @@ def test_the_menu_takes_no_capture_without_a_restore_option(
     model = next(e.id for e in agent.session().entries if e.type == "model_change")
     pick, titles = _menu(M.TREE_CANCEL)
     agent.engine.before_tree(model, pick)
-    assert titles == [M.MENU_TITLE] and captures == []
+    assert captures == []
+    assert titles == [
+        f"{M.MENU_TITLE}\n"
+        f'Not offered: "{M.TREE_RESTORE}" (that entry is not a prompt, reply or summary: it has '
+        'no rewind point); "Undo last file rewind" (no file rewind to undo on this branch)'
+    ]
+
+
+def test_when_undo_is_the_only_file_choice_the_way_back_is_choosing_it_again(
+    agent: Agent,
+) -> None:
+    second = agent.session().get(users(agent)[1])
+    assert second is not None
+    agent.engine.before_tree(second.id, _menu(M.TREE_RESTORE)[0])
+    agent.engine.record_navigation(second.parent_id)  # where Pi's /tree puts the leaf
+    (agent.repo / "mine.txt").write_text("mine\n")
+    model = next(e.id for e in agent.session().entries if e.type == "model_change")
+    pick, titles = _menu(M.TREE_CANCEL)
+    agent.engine.before_tree(model, pick)
+    (title,) = titles
+    assert 'choosing "Undo last file rewind" again brings it back' in title
+    assert "1 file holds your own work, not the agent's, and will be overwritten: mine.txt" in title
 
 
 def test_the_pre_prompt_snapshot_keeps_outside_changes_and_says_so_once(agent: Agent) -> None:

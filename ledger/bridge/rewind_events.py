@@ -1,0 +1,136 @@
+"""The ``/rewind`` command's events: list, preview, diff, apply, and the one-shot intent that lets
+a ``/tree`` or ``/fork`` started by ``/rewind`` skip its menu (docs/pi.md#rewind).
+
+Why it exists: ``/rewind`` is ours, not Pi's, so its events are not Pi events. The extension
+sends them like any other event (one in flight at a time, with the same calls back for session
+facts and appends), and each action goes through the same engine operation and writes the same
+records as the menu choice it stands for:
+
+- ``rewind_list`` → :func:`ledger.engine.preview.list_points`;
+- ``rewind_preview`` ``{entryId}`` → :func:`ledger.engine.preview.preview`;
+- ``rewind_diff`` ``{entryId, path}`` → :func:`ledger.engine.preview.file_diff`;
+- ``rewind_apply`` ``{action: "files"|"undo", entryId?}``: "Code only" / "Undo last file rewind"
+  (a restore and an op at the leaf, :mod:`ledger.engine.operations`);
+- ``rewind_intent`` ``{action: "both"|"conversation"|"fork", entryId}``: the extension then calls
+  Pi's ``ctx.navigateTree`` / ``ctx.fork``; the ``session_before_tree`` / ``session_before_fork``
+  that follows for that entry answers its menu with "Restore files to that point", "Keep current
+  files" or "Restore all" without showing it. So the records are exactly ``/tree``'s and
+  ``/fork``'s. An intent is used once, and dropped by the next prompt.
+
+Invariants: list, preview and diff append nothing; a refused apply raises before anything
+changes (:class:`~ledger.errors.LedgerError` → an ``error`` reply with the message).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ledger.engine import messages as M
+from ledger.errors import LedgerError
+
+if TYPE_CHECKING:
+    from ledger.bridge.dispatch import BridgeState
+    from ledger.bridge.protocol import EventMessage
+    from ledger.engine.engine import Choose, Engine, EventResult
+
+INTENT_CHOICES: dict[str, dict[str, str]] = {
+    "tree": {"both": M.TREE_RESTORE, "conversation": M.TREE_KEEP},
+    "fork": {"fork": M.FORK_RESTORE_ALL},
+}
+"""Which menu answer each intent stands for, per menu."""
+
+
+def _text(payload: dict[str, Any], key: str) -> str | None:
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _answer(data: dict[str, Any]) -> EventResult:
+    from ledger.engine.engine import EventResult
+
+    return EventResult(data=data)
+
+
+def rewind_list(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    from ledger.engine.preview import MAX_POINTS, list_points
+
+    limit = message.payload.get("limit")
+    size = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    return _answer(
+        {"list": list_points(engine, limit=min(size or MAX_POINTS, MAX_POINTS)).to_json()}
+    )
+
+
+def rewind_preview(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    from ledger.engine.preview import preview
+
+    entry = _text(message.payload, "entryId")
+    if entry is None:
+        raise LedgerError("rewind_preview needs an entryId", hint="a bug in the extension")
+    return _answer({"preview": preview(engine, entry).to_json()})
+
+
+def rewind_diff(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    from ledger.engine.preview import file_diff
+
+    entry, path = _text(message.payload, "entryId"), _text(message.payload, "path")
+    if entry is None or path is None:
+        raise LedgerError("rewind_diff needs an entryId and a path", hint="a bug in the extension")
+    text, cut = file_diff(engine, entry, path)
+    return _answer({"diff": text, "cut": cut})
+
+
+def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    """Restore files only (the "Code only" record) or undo the last file rewind."""
+    from ledger.engine import operations
+    from ledger.engine.engine import EventResult
+
+    action, entry = _text(message.payload, "action"), _text(message.payload, "entryId")
+    result = EventResult()
+    if action == "undo":
+        report = operations.undo(engine)
+        result.info(M.FILES_RESTORED_BEFORE_REWIND)
+        result.show(
+            *M.panel_undone(report, stay="the conversation is unchanged"), M.UNDO_HINT_AGAIN
+        )
+    elif action == "files" and entry is not None:
+        report = operations.restore(engine, entry, "files")
+        result.info(M.FILES_RESTORED_FROM_POINT)
+        result.show(
+            *M.panel_restored(report, engine.describe(entry), after=M.STAY_CODE_ONLY),
+            M.UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
+        )
+    else:
+        raise LedgerError(f"unknown /rewind action {action!r}", hint="a bug in the extension")
+    result.data = {"applied": action, "record": report.record}
+    return result
+
+
+def rewind_intent(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    action, entry = _text(message.payload, "action"), _text(message.payload, "entryId")
+    if entry is None or not any(action in choices for choices in INTENT_CHOICES.values()):
+        raise LedgerError(f"unknown /rewind intent {action!r}", hint="a bug in the extension")
+    state.intent = (action or "", entry)
+    return _answer({"intent": action})
+
+
+def chooser(state: BridgeState, menu: str, entry: str, fallback: Choose | None) -> Choose | None:
+    """The menu's chooser: the pending intent's answer when it is for ``entry`` (used once),
+    else ``fallback`` (the user's own choice in Pi's menu)."""
+    intent, state.intent = state.intent, None
+    if intent is None or intent[1] != entry:
+        return fallback
+    label = INTENT_CHOICES[menu].get(intent[0])
+    if label is None:
+        return fallback
+    return lambda _title, options: label if label in options else None
+
+
+__all__ = [
+    "chooser",
+    "rewind_apply",
+    "rewind_diff",
+    "rewind_intent",
+    "rewind_list",
+    "rewind_preview",
+]

@@ -1,0 +1,475 @@
+"""What a rewind would do, before the user chooses it: the ``/rewind`` list, a point's preview, a
+file's diff, and the ``/tree`` / ``/fork`` menu titles (docs/pi.md#rewind).
+
+Why it exists: the moment a user decides — which point, and what will happen to my files — must
+not be blind. Every answer here compares the work tree *now* (one capture, shared by everything a
+call computes) with a recorded point, and names the user's own work among the files it would
+change (:mod:`ledger.engine.ownership`).
+
+- :func:`list_points`: the rewind points of the branch the user is on, newest first: each
+  prompt's point (the files before it ran) with its text, time and how many files differ from
+  now, marked when restoring it would overwrite the user's own work; and the undo at the top.
+  One capture and one tree diff per point (cost grows with what changed, not with the tree).
+- :func:`preview`: one point: the restore plan (the same plan a restore would run, with its
+  refusals), each file with its line counts and whether it holds the user's own work, and which
+  actions are offered (and why the others are not).
+- :func:`file_diff`: the unified diff of one file, as the restore would change it, bounded.
+- :func:`menu_title`: the ``Restore Options`` title of ``/tree`` and ``/fork``: what each file
+  choice would restore, what is not offered and why, and the user's own work it would overwrite.
+
+Invariants: read-only (captures write only git objects and the private index); appends nothing;
+a point whose snapshot was pruned is listed as such, never an error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ledger.engine import messages as M
+from ledger.engine.outside import MENU_UNDO, latest_point, own_changes
+from ledger.engine.ownership import AgentWork, Step, agent_work, timeline
+from ledger.errors import LedgerError, NoRewindPointError
+from ledger.git.trees import leaf_changes, split_changes
+from ledger.outside import OutsideChange, plan_counts, plan_files, plan_warning, short_list
+from ledger.session.model import entry_text, is_restorable
+
+if TYPE_CHECKING:
+    from ledger.engine.engine import Engine
+    from ledger.git.capture import CaptureResult
+
+MAX_POINTS = 200
+"""Points listed at most (newest first): a list a person can scroll, bounded work."""
+MAX_FILES = 500
+"""Files a preview lists with line counts (the counts cover every file)."""
+MAX_DIFF_BYTES = 256 << 10
+"""A file's diff is cut beyond this (a preview is read, not applied)."""
+TEXT_CHARS = 80
+
+
+@dataclass(frozen=True)
+class Counts:
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+    @property
+    def words(self) -> str:
+        return plan_counts(self.added, self.modified, self.deleted)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "added": len(self.added),
+            "modified": len(self.modified),
+            "deleted": len(self.deleted),
+            "words": self.words,
+            "files": plan_files(self.added, self.modified, self.deleted),
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One prompt's rewind point on the branch, compared with the files now."""
+
+    entry: str
+    text: str
+    timestamp: str | None
+    snapshot: str | None
+    """``None``: the snapshot was pruned (listed, but it cannot be restored)."""
+    counts: Counts = Counts()
+    own: tuple[OutsideChange, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entryId": self.entry,
+            "text": self.text,
+            "timestamp": self.timestamp,
+            "snapshot": self.snapshot,
+            "pruned": self.snapshot is None,
+            "counts": self.counts.to_json(),
+            "own": [c.path for c in self.own],
+        }
+
+
+@dataclass(frozen=True)
+class UndoPoint:
+    """What "Undo last file rewind" would bring back (``redo``: the last file action was itself
+    an undo, so this swaps back again)."""
+
+    snapshot: str
+    redo: bool
+    counts: Counts
+    own: tuple[OutsideChange, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot,
+            "redo": self.redo,
+            "label": "Redo the last file rewind (undo the undo)" if self.redo else M.UNDO,
+            "counts": self.counts.to_json(),
+            "own": [c.path for c in self.own],
+        }
+
+
+@dataclass
+class PointList:
+    points: list[Point] = field(default_factory=list)
+    undo: UndoPoint | None = None
+    more: int = 0
+    """Older points not listed (beyond :data:`MAX_POINTS`)."""
+    shadow: str | None = None
+    """The shadow repository's git dir, when the directory is protected through one."""
+    ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "points": [p.to_json() for p in self.points],
+            "undo": self.undo.to_json() if self.undo else None,
+            "more": self.more,
+            "shadow": self.shadow,
+            "ms": round(self.ms, 1),
+        }
+
+
+@dataclass(frozen=True)
+class PreviewFile:
+    path: str
+    change: str
+    """``A`` (the restore creates it), ``M`` (writes other content), ``D`` (deletes it)."""
+    additions: int = 0
+    deletions: int = 0
+    binary: bool = False
+    own: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "change": self.change,
+            "additions": self.additions,
+            "deletions": self.deletions,
+            "binary": self.binary,
+            "own": self.own,
+        }
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    label: str
+    available: bool
+    why: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "available": self.available, "why": self.why}
+
+
+@dataclass
+class Preview:
+    entry: str
+    text: str
+    snapshot: str | None
+    counts: Counts = Counts()
+    files: list[PreviewFile] = field(default_factory=list)
+    own: tuple[OutsideChange, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    refused: str | None = None
+    """Why the files of this point cannot be restored now (an unsafe plan), if so."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entryId": self.entry,
+            "text": self.text,
+            "snapshot": self.snapshot,
+            "counts": self.counts.to_json(),
+            "files": [f.to_json() for f in self.files],
+            "more": max(
+                0,
+                len(self.counts.added + self.counts.modified + self.counts.deleted)
+                - len(self.files),
+            ),
+            "own": [c.to_json() for c in self.own],
+            "ownLine": plan_warning(self.own, undo=MENU_UNDO),
+            "warnings": self.warnings,
+            "actions": [a.to_json() for a in self.actions],
+            "refused": self.refused,
+        }
+
+
+# --- the list ---------------------------------------------------------------------------------
+
+
+def _capture(engine: Engine) -> CaptureResult:
+    from ledger.git.capture import capture_tree
+
+    return capture_tree(engine.repo, engine.settings.snapshot)
+
+
+def prompt_text(entry_text_value: str) -> str:
+    text = " ".join(entry_text_value.split())
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+
+
+def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
+    """The rewind points of the branch the user is on, newest first (see the module)."""
+    started = time.perf_counter()
+    session = engine.session()
+    captured = _capture(engine)
+    now = captured.tree
+    skipped = [s.path for s in captured.skipped]
+    steps = timeline(engine)
+    work = agent_work(engine, steps)
+    point = latest_point(engine)
+    lineage = engine.reader.lineage(session)
+    result = PointList(shadow=_shadow(engine))
+    users = [
+        e
+        for e in session.branch(engine.host.leaf_id())
+        if e.type == "message" and e.role == "user" and is_restorable(e)
+    ]
+    result.more = max(0, len(users) - limit)
+    for entry in reversed(users[-limit:] if limit else users):
+        found = lineage.resolve(entry.id, engine.repo.commit_exists)
+        text = prompt_text(entry_text(entry))
+        stamp = entry.timestamp if isinstance(entry.timestamp, str) else None
+        if found is None:
+            result.points.append(Point(entry.id, text, stamp, None))
+            continue
+        counts, own = _compare(engine, now, found[0], skipped, point, steps, work)
+        result.points.append(Point(entry.id, text, stamp, found[0], counts, own))
+    undo = engine.undo_point()
+    if undo is not None:
+        counts, own = _compare(engine, now, undo, skipped, point, steps, work)
+        result.undo = UndoPoint(undo, _is_redo(engine), counts, own)
+    result.ms = (time.perf_counter() - started) * 1000
+    return result
+
+
+def _compare(
+    engine: Engine,
+    now: str,
+    commit: str,
+    skipped: Sequence[str],
+    point: Any,
+    steps: Sequence[Step],
+    work: AgentWork,
+) -> tuple[Counts, tuple[OutsideChange, ...]]:
+    """What restoring ``commit`` would change (by tree: the plan proper is the preview's), and
+    the user's own work among it."""
+    tree = engine.repo.tree_of(commit)
+    if tree is None:
+        return Counts(), ()
+    changes = leaf_changes(engine.repo, now, tree) or []
+    bare = [p.rstrip("/") for p in skipped]
+    changes = [
+        c for c in changes if not any(c.path == p or c.path.startswith(p + "/") for p in bare)
+    ]
+    added, modified, deleted = split_changes(changes)
+    own = own_changes(
+        engine, now, tree, {c.path for c in changes}, point=point, steps=steps, work=work
+    )
+    return Counts(added, modified, deleted), own
+
+
+def _is_redo(engine: Engine) -> bool:
+    """Whether the branch's last file action was an undo (its ``current`` is the ``undo`` of the
+    op before it): then "Undo last file rewind" redoes the rewind."""
+    from ledger.ledgerview import LedgerView
+    from ledger.records import OP
+
+    session = engine.session()
+    view = LedgerView.of(session)
+    records = {r.record_id: r for r in view.records}
+    ops = [
+        records[e.id]
+        for e in session.branch(engine.host.leaf_id())
+        if e.type == "custom" and e.id in records and records[e.id].custom_type == OP
+    ]
+    ops = [op for op in ops if op.current and op.undo]
+    return len(ops) >= 2 and ops[-1].current == ops[-2].undo
+
+
+def _shadow(engine: Engine) -> str | None:
+    from ledger.git.shadow import ShadowRepo
+
+    return str(engine.repo.git_dir) if isinstance(engine.repo, ShadowRepo) else None
+
+
+# --- one point --------------------------------------------------------------------------------
+
+
+def preview(engine: Engine, entry_id: str) -> Preview:
+    """What restoring ``entry_id``'s point would change, file by file, and what can be done."""
+    from ledger.git.restore_plan import plan_restore
+    from ledger.review.diff import diff_trees
+
+    session = engine.session()
+    entry = session.get(entry_id)
+    if entry is None:
+        raise NoRewindPointError(entry_id, reason="no such entry")
+    target = engine.resolve_point(entry_id)
+    result = Preview(entry_id, prompt_text(entry_text(entry)), target)
+    if target is None:
+        result.actions = _actions(engine, entry_id, has_files=False, refused=None)
+        return result
+    try:
+        plan = plan_restore(engine.repo, target, engine.settings.snapshot)
+    except LedgerError as exc:
+        result.refused = exc.message
+        result.actions = _actions(engine, entry_id, has_files=False, refused=exc.message)
+        return result
+    result.counts = Counts(plan.added, plan.modified, plan.deleted)
+    result.warnings = list(plan.warnings)
+    touched = {*plan.added, *plan.modified, *plan.deleted}
+    result.own = own_changes(engine, plan.current_tree, plan.target_tree, touched)
+    mine = {c.path for c in result.own}
+    change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
+    change.update(dict.fromkeys(plan.deleted, "D"))
+    lines = {
+        f.path: f
+        for f in diff_trees(
+            engine.repo.pygit2, plan.current_tree, plan.target_tree, with_patch=False
+        ).files
+        if f.path in touched
+    }
+    for path in [*plan.added, *plan.modified, *plan.deleted][:MAX_FILES]:
+        f = lines.get(path)
+        result.files.append(
+            PreviewFile(
+                path,
+                change[path],
+                f.additions if f else 0,
+                f.deletions if f else 0,
+                bool(f and f.binary),
+                path in mine,
+            )
+        )
+    result.actions = _actions(engine, entry_id, has_files=True, refused=None)
+    return result
+
+
+def _actions(
+    engine: Engine, entry_id: str, *, has_files: bool, refused: str | None
+) -> list[Action]:
+    why = refused or (None if has_files else _why_no_point(engine, entry_id))
+    return [
+        Action("files", "Restore files only (keep the conversation)", has_files, why),
+        Action("both", "Restore files and conversation", has_files, why),
+        Action("conversation", "Conversation only (keep the files)", True),
+        Action("fork", "Fork from here (a new session with these files)", has_files, why),
+        Action("cancel", "Cancel", True),
+    ]
+
+
+def _why_no_point(engine: Engine, entry_id: str) -> str:
+    entry = engine.session().get(entry_id)
+    if entry is None or not is_restorable(entry):
+        return "that entry is not a prompt, reply or summary: it has no rewind point"
+    if engine.pruned_point(entry_id):
+        return "its snapshot was pruned by retention"
+    return "no snapshot was recorded for it (rewind was off or not running then)"
+
+
+def file_diff(engine: Engine, entry_id: str, path: str) -> tuple[str, bool]:
+    """The diff of ``path`` from the work tree now to ``entry_id``'s point (what the restore
+    would do to it), cut at :data:`MAX_DIFF_BYTES`; ``(text, cut)``."""
+    from ledger.git.trees import patch
+
+    target = engine.resolve_point(entry_id)
+    if target is None:
+        raise NoRewindPointError(entry_id)
+    tree = engine.repo.tree_of(target)
+    if tree is None:
+        raise NoRewindPointError(entry_id, reason="its snapshot was pruned")
+    now = _capture(engine).tree
+    text = patch(engine.repo, now, tree, paths=[path])
+    encoded = text.encode("utf-8", "surrogateescape")
+    if len(encoded) <= MAX_DIFF_BYTES:
+        return text, False
+    return encoded[:MAX_DIFF_BYTES].decode("utf-8", "replace"), True
+
+
+# --- the /tree and /fork menu title --------------------------------------------------------------
+
+
+def _restores(counts: Counts) -> str:
+    """``restores 3 files (1 added, 2 modified): a.txt, b.txt (+1 more)``."""
+    paths = [*counts.added, *counts.modified, *counts.deleted]
+    if not paths:
+        return "no file would change"
+    return f"restores {len(paths)} file{'s' if len(paths) != 1 else ''} ({counts.words}): {short_list(paths, 2)}"
+
+
+def menu_title(
+    engine: Engine,
+    offered: Sequence[tuple[str, str]],
+    missing: Sequence[tuple[str, str]],
+) -> str:
+    """``Restore Options``, then a line per offered file choice (``label``, target commit): what
+    it restores (``restores 3 files: A a.txt  M b.txt (+1 more)``), the user's own work it would
+    overwrite, and a line naming the choices not offered and why. One capture, only when a file
+    choice is offered; any failure leaves the explanation of missing choices only."""
+    lines = [M.MENU_TITLE]
+    if offered:
+        try:
+            captured = _capture(engine)
+            skipped = [s.path for s in captured.skipped]
+            steps = timeline(engine)
+            work = agent_work(engine, steps)
+            point = latest_point(engine)
+            mine: dict[str, OutsideChange] = {}
+            for label, commit in offered:
+                counts, own = _compare(engine, captured.tree, commit, skipped, point, steps, work)
+                lines.append(f"{label}: {_restores(counts)}")
+                for change in own:
+                    mine.setdefault(change.path, change)
+            # Undo is the way back from a restore, except when undo is the only file choice:
+            # then choosing it again is.
+            only_undo = [label for label, _ in offered] == [M.UNDO]
+            undo = f"choosing {MENU_UNDO} again" if only_undo else MENU_UNDO
+            warning = plan_warning([mine[p] for p in sorted(mine)], undo=undo)
+            if warning:
+                lines.append(warning)
+        except (LedgerError, OSError):
+            pass
+    if missing:
+        lines.append("Not offered: " + "; ".join(f'"{label}" ({why})' for label, why in missing))
+    return "\n".join(lines)
+
+
+def choice_title(
+    engine: Engine, entry_id: str, target: str | None, undo: str | None, *, fork: bool
+) -> str:
+    """The ``Restore Options`` title of ``/tree`` (``fork=False``) or ``/fork`` for ``entry_id``
+    with its point ``target`` and the branch's ``undo`` (:func:`menu_title`)."""
+    restore = f"{M.FORK_RESTORE_ALL} / {M.FORK_CODE_ONLY}" if fork else M.TREE_RESTORE
+    offered: list[tuple[str, str]] = []
+    missing: list[tuple[str, str]] = []
+    if target is not None:
+        offered.append((restore, target))
+    else:
+        missing.append((restore, _why_no_point(engine, entry_id)))
+    if undo is not None:
+        offered.append((M.UNDO, undo))
+    else:
+        missing.append((M.UNDO, "no file rewind to undo on this branch"))
+    return menu_title(engine, offered, missing)
+
+
+__all__ = [
+    "MAX_POINTS",
+    "Action",
+    "Counts",
+    "Point",
+    "PointList",
+    "Preview",
+    "PreviewFile",
+    "UndoPoint",
+    "choice_title",
+    "file_diff",
+    "list_points",
+    "menu_title",
+    "preview",
+]
