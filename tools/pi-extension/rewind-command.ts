@@ -1,0 +1,410 @@
+/**
+ * `/rewind` for Pi: one overlay to find every rewind point of the branch, see what a rewind would
+ * do before choosing it, and do it (docs/pi.md#rewind of rewind-ledger).
+ *
+ * List (newest first): each prompt's point (the files before it ran) with its text, age, how many
+ * files differ from now, and ⚠ when restoring it would overwrite work the agent did not do; "Undo
+ * last file rewind" (or its redo) at the top when there is one. Enter opens a preview: the files
+ * that would change with their line counts, the user's own work named, a scrollable diff of any
+ * file (Enter on a file), and the actions: restore files only, files and conversation,
+ * conversation only, fork from here, cancel.
+ *
+ * Every decision is the engine's (the bridge events `rewind_list`, `rewind_preview`,
+ * `rewind_diff`, `rewind_apply`, `rewind_intent`; ledger/bridge/rewind_events.py), and every
+ * action writes the records of the menu choice it stands for: "files" and "undo" are `/fork`'s
+ * "Code only" and "Undo last file rewind"; "files and conversation", "conversation only" and
+ * "fork" set a one-shot intent and then run Pi's own `/tree` (`ctx.navigateTree`) or `/fork`
+ * (`ctx.fork`), whose menu the intent answers. The overlay itself changes nothing.
+ *
+ * Keys: `/rewind` or Alt+R (no default binding of Pi's). A shortcut runs without Pi's command
+ * context, which `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the
+ * editor for Enter to confirm. `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
+ * an action directly.
+ */
+
+import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { matchesKey, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
+
+type Json = Record<string, unknown>;
+
+/** What the command needs of the extension's bridge (rewind-ledger.ts's `Bridge`). */
+export interface RewindBridge {
+	send(event: string, payload: Json, ctx: ExtensionContext | undefined): Promise<Json | undefined>;
+}
+
+interface Counts {
+	added: number;
+	modified: number;
+	deleted: number;
+	words: string;
+	files: string;
+}
+interface Point {
+	entryId: string;
+	text: string;
+	timestamp: string | null;
+	pruned: boolean;
+	counts: Counts;
+	own: string[];
+}
+interface UndoItem {
+	label: string;
+	redo: boolean;
+	counts: Counts;
+	own: string[];
+}
+interface PointList {
+	points: Point[];
+	undo: UndoItem | null;
+	more: number;
+	shadow: string | null;
+}
+interface PreviewFile {
+	path: string;
+	change: string;
+	additions: number;
+	deletions: number;
+	binary: boolean;
+	own: boolean;
+}
+interface Action {
+	id: string;
+	label: string;
+	available: boolean;
+	why: string | null;
+}
+interface Preview {
+	entryId: string;
+	text: string;
+	counts: Counts;
+	files: PreviewFile[];
+	more: number;
+	ownLine: string | null;
+	warnings: string[];
+	actions: Action[];
+	refused: string | null;
+}
+type Decision = { action: string; entryId?: string } | undefined;
+type Style = (color: string, text: string) => string;
+
+const ACTIONS = new Set(["files", "both", "conversation", "fork", "undo"]);
+
+function age(timestamp: string | null): string {
+	if (!timestamp) return "";
+	const ms = Date.now() - Date.parse(timestamp);
+	if (!Number.isFinite(ms) || ms < 0) return "";
+	const s = Math.round(ms / 1000);
+	if (s < 60) return `${s}s ago`;
+	if (s < 3600) return `${Math.round(s / 60)}m ago`;
+	if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+	return `${Math.round(s / 86400)}d ago`;
+}
+
+/** `a.txt, b.txt (+3 more)`. */
+function names(paths: string[], shown = 2): string {
+	const more = paths.length - shown;
+	return paths.slice(0, shown).join(", ") + (more > 0 ? ` (+${more} more)` : "");
+}
+
+function fit(text: string, width: number): string {
+	const cut = truncateToWidth(text, Math.max(1, width));
+	return cut + " ".repeat(Math.max(0, width - visibleWidth(cut)));
+}
+
+/** The overlay: list → preview → diff, one screen at a time; `done` ends it with a decision. */
+class RewindOverlay {
+	private view: "list" | "preview" | "diff" = "list";
+	private cursor = 0;
+	private preview: Preview | undefined;
+	private previewCursor = 0;
+	private diff: string[] = [];
+	private diffTop = 0;
+	private diffTitle = "";
+	private message = "";
+	private busy = false;
+
+	constructor(
+		private readonly list: PointList,
+		private readonly fetch: (event: string, payload: Json) => Promise<Json | undefined>,
+		private readonly style: Style,
+		private readonly rows: () => number,
+		private readonly redraw: () => void,
+		private readonly done: (decision: Decision) => void,
+	) {}
+
+	/** Rows of the list: the undo item first, then the points. */
+	private get items(): Array<{ kind: "undo" } | { kind: "point"; point: Point }> {
+		return [
+			...(this.list.undo ? [{ kind: "undo" as const }] : []),
+			...this.list.points.map((point) => ({ kind: "point" as const, point })),
+		];
+	}
+
+	handleInput(data: string): void {
+		if (this.busy) return;
+		if (this.view === "diff") return this.onDiffKey(data);
+		if (this.view === "preview") return this.onPreviewKey(data);
+		const items = this.items;
+		if (matchesKey(data, "escape") || matchesKey(data, "ctrl+c")) return this.done(undefined);
+		if (matchesKey(data, "up")) this.cursor = Math.max(0, this.cursor - 1);
+		else if (matchesKey(data, "down")) this.cursor = Math.min(items.length - 1, this.cursor + 1);
+		else if (matchesKey(data, "return") || matchesKey(data, "enter")) {
+			const item = items[this.cursor];
+			if (!item) return;
+			if (item.kind === "undo") return this.done({ action: "undo" });
+			void this.openPreview(item.point);
+			return;
+		}
+		this.redraw();
+	}
+
+	private async openPreview(point: Point): Promise<void> {
+		this.busy = true;
+		this.message = `Loading the preview of "${point.text}"…`;
+		this.redraw();
+		try {
+			const result = await this.fetch("rewind_preview", { entryId: point.entryId });
+			const preview = result?.preview as Preview | undefined;
+			if (!preview) throw new Error("no preview (see the notice)");
+			this.preview = preview;
+			this.previewCursor = preview.files.length; // the first action
+			this.view = "preview";
+			this.message = "";
+		} catch (err) {
+			this.message = `Rewind: ${err instanceof Error ? err.message : String(err)}`;
+		} finally {
+			this.busy = false;
+			this.redraw();
+		}
+	}
+
+	private onPreviewKey(data: string): void {
+		const preview = this.preview;
+		if (!preview) return;
+		const rows = preview.files.length + preview.actions.length;
+		if (matchesKey(data, "escape")) {
+			this.view = "list";
+		} else if (matchesKey(data, "up")) {
+			this.previewCursor = Math.max(0, this.previewCursor - 1);
+		} else if (matchesKey(data, "down")) {
+			this.previewCursor = Math.min(rows - 1, this.previewCursor + 1);
+		} else if (matchesKey(data, "return") || matchesKey(data, "enter")) {
+			if (this.previewCursor < preview.files.length) {
+				void this.openDiff(preview, preview.files[this.previewCursor]);
+				return;
+			}
+			const action = preview.actions[this.previewCursor - preview.files.length];
+			if (!action) return;
+			if (action.id === "cancel") return this.done(undefined);
+			if (!action.available) {
+				this.message = `Not offered: ${action.why ?? "no rewind point"}`;
+			} else {
+				return this.done({ action: action.id, entryId: preview.entryId });
+			}
+		}
+		this.redraw();
+	}
+
+	private async openDiff(preview: Preview, file: PreviewFile): Promise<void> {
+		this.busy = true;
+		this.redraw();
+		try {
+			const result = await this.fetch("rewind_diff", { entryId: preview.entryId, path: file.path });
+			const text = typeof result?.diff === "string" ? result.diff : "";
+			this.diff = (text || "(no textual difference)").replace(/\n$/, "").split("\n");
+			if (result?.cut) this.diff.push("… (cut: the rest of this diff is longer than a preview shows)");
+			this.diffTop = 0;
+			this.diffTitle = `${file.change} ${file.path}: what the restore would change (↑↓ PgUp PgDn scroll, Esc back)`;
+			this.view = "diff";
+		} catch (err) {
+			this.message = `Rewind: ${err instanceof Error ? err.message : String(err)}`;
+		} finally {
+			this.busy = false;
+			this.redraw();
+		}
+	}
+
+	private onDiffKey(data: string): void {
+		const page = Math.max(1, this.rows() - 6);
+		const last = Math.max(0, this.diff.length - page);
+		if (matchesKey(data, "escape") || matchesKey(data, "q")) this.view = "preview";
+		else if (matchesKey(data, "up")) this.diffTop = Math.max(0, this.diffTop - 1);
+		else if (matchesKey(data, "down")) this.diffTop = Math.min(last, this.diffTop + 1);
+		else if (matchesKey(data, "pageUp")) this.diffTop = Math.max(0, this.diffTop - page);
+		else if (matchesKey(data, "pageDown") || matchesKey(data, "space")) this.diffTop = Math.min(last, this.diffTop + page);
+		this.redraw();
+	}
+
+	render(width: number): string[] {
+		const inner = Math.max(20, width - 4);
+		const body = this.view === "diff" ? this.renderDiff(inner) : this.view === "preview" ? this.renderPreview(inner) : this.renderList(inner);
+		if (this.message) body.push("", this.style("warning", this.message));
+		const s = this.style;
+		return [
+			s("border", `╭${"─".repeat(inner + 2)}╮`),
+			...body.map((line) => `${s("border", "│")} ${fit(line, inner)} ${s("border", "│")}`),
+			s("border", `╰${"─".repeat(inner + 2)}╯`),
+		];
+	}
+
+	private window<T>(items: T[], cursor: number, height: number): { start: number; shown: T[] } {
+		const start = Math.max(0, Math.min(cursor - Math.floor(height / 2), items.length - height));
+		return { start, shown: items.slice(start, start + height) };
+	}
+
+	private renderList(inner: number): string[] {
+		const s = this.style;
+		const lines = [s("accent", "Rewind: choose a point (↑↓ move, Enter preview, Esc close)")];
+		if (this.list.shadow) lines.push(s("dim", `Not a git repository: points are kept in a shadow repository (${this.list.shadow})`));
+		const items = this.items;
+		if (items.length === 0) {
+			lines.push("", "No rewind points on this branch yet: each prompt gets one before it runs.");
+			return lines;
+		}
+		const height = Math.max(3, this.rows() - 8);
+		const { start, shown } = this.window(items, this.cursor, height);
+		shown.forEach((item, i) => {
+			const selected = start + i === this.cursor;
+			const mark = selected ? "→ " : "  ";
+			let text: string;
+			if (item.kind === "undo") {
+				const undo = this.list.undo as UndoItem;
+				const own = undo.own.length ? `  ⚠ your own work: ${names(undo.own)}` : "";
+				text = `↶ ${undo.label} · ${undo.counts.words}${own}`;
+			} else {
+				const p = item.point;
+				const what = p.pruned ? "snapshot pruned: cannot be restored" : p.counts.words;
+				const own = p.own.length ? `  ⚠ your own work: ${names(p.own)}` : "";
+				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${own}`;
+			}
+			lines.push(mark + (selected ? s("accent", truncateToWidth(text, inner - 2)) : text));
+		});
+		if (this.list.more) lines.push(s("dim", `(${this.list.more} older points not listed)`));
+		return lines;
+	}
+
+	private renderPreview(inner: number): string[] {
+		const s = this.style;
+		const p = this.preview as Preview;
+		const lines = [s("accent", `Rewind to before "${p.text}": ${p.counts.words}`)];
+		if (p.refused) lines.push(s("error", `Files cannot be restored: ${p.refused}`));
+		if (p.ownLine) lines.push(s("warning", `⚠ ${p.ownLine}`));
+		for (const warning of p.warnings) lines.push(s("dim", warning));
+		const rows: string[] = p.files.map((f) => {
+			const counts = f.binary ? "binary" : `+${f.additions} -${f.deletions}`;
+			return `${f.change} ${f.path}  ${counts}${f.own ? "  ⚠ your own work" : ""}`;
+		});
+		const actions = p.actions.map((a) => (a.available ? a.label : `${a.label} (not offered: ${a.why ?? "no rewind point"})`));
+		const height = Math.max(3, this.rows() - 10 - actions.length);
+		const { start, shown } = this.window(rows, Math.min(this.previewCursor, rows.length - 1), height);
+		if (rows.length) lines.push(s("dim", "Files (Enter: diff)"));
+		shown.forEach((row, i) => {
+			const selected = start + i === this.previewCursor;
+			lines.push((selected ? "→ " : "  ") + (selected ? s("accent", row) : row));
+		});
+		if (p.more) lines.push(s("dim", `  (+${p.more} more files)`));
+		lines.push(s("dim", "Actions (Enter to choose, Esc back)"));
+		actions.forEach((label, i) => {
+			const selected = rows.length + i === this.previewCursor;
+			const available = p.actions[i]?.available;
+			const text = available ? label : s("dim", label);
+			lines.push((selected ? "→ " : "  ") + (selected ? s("accent", label) : text));
+		});
+		void inner;
+		return lines;
+	}
+
+	private renderDiff(inner: number): string[] {
+		const s = this.style;
+		const page = Math.max(1, this.rows() - 6);
+		const lines = [s("accent", this.diffTitle)];
+		for (const line of this.diff.slice(this.diffTop, this.diffTop + page)) {
+			const color = line.startsWith("+") ? "toolDiffAdded" : line.startsWith("-") ? "toolDiffRemoved" : "toolDiffContext";
+			lines.push(s(color, truncateToWidth(line, inner)));
+		}
+		return lines;
+	}
+
+	invalidate(): void {}
+	dispose(): void {}
+}
+
+async function run(
+	decision: Decision,
+	bridge: RewindBridge,
+	ctx: ExtensionContext,
+	command: ExtensionCommandContext | undefined,
+): Promise<void> {
+	if (!decision) return;
+	const { action, entryId } = decision;
+	if (action === "undo") {
+		await bridge.send("rewind_apply", { action: "undo" }, ctx);
+		return;
+	}
+	if (!entryId) return;
+	if (action === "files") {
+		await bridge.send("rewind_apply", { action: "files", entryId }, ctx);
+		return;
+	}
+	if (!command) {
+		// A shortcut has no command context: Pi's /tree and /fork need one.
+		ctx.ui.setEditorText(`/rewind ${action} ${entryId}`);
+		ctx.ui.notify("Rewind: press Enter to run it (/tree and /fork need a command)", "info");
+		return;
+	}
+	const intent = await bridge.send("rewind_intent", { action, entryId }, ctx);
+	if (!intent || intent.intent !== action) return; // the bridge said why
+	if (action === "fork") await command.fork(entryId);
+	else await command.navigateTree(entryId);
+}
+
+async function open(bridge: RewindBridge, ctx: ExtensionContext, command: ExtensionCommandContext | undefined): Promise<void> {
+	if (!ctx.hasUI) return;
+	const listed = await bridge.send("rewind_list", {}, ctx);
+	const list = listed?.list as PointList | undefined;
+	if (!list) {
+		ctx.ui.notify("Rewind: no rewind points here (rewind is off, or the bridge said why)", "warning");
+		return;
+	}
+	const decision = await ctx.ui.custom<Decision>(
+		(tui, theme, _keybindings, done) =>
+			new RewindOverlay(
+				list,
+				(event, payload) => bridge.send(event, payload, ctx),
+				(color, text) => {
+					try {
+						return theme.fg(color as Parameters<typeof theme.fg>[0], text);
+					} catch {
+						return text;
+					}
+				},
+				() => Math.max(10, Math.floor((process.stdout.rows || 30) * 0.8)),
+				() => tui.requestRender(),
+				done,
+			),
+		{ overlay: true, overlayOptions: { width: "90%", maxHeight: "85%", anchor: "center" } },
+	);
+	await run(decision, bridge, ctx, command);
+}
+
+/** Register `/rewind` and Alt+R. */
+export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
+	pi.registerCommand("rewind", {
+		description: "Rewind: see every rewind point of this branch, preview what a rewind would do, and do it",
+		handler: async (args: string, ctx: ExtensionCommandContext) => {
+			await ctx.waitForIdle();
+			const [action, entryId] = args.trim().split(/\s+/);
+			if (action && ACTIONS.has(action)) {
+				await run({ action, entryId }, bridge, ctx, ctx);
+				return;
+			}
+			await open(bridge, ctx, ctx);
+		},
+	});
+	pi.registerShortcut("alt+r", {
+		description: "Rewind: open the /rewind list",
+		handler: async (ctx: ExtensionContext) => {
+			await open(bridge, ctx, undefined);
+		},
+	});
+}
