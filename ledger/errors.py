@@ -335,6 +335,20 @@ class ImportConflictError(LedgerError):
         )
 
 
+class UnrelatedRepositoryError(LedgerError):
+    """An import whose archive comes from a repository that shares no history with this one:
+    its snapshots are another project's files. Nothing was written."""
+
+    def __init__(self, reason: str, *, repository: Path | str) -> None:
+        self.reason = reason
+        self.repository = Path(repository)
+        super().__init__(
+            f"import refused: {reason}",
+            hint="nothing was written; import into a clone of that repository, or pass --force "
+            "to import anyway",
+        )
+
+
 class WatchRefusedError(LedgerError):
     """``rewind serve --watch`` cannot serve ``path``: it is not a git work tree on Linux,
     another ``rewind serve`` already serves its snapshots, or its private dir is not safe for
@@ -426,6 +440,7 @@ __all__ = [
     "SessionFileError",
     "ShadowRefusedError",
     "StoreUpdateError",
+    "UnrelatedRepositoryError",
     "UnsafeLayoutError",
     "UnsafeRestoreError",
     "WatchRefusedError",

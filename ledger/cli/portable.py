@@ -50,6 +50,11 @@ def register(
         metavar="NAME",
         help="import refs/pi-rewind/sessions/<ARCHIVE…> from this remote",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="import even when the archive's repository shares no history with this one",
+    )
     p.set_defaults(run=run_import)
 
 
@@ -86,9 +91,9 @@ def run_import(args: argparse.Namespace, ctx: CliContext) -> int:
     repo = ctx.repo(create=True)
     agent_dir = ctx.agent_dir()
     if args.remote:
-        report = import_remote(repo, agent_dir, args.remote, args.archive)
+        report = import_remote(repo, agent_dir, args.remote, args.archive, force=args.force)
     else:
-        report = import_archive(repo, agent_dir, ctx.path(args.archive))
+        report = import_archive(repo, agent_dir, ctx.path(args.archive), force=args.force)
     for warning in report.warnings:
         ctx.warn(warning)
 

@@ -52,6 +52,7 @@ from ledger.portable.archive import (
     sha256,
     write_archive,
 )
+from ledger.portable.history import check_history
 from ledger.portable.objects import (
     EXPORT_SUBJECT,
     SESSION_REF_PREFIX,
@@ -355,16 +356,25 @@ def _finish(
 
 
 def import_archive(
-    repo: GitRepo, agent_dir: Path, archive: Path, limits: Limits | None = None
+    repo: GitRepo,
+    agent_dir: Path,
+    archive: Path,
+    limits: Limits | None = None,
+    *,
+    force: bool = False,
 ) -> ImportReport:
-    """Import an archive made by :func:`export_archive` (see the module docstring)."""
+    """Import an archive made by :func:`export_archive` (see the module docstring). Refused with
+    :class:`UnrelatedRepositoryError` when its repository shares no history with ``repo``
+    (:mod:`ledger.portable.history`), unless ``force``."""
     # The bundle is spooled next to the objects it may become (the same file system), not in
     # a possibly memory-backed /tmp; the spool is an anonymous file, gone when this ends.
     with open_archive(archive, limits, spool_dir=repo.common_dir / "objects") as contents:
-        return _import_checked(repo, agent_dir, contents)
+        return _import_checked(repo, agent_dir, contents, force=force)
 
 
-def _import_checked(repo: GitRepo, agent_dir: Path, contents: ArchiveFile) -> ImportReport:
+def _import_checked(
+    repo: GitRepo, agent_dir: Path, contents: ArchiveFile, *, force: bool = False
+) -> ImportReport:
     manifest = contents.manifest
     bundle = read_bundle_header(contents.bundle, max_refs=len(manifest.snapshots))
     shas = [sha for sha, _ref in bundle.refs]
@@ -380,10 +390,12 @@ def _import_checked(repo: GitRepo, agent_dir: Path, contents: ArchiveFile) -> Im
             check_commits(view, q.commits(), allowed=frozenset({"snapshot"}))
             check_commits(view, shas, allowed=frozenset({"snapshot"}))
             q.check_connected(shas)
+            report.warnings += check_history(repo, view, manifest, shas, force=force)
             report.objects_moved = q.migrate()
     else:
         view = repo.pygit2
         check_commits(view, shas, allowed=frozenset({"snapshot"}))
+        report.warnings += check_history(repo, view, manifest, shas, force=force)
     return _finish(repo, planned, shas, manifest, report)
 
 
@@ -470,9 +482,11 @@ def _remote_ref(runner: GitRunner, remote: str, session: str) -> tuple[str, str]
     return matches[0]
 
 
-def import_remote(repo: GitRepo, agent_dir: Path, remote: str, session: str) -> ImportReport:
+def import_remote(
+    repo: GitRepo, agent_dir: Path, remote: str, session: str, *, force: bool = False
+) -> ImportReport:
     """Fetch ``refs/pi-rewind/sessions/<session…>`` from ``remote`` into a quarantine, check it,
-    then import it as an archive."""
+    then import it as an archive (refused for an unrelated repository unless ``force``)."""
     runner = GitRunner(repo.root, repo.git_dir)
     ref, tip = _remote_ref(runner, remote, session)
     with quarantine(repo) as q:
@@ -503,6 +517,7 @@ def import_remote(repo: GitRepo, agent_dir: Path, remote: str, session: str) -> 
         report = ImportReport(
             contents.manifest.session_id, str(planned[0].target), snapshots=len(shas)
         )
+        report.warnings += check_history(repo, view, contents.manifest, shas, force=force)
         report.objects_moved = q.migrate()
     return _finish(repo, planned, shas, contents.manifest, report)
 

@@ -254,3 +254,73 @@ def test_an_import_into_a_linked_worktree_lands_in_the_shared_object_store(
     assert imported.appended == report.snapshots
     assert _snapshot_files(linked) >= set(read_archive(archive).manifest.snapshots)
     assert _snapshot_files(clone) == _snapshot_files(linked), "one store, shared"
+
+
+def _unrelated_project(tmp_path: Path) -> Path:
+    other = tmp_path / "other-project"
+    other.mkdir()
+    git(other, "init", "-q")
+    (other / "app.c").write_text("int main(void) { return 0; }\n")
+    git(other, "add", "-A")
+    git(other, "-c", "user.name=O", "-c", "user.email=o@example.com", "commit", "-qm", "other")
+    return other
+
+
+def test_an_import_into_an_unrelated_project_is_refused_and_writes_nothing(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.cli.helpers import run_cli
+
+    agent = _session(repo, tmp_path / "agent")
+    archive = tmp_path / "s.rewind"
+    export_archive(GitRepo.discover(repo), agent.session_file, archive)
+    other = _unrelated_project(tmp_path)
+    before = _state(other, tmp_path / "agent2")
+    refused = run_cli(capsys, "import", archive, "--agent-dir", tmp_path / "agent2", cwd=other)
+    assert refused.code == 1
+    assert "error: import refused: the archive comes from" in refused.err
+    assert "shares no commit with" in refused.err and "--force" in refused.err
+    assert _state(other, tmp_path / "agent2") == before, "nothing written"
+    forced = run_cli(
+        capsys, "import", archive, "--force", "--agent-dir", tmp_path / "agent2", cwd=other
+    )
+    assert forced.code == 0, forced.err
+    assert "warning: imported with --force although the archive comes from" in forced.err
+    assert _snapshot_files(other) >= set(read_archive(archive).manifest.snapshots)
+
+
+def test_an_import_into_a_clone_made_before_the_sessions_commits_is_accepted(
+    repo: Path, tmp_path: Path
+) -> None:
+    # The clone lacks the exporter's newest commits (repositoryHead) but knows the HEAD the
+    # first snapshots were taken on.
+    clone = tmp_path / "early-clone"
+    git(tmp_path, "clone", "-q", "--no-local", str(repo), str(clone))
+    agent = _session(repo, tmp_path / "agent")
+    (repo / "later.txt").write_text("later\n")
+    git(repo, "add", "later.txt")
+    git(repo, "-c", "user.name=L", "-c", "user.email=l@example.com", "commit", "-qm", "later")
+    archive = tmp_path / "s.rewind"
+    export_archive(GitRepo.discover(repo), agent.session_file, archive)
+    imported = import_archive(GitRepo.discover(clone), tmp_path / "agent2", archive)
+    assert imported.appended and not imported.warnings
+
+
+def test_a_remote_import_into_an_unrelated_project_is_refused(repo: Path, tmp_path: Path) -> None:
+    from ledger.errors import UnrelatedRepositoryError
+
+    agent = _session(repo, tmp_path / "agent")
+    bare = tmp_path / "hosting.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "hub", str(bare))
+    report = export_remote(GitRepo.discover(repo), agent.session_file, "hub")
+    other = _unrelated_project(tmp_path)
+    git(other, "remote", "add", "hub", str(bare))
+    refs_before = git(other, "for-each-ref")
+    with pytest.raises(UnrelatedRepositoryError):
+        import_remote(GitRepo.discover(other), tmp_path / "agent2", "hub", report.session_id)
+    assert git(other, "for-each-ref") == refs_before
+    forced = import_remote(
+        GitRepo.discover(other), tmp_path / "agent2", "hub", report.session_id, force=True
+    )
+    assert forced.appended == report.snapshots and forced.warnings
