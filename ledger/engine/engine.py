@@ -392,7 +392,10 @@ class Engine:
     ) -> EventResult:
         result = EventResult()
         if self._collector is None:
-            return result
+            # This engine started mid-prompt (a bridge restarted after the old one died): adopt
+            # the prompt, so this turn's and later turns' points are still recorded; the files
+            # before the prompt were the dead bridge's to record (docs/pi.md, healing).
+            self._collector = _Collector(self.host.leaf_id(), None)
         self._bind_pending_user(final=False, result=result)
         if message is not None and message.get("role") != "assistant":
             return result

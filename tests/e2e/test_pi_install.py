@@ -1,5 +1,6 @@
 """``pi install <checkout>``: the package's ``pi`` manifest loads the extension, which sets up its
-own Python side (a venv inside the installed package) when no ``rewind`` is on PATH, then records.
+own Python side (a venv inside the installed package) when no ``rewind`` is on PATH, says where its
+``rewind`` command is and how to put it on PATH, then records.
 
 Needs the network for ``pip install`` (pygit2, orjson, anytree, pydantic, pygments) unless pip's
 cache has them; pip's cache is kept next to the Pi cache so reruns are quick."""
@@ -109,6 +110,9 @@ def test_pi_install_of_a_checkout_sets_up_python_and_records_a_point(
     assert "bridge unavailable" not in run.stderr, run.stderr[-3000:]
     venv = package / ".rewind-venv"
     assert (venv / "bin" / "rewind").exists(), "the venv lives inside the installed package"
+    # `rewind` is not on PATH after `pi install`: the ready message says where it is and how.
+    assert f"the `rewind` command is {venv}/bin/rewind" in run.stderr, run.stderr[-3000:]
+    assert f'export PATH="{venv}/bin:$PATH"' in run.stderr, run.stderr[-3000:]
     (session,) = (agent_dir / "sessions").rglob("*.jsonl")
     (turn,) = [e.raw["data"] for e in read_session(session).entries if e.custom_type == TURN]
     assert len(turn["bindings"]) == 3 and (project / "a.txt").read_text() == "one\n"

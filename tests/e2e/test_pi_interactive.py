@@ -1,7 +1,7 @@
 """The real interactive Pi 0.73.1 (its terminal UI, in tmux) with our extension, as a user drives
 it: ``/tree`` and ``/fork`` with each option, what the screen says after Pi's redraw, the session
-file and the exact work tree; a bridge killed between events; a menu left open longer than the
-bridge timeout; and pi-rewind-hook loaded next to ours."""
+file and the exact work tree; a bridge killed between prompts (restarted at the next one); a menu
+left open longer than the bridge timeout; and pi-rewind-hook loaded next to ours, in either order."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP, TURN
@@ -76,7 +78,7 @@ def test_tree_restore_then_undo_say_what_happened_after_the_redraw(
     tui.choose(M.MENU_TITLE, M.UNDO)
     screen = tui.wait_for(
         "Navigation cancelled",
-        "Rewind: last file rewind undone: 1 modified, 1 added; "
+        "Rewind: last file rewind undone: 1 added, 1 modified; "
         "the conversation stays where it was (navigation cancelled)",
     )
     assert M.UNDO_HINT_AGAIN in screen
@@ -112,7 +114,7 @@ def test_fork_code_only_and_undo_stay_in_the_same_conversation(
 
     open_fork(tui)
     tui.choose(M.MENU_TITLE, M.UNDO)
-    tui.wait_for("Rewind: last file rewind undone: 1 modified, 1 added; no fork made")
+    tui.wait_for("Rewind: last file rewind undone: 1 added, 1 modified; no fork made")
     assert files(project) == AFTER_SECOND, "the code-only restore was undone"
     assert sessions(agent_dir) == [path]
     # The conversation goes on in the same session.
@@ -168,9 +170,11 @@ def counted_bridge(pid_file: Path) -> dict[str, str]:
     return {"REWIND_BRIDGE_CMD": json.dumps(["sh", "-c", script, sys.executable])}
 
 
-def test_a_bridge_killed_between_events_is_reported_at_once_and_pi_keeps_working(
+def test_a_bridge_killed_between_prompts_is_restarted_and_the_screen_says_so(
     start_tui: StartTui, project: Path, agent_dir: Path, tmp_path: Path
 ) -> None:
+    """What the user sees after a kill -9 of the bridge: at the next prompt one warning that it
+    was restarted and that nothing is missing, the prompt recorded, the footer counting it."""
     pid_file = tmp_path / "bridges"
     tui = start_tui(env=counted_bridge(pid_file))
     tui.wait_for("◆ 0 points / 0 snapshots")
@@ -178,14 +182,19 @@ def test_a_bridge_killed_between_events_is_reported_at_once_and_pi_keeps_working
     tui.wait_for("◆ 3 points")
     (pid,) = [int(x) for x in pid_file.read_text().split()]
     os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)  # Pi reaps it
+    tui.prompt(SECOND, "Done: second-ok")
     screen = tui.wait_for(
-        "Rewind: bridge unavailable (bridge exited (SIGKILL)); continuing without rewind",
-        "REWIND_BRIDGE_CMD",
+        "Rewind: the bridge stopped (killed, SIGKILL) between prompts; restarted — rewind is "
+        "running again; nothing is missing",
+        "◆ 6 points",  # the footer is back, with the second prompt's points
     )
-    assert "◆ 3 points" not in screen, "the footer is cleared"
-    tui.prompt("second [[done: second-ok]] " + turns([write("b.txt", "2\n")]), "Done: second-ok")
-    assert files(project)["b.txt"] == "2\n"
-    assert tui.screen().count("Rewind: bridge unavailable") == 1, "one warning"
+    assert "pip install" not in screen and "bridge unavailable" not in screen
+    assert screen.count("Rewind: the bridge stopped") == 1, "one warning"
+    assert files(project) == AFTER_SECOND
+    (path,) = sessions(agent_dir)
+    assert len(eventually(lambda: records(path, TURN))) == 2
+    assert len(pid_file.read_text().split()) == 2, "one restart"
 
 
 def test_a_menu_left_open_longer_than_the_timeout_keeps_the_bridge(
@@ -204,28 +213,41 @@ def test_a_menu_left_open_longer_than_the_timeout_keeps_the_bridge(
     assert files(project) == AFTER_FIRST
 
 
-def test_with_pi_rewind_hook_loaded_too_one_warning_and_one_record_per_prompt(
-    start_tui: StartTui, pi_cli: Path, project: Path, agent_dir: Path
+@pytest.mark.parametrize("standin_first", [True, False], ids=["stand-in first", "ours first"])
+def test_with_pi_rewind_hook_loaded_too_it_warns_before_the_first_prompt_and_records_once(
+    start_tui: StartTui, pi_cli: Path, project: Path, agent_dir: Path, standin_first: bool
 ) -> None:
+    """Either load order: ours sees the other extension at session start (its event-bus
+    listeners), warns before any prompt, and records nothing; each prompt has one record."""
     standin = HERE / "pi" / "rewind-hook-standin.ts"
-    tui = start_tui(args=_with_standin(pi_args(pi_cli), standin))
-    tui.wait_for("◆ 0 points / 0 snapshots")  # our session_start ran
+    tui = start_tui(args=_with_standin(pi_args(pi_cli), standin, first=standin_first))
+    tui.wait_for(OTHER_WRITER)  # before any prompt: nothing is recorded yet
+    (path,) = sessions(agent_dir) or [None]
+    assert path is None or records(path, TURN) == [], "the warning came before any record"
     tui.prompt(FIRST, "Done: first-ok")
-    screen = tui.wait_for("another rewind extension is recording this session too")
+    tui.wait_for("◆ stand-in 1")  # the stand-in's footer; ours leaves it alone
     tui.prompt(SECOND, "Done: second-ok")
+    tui.wait_for("◆ stand-in 2")
     (path,) = sessions(agent_dir)
     users = [e.id for e in read_session(path).entries if e.type == "message" and e.role == "user"]
     turn_records = records(path, TURN)
     assert len(turn_records) == 2 == len(users), "one rewind-turn per prompt"
+    assert [r["bindings"][0][0] for r in turn_records] == users
     screen = tui.screen()
-    assert screen.count("another rewind extension is recording this session too") == 1
+    assert screen.count(OTHER_WRITER) == 1 and "◆ 0 points" not in screen
     open_tree(tui, "first")
     tui.wait_for(M.MENU_TITLE)
     tui.keys("Escape")  # the stand-in's menu; ours shows none
     tui.wait_for(M.MENU_TITLE, gone=True)
 
 
-def _with_standin(args: list[str], standin: Path) -> list[str]:
-    """Pi's argv with the stand-in loaded before our extension (as a package loads before -e)."""
-    index = args.index("-e", args.index("-e") + 1)  # the second -e: ours
-    return [*args[:index], "-e", str(standin), *args[index:]]
+OTHER_WRITER = "another rewind extension is recording this session too"
+
+
+def _with_standin(args: list[str], standin: Path, *, first: bool = True) -> list[str]:
+    """Pi's argv with the stand-in loaded before our extension (as a package loads before -e),
+    or after it."""
+    ours = args.index("-e", args.index("-e") + 1)  # the second -e: ours
+    if first:
+        return [*args[:ours], "-e", str(standin), *args[ours:]]
+    return [*args, "-e", str(standin)]

@@ -1,6 +1,6 @@
 """One long-lived real Pi (``pi --mode rpc``, the host of interactive use) with our extension:
 records go through Pi, the footer, silent checkpoints, compaction, one bridge per session, and a
-bridge that crashes or is slower than a user at a menu."""
+bridge that crashes (it is restarted), cannot start, or is slower than a user at a menu."""
 
 from __future__ import annotations
 
@@ -58,13 +58,13 @@ def entries(path: Path) -> list:
     return read_session(path).entries
 
 
-def turn_count(path: Path, expected: int) -> int:
-    """The number of rewind-turn records once ``expected`` is reached (or 5 s have passed).
+def turn_count(path: Path, expected: int, timeout: float = 5) -> int:
+    """The number of rewind-turn records once ``expected`` is reached (or ``timeout`` s have passed).
 
     Pi reports the agent idle before its extension queue has run the prompt's last events, so a
     turn_end record may land a moment after ``RpcPi.prompt`` returns.
     """
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + timeout
     while True:
         count = len([e for e in entries(path) if e.custom_type == TURN])
         if count >= expected or time.monotonic() > deadline:
@@ -159,9 +159,11 @@ def test_each_session_gets_its_own_bridge_and_the_old_one_exits(
     wait_for(lambda: not alive(pids(pid_file)[1]), "the last bridge to exit with Pi")
 
 
-def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
+def test_a_bridge_killed_mid_session_is_restarted_and_the_next_prompts_are_recorded(
     start_rpc: StartRpc, project: Path, tmp_path: Path
 ) -> None:
+    """A crash costs at most what was in flight: the extension restarts the bridge at the next
+    event (tests/e2e/test_pi_bridge_heal.py has the cases in detail)."""
     pid_file = tmp_path / "bridges"
     rpc = start_rpc(env=counted_bridge(pid_file))
     rpc.prompt("one " + turns([write("a.txt", "1\n")]))
@@ -171,12 +173,13 @@ def test_a_bridge_killed_mid_session_warns_once_and_pi_carries_on(
     rpc.prompt("two " + turns([write("b.txt", "2\n")], [bash("echo 3 > c.txt")]))
     rpc.prompt("three " + turns([write("d.txt", "4\n")]))
     assert [(project / n).read_text() for n in ("b.txt", "c.txt", "d.txt")] == ["2\n", "3\n", "4\n"]
-    warnings = [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)]
+    warnings = [n for n in rpc.notices if n[1].startswith("Rewind: the bridge stopped")]
     assert len(warnings) == 1 and warnings[0][0] == "warning", rpc.notices
-    assert "continuing without rewind" in warnings[0][1]
+    assert "rewind is running again" in warnings[0][1]
+    assert not [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)], rpc.notices
     path = Path(rpc.state()["sessionFile"])
-    assert turn_count(path, 1) == 1, "only the prompt before the crash"
-    assert pids(pid_file) == [pid], "no restart behind the user's back"
+    assert turn_count(path, 3, timeout=30) == 3, "the prompts after the crash are recorded"
+    assert len(pids(pid_file)) == 2 and alive(pids(pid_file)[1]), "one restart, running"
 
 
 def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeout(
@@ -200,19 +203,23 @@ def test_time_a_menu_waits_for_the_user_does_not_count_against_the_bridge_timeou
 def test_a_bridge_that_cannot_start_says_why_and_how_to_fix_it(
     start_rpc: StartRpc, project: Path
 ) -> None:
-    """`rewind` installed where Pi cannot find it: the warning quotes the bridge's stderr and a hint."""
+    """`rewind` installed where Pi cannot find it: after its bounded retries, the warning quotes
+    the bridge's stderr and a hint."""
     broken = json.dumps(
         [sys.executable, "-S", "-I", "-m", "ledger", "serve", "--stdio"]
     )  # no site-packages
     rpc = start_rpc(env={"REWIND_BRIDGE_CMD": broken})
-    rpc.prompt("one " + turns([write("a.txt", "1\n")]))
-    rpc.prompt("two " + turns([write("b.txt", "2\n")]))
+    for n in range(6):  # the retries are spaced out (1 s, then 4 s): a few prompts
+        rpc.prompt(f"p{n} " + turns([write("b.txt", f"{n}\n")]))
+        if any(note[1].startswith(UNAVAILABLE) for note in rpc.notices):
+            break
+        time.sleep(1.1)
     warnings = [n for n in rpc.notices if n[1].startswith(UNAVAILABLE)]
     assert len(warnings) == 1, rpc.notices
     text = warnings[0][1]
     assert "No module named ledger" in text or "No module named 'ledger'" in text, text
     assert "REWIND_BRIDGE_CMD" in text and "pip install" in text
-    assert (project / "b.txt").read_text() == "2\n", "Pi carries on"
+    assert (project / "b.txt").exists(), "Pi carries on"
     assert rpc.status is None
 
 

@@ -4,7 +4,7 @@
  * Install: `pi install /path/to/rewind-ledger` (or `pi install git:<host>/<org>/<repo>`): the
  * package's `pi` manifest loads this file. One run: `pi -e /path/to/rewind-ledger.ts`.
  * It replaces pi-rewind-hook: same records, same menus, defects fixed. If pi-rewind-hook (or a
- * second copy of this extension) is active too, it warns once and stands aside.
+ * second copy of this extension) is active too, it warns once at session start and stands aside.
  *
  * This file is deliberately thin: it starts `rewind serve --stdio` (the bridge), forwards Pi's
  * events to it, answers the bridge's calls (session facts, pi.appendEntry, ctx.ui.select), and
@@ -13,10 +13,16 @@
  * protocol" and schemas/bridge.schema.json of rewind-ledger.
  *
  * Safety: Pi owns the session file while it runs; every record goes through pi.appendEntry.
- * If the bridge cannot start, dies (during or between events) or stops answering
- * (REWIND_BRIDGE_TIMEOUT_MS, default 120 s per event, not counting time in a menu), the
- * extension warns once, quoting the bridge's last stderr lines with a hint, clears its footer,
- * and Pi carries on without rewind.
+ *
+ * Healing: a bridge that dies (exits, is killed, its hosted connection drops, or it does not
+ * answer an event within REWIND_BRIDGE_TIMEOUT_MS, default 120 s not counting time in a menu,
+ * and is then killed) is restarted at the next event: the new bridge first gets this session's
+ * session_start again (it rebuilds its state from the session), then that event. Only what was
+ * in flight is lost (a running prompt's record lives in the bridge's memory until agent_end); one
+ * warning names it and says rewind runs again. Restarts are bounded (see BACKOFF_MS,
+ * MAX_FAILED_STARTS, MAX_DEATHS): past them the extension warns once with the real cause (the
+ * bridge's last stderr lines) and a hint for that cause, clears its footer, and Pi carries on
+ * without rewind until /reload. A bridge is never started just to end it (session_shutdown).
  *
  * Bridge command: $REWIND_BRIDGE_CMD (a JSON array of argv) if set; else the package's own venv
  * (`<package>/.rewind-venv`, created on first use when the package ships the Python sources
@@ -28,8 +34,15 @@
  * session: it connects to `<git-dir>/pi-rewind/bridge.sock`, says hello (repository and
  * environment) and, if accepted, speaks the same protocol on that connection, with no process
  * to start (docs/capture.md#hosted-sessions). Declined, absent or broken: the bridge command
- * above. If the watcher ends mid-session, the next event starts the bridge command.
- * REWIND_HOSTED=0 turns hosting off.
+ * above. If the watcher ends mid-session, that is healed like a death (the next event tries
+ * the watcher again, else starts the bridge command). REWIND_HOSTED=0 turns hosting off.
+ *
+ * Another rewind extension: at session_start the extension emits a probe on the event-bus
+ * channels pi-rewind-hook listens on (`rewind:fork-preference`, `rewind:checkpoint-entry`);
+ * the probe's fields are getters whose values no allow-list accepts, so a listener only reads
+ * them and returns. If any other listener read them, ours warns before the first prompt and
+ * starts no bridge for that session (docs/defects.md#other-writer); the bridge's own check of
+ * foreign records stays as the fallback for writers that do not listen there.
  */
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
@@ -45,10 +58,13 @@ interface Notice {
 	level: Level;
 	text: string;
 }
+/** What an event returned to Pi: `cancel`, `skipConversationRestore`, or whatever else a
+ * caller of Bridge.send (a command) asks the bridge for. */
+type EventResult = Record<string, unknown> & { cancel?: boolean; skipConversationRestore?: boolean };
 interface ResultMessage {
 	type: "result";
 	id: number;
-	result?: { cancel?: boolean; skipConversationRestore?: boolean };
+	result?: EventResult;
 	notices?: Notice[];
 	status?: string | null;
 	panel?: string[];
@@ -65,7 +81,6 @@ interface CallMessage {
 	params?: Params;
 }
 type FromBridge = ResultMessage | ErrorMessage | CallMessage;
-type EventResult = { cancel?: boolean; skipConversationRestore?: boolean };
 
 const TIMEOUT_MS = Number(process.env.REWIND_BRIDGE_TIMEOUT_MS ?? "120000") || 120000;
 const CLOSE_GRACE_MS = Number(process.env.REWIND_BRIDGE_CLOSE_MS ?? "5000") || 5000;
@@ -180,9 +195,6 @@ interface Transport {
 	exited: Promise<void>;
 }
 
-/** The watcher that hosted this session ended (not the bridge failing): start one's own. */
-class HostedLost extends Error {}
-
 /** The directory of this package (the checkout or the installed package), if we can tell. */
 function packageRoot(): string | undefined {
 	let here: string | undefined;
@@ -243,9 +255,29 @@ function bridgePlan(): Plan {
 	return { argv: ["python3", "-m", "ledger", "serve", "--stdio"] };
 }
 
-const HINT =
+const INSTALL_HINT =
 	"hint: install the Python side with `pip install /path/to/rewind-ledger` (puts `rewind` on PATH), " +
 	'or point REWIND_BRIDGE_CMD at it, e.g. REWIND_BRIDGE_CMD=\'["/path/to/venv/bin/rewind","serve","--stdio"]\'';
+
+// Restarts (a safety bound, not a tuning knob): the first restart after a loss is immediate, so
+// a one-off death costs only what was in flight; the next ones wait BACKOFF_MS (by the number
+// of losses in the last DEATH_WINDOW_MS), events meanwhile are not forwarded (and named as
+// missing). Three failed starts in a row mean the command cannot run (retrying more only delays
+// the warning); three deaths of a running bridge within ten minutes mean it crashes on something
+// in this session (restarting again would lose a prompt each time and repeat the warning).
+const BACKOFF_MS = [0, 1000, 4000];
+const MAX_FAILED_STARTS = 3;
+const MAX_DEATHS = 3;
+const DEATH_WINDOW_MS = 10 * 60 * 1000;
+const TURN_TYPE = "rewind-turn";
+/** The bridge's other-writer warning (OTHER_WRITER in ledger/bridge/dispatch.py), the same
+ * words when this extension notices the other one itself, at session start. */
+const OTHER_WRITER =
+	"Rewind: another rewind extension is recording this session too (pi-rewind-hook, or a second copy " +
+	"of rewind-ledger): rewind-ledger stops recording and shows no menus in this session, so that each " +
+	"prompt is recorded once. Keep one: remove the other from ~/.pi/agent/extensions/ or from " +
+	'"packages" in ~/.pi/agent/settings.json (pi remove <source>), then restart Pi or run /reload.';
+const OTHER_WRITER_PREFIX = "Rewind: another rewind extension is recording this session too";
 
 /** A per-event deadline that does not count the time a menu waits for the user. */
 class Deadline {
@@ -276,12 +308,62 @@ class Deadline {
 	}
 }
 
+/** Why a bridge ended, for the hint: its command could not run at all, it timed out, or it
+ * crashed (anything else). */
+type Cause = "missing" | "timeout" | "crash";
+
+/** One bridge the extension speaks to: a process of its own or a session on the watcher. Each
+ * has its own buffers, so a late line or exit of an old one never touches the next. */
+interface Link {
+	transport?: Transport;
+	hosted: boolean;
+	argv: string[];
+	buffer: string;
+	stderr: string[];
+	stderrPartial: string;
+	/** Events it answered; 0 = it has not started (yet). */
+	answered: number;
+	/** Why it ended (set once). */
+	gone?: string;
+	cause: Cause;
+	/** Its loss was counted (a link ends once; both its exit and the event it failed report it). */
+	counted?: boolean;
+}
+
+function newLink(hosted: boolean, argv: string[]): Link {
+	return { hosted, argv, buffer: "", stderr: [], stderrPartial: "", answered: 0, cause: "crash" };
+}
+
+/** A bridge that ended, until it is reported: when the next bridge answers, or when restarting
+ * stops (too many failures) or Pi ends the session first. */
+interface Loss {
+	reason: string;
+	when: string;
+	hosted: boolean;
+	/** A bridge of this session had been running (install advice is never right then). */
+	ran: boolean;
+	/** Start attempts that failed since. */
+	failed: number;
+	missing: string[];
+	/** The latest failure: what the final warning quotes. */
+	last: { reason: string; cause: Cause; stderr: string[]; argv: string[] };
+}
+
+class LinkGone extends Error {
+	constructor(readonly link: Link, readonly appended: string[]) {
+		super(link.gone ?? "bridge gone");
+	}
+}
+
 type Waiting = {
 	id: number;
+	link: Link;
 	resolve: (m: ResultMessage | ErrorMessage) => void;
 	reject: (e: Error) => void;
 	ctx: ExtensionContext;
 	deadline: Deadline;
+	/** customTypes appended during this event (a record written before a death is not missing). */
+	appended: string[];
 };
 
 function show(ctx: ExtensionContext | undefined, text: string, level: Level): void {
@@ -293,22 +375,72 @@ function show(ctx: ExtensionContext | undefined, text: string, level: Level): vo
 	}
 }
 
+function clearScreen(ctx: ExtensionContext | undefined): void {
+	try {
+		if (ctx?.hasUI) {
+			ctx.ui.setStatus(KEY, undefined);
+			ctx.ui.setWidget(KEY, undefined);
+		}
+	} catch {
+		// stale ctx
+	}
+}
+
+function exitReason(code: number | null, signal: NodeJS.Signals | null): string {
+	return signal ? `killed, ${signal}` : `exit code ${code}`;
+}
+
+function plural(n: number, word: string): string {
+	return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** What an event would have recorded, in the user's words; "" when it records nothing. */
+const MISSING: Record<string, string> = {
+	session_compact: "the rewind point of the compaction",
+	session_before_tree: "the rewind step of that /tree (its menu or restore; the navigation went ahead)",
+	session_tree: "the record of the files at the /tree's new position",
+	session_before_fork: "the rewind step of that /fork (its menu or restore; the fork went ahead)",
+	checkpoint_entry: "a checkpoint (rewind:checkpoint-entry)",
+	fork_preference: "a fork preference (rewind:fork-preference)",
+	session_start: "",
+	before_agent_start: "",
+	turn_start: "",
+	message_end: "",
+	turn_end: "",
+	agent_end: "",
+	session_shutdown: "the end-of-session retention sweep",
+	ping: "",
+};
+
 class Bridge {
-	private transport: Transport | undefined;
-	private buffer = "";
-	private stderr: string[] = [];
-	private stderrPartial = "";
+	private link: Link | undefined;
 	private nextId = 1;
 	private waiting: Waiting | undefined;
 	private queue: Promise<unknown> = Promise.resolve();
-	/** Why the bridge is unusable (it could not start, exited, or did not answer in time). */
-	dead: string | undefined;
-	/** session_shutdown was forwarded and stdin closed: the bridge's exit is expected. */
+	/** session_shutdown was forwarded and input closed: the bridge's exit is expected. */
 	private closed = false;
-	private warned = false;
+	/** Rewind is off for this session (restarts gave up, or another rewind extension records). */
+	private off: string | undefined;
+	private loss: Loss | undefined;
+	private everRan = false;
+	private failedStarts = 0;
+	private losses: number[] = [];
+	private deaths: number[] = [];
+	private notBefore = 0;
+	/** This session's session_start payload: a restarted bridge gets it first. */
+	private startPayload: Params | undefined;
+	/** The prompt running now; `recording` once its turn_start(0) went out (its record is then
+	 * in the bridge's memory until agent_end). */
+	private prompt: { text: string; recording: boolean } | undefined;
+	private shown = new Set<string>();
 	lastCtx: ExtensionContext | undefined;
 
 	constructor(private readonly pi: ExtensionAPI) {}
+
+	/** Why rewind is off for this session, or undefined while it runs (or can still restart). */
+	get unavailable(): string | undefined {
+		return this.off;
+	}
 
 	/** Create the package's venv and pip-install the package into it, showing progress. */
 	private async setUp(root: string, venv: string, ctx: ExtensionContext): Promise<void> {
@@ -341,35 +473,57 @@ class Bridge {
 		await run(path.join(venv, "bin", "python"), ["-m", "pip", "install", "--disable-pip-version-check", "-q", "--progress-bar", "off", root],
 			"pip install (pygit2, orjson, pydantic, …)");
 		fs.writeFileSync(path.join(venv, "rewind-ledger.version"), `${packageVersion(root)}\n`);
-		if (ctx.hasUI) ctx.ui.setWidget(KEY, [`Rewind: Python side ready (${venv})`]);
+		// After `pi install` no `rewind` is on PATH: say where it is and how to reach it.
+		const bin = path.join(venv, "bin");
+		const ready = [
+			`Rewind: Python side ready in ${venv}; the \`rewind\` command is ${path.join(bin, "rewind")}`,
+			`  to use it in a shell: export PATH="${bin}:$PATH"  (or: ln -s ${path.join(bin, "rewind")} ~/.local/bin/rewind)`,
+		];
+		if (ctx.hasUI) ctx.ui.setWidget(KEY, ready);
+		else process.stderr.write(`${ready.join("\n")}\n`);
 	}
 
 	/** The next start first creates the package's venv (minutes, not milliseconds). */
 	willSetUp(): boolean {
 		try {
-			return !this.transport && !this.dead && bridgePlan().setup !== undefined;
+			return !this.link && !this.off && bridgePlan().setup !== undefined;
 		} catch {
 			return false;
 		}
 	}
 
-	private async start(ctx: ExtensionContext): Promise<void> {
+	/** Open a bridge: the watcher's hosting if it accepts, else the bridge command. */
+	private async open(ctx: ExtensionContext): Promise<Link> {
 		const hosted = await connectHosted(ctx.cwd);
 		if (hosted) return this.attach(hosted.socket, hosted.rest);
-		const plan = bridgePlan();
-		if (plan.setup) await this.setUp(plan.setup.root, plan.setup.venv, ctx);
+		let plan: Plan;
+		try {
+			plan = bridgePlan();
+			if (plan.setup) await this.setUp(plan.setup.root, plan.setup.venv, ctx);
+		} catch (err) {
+			const link = newLink(false, []);
+			this.end(link, err instanceof Error ? err.message : String(err), "missing");
+			return link;
+		}
 		const [cmd, ...args] = plan.argv;
-		const child: ChildProcessWithoutNullStreams = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
+		const link = newLink(false, plan.argv);
+		let child: ChildProcessWithoutNullStreams;
+		try {
+			child = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
+		} catch (err) {
+			this.end(link, `cannot start ${cmd}: ${err instanceof Error ? err.message : String(err)}`, "missing");
+			return link;
+		}
 		child.stdout.setEncoding("utf8");
-		child.stdout.on("data", (chunk: string) => this.onData(chunk));
+		child.stdout.on("data", (chunk: string) => this.onData(link, chunk));
 		child.stderr.setEncoding("utf8");
-		child.stderr.on("data", (chunk: string) => this.onStderr(chunk)); // never block on a full pipe
-		child.on("error", (err) => this.fail(`cannot start ${cmd}: ${err.message}`));
+		child.stderr.on("data", (chunk: string) => this.onStderr(link, chunk)); // never block on a full pipe
+		child.on("error", (err) => this.end(link, `cannot start ${cmd}: ${err.message}`, "missing"));
 		// "close", not "exit": a result written just before exiting is still read first.
 		const exited = new Promise<void>((resolve) => child.on("close", () => resolve()));
-		child.on("close", (code, signal) => this.fail(`bridge exited (${signal ?? code})`));
+		child.on("close", (code, signal) => this.end(link, exitReason(code, signal), code === 127 ? "missing" : "crash"));
 		child.stdin.on("error", () => {}); // EPIPE after a crash: reported through "close"
-		this.transport = {
+		link.transport = {
 			write: (text) => {
 				if (!child.stdin.destroyed) child.stdin.write(text);
 			},
@@ -379,105 +533,196 @@ class Bridge {
 			},
 			exited,
 		};
+		return link;
 	}
 
 	/** Speak the protocol on a connection the watcher accepted to host this session. */
-	private attach(socket: net.Socket, rest: string): void {
-		const exited = new Promise<void>((resolve) => socket.on("close", () => resolve()));
-		const transport: Transport = {
+	private attach(socket: net.Socket, rest: string): Link {
+		const link = newLink(true, []);
+		link.transport = {
 			write: (text) => {
 				if (!socket.destroyed) socket.write(text);
 			},
 			end: () => socket.end(),
 			kill: () => socket.destroy(),
-			exited,
+			exited: new Promise<void>((resolve) => socket.on("close", () => resolve())),
 		};
-		this.transport = transport;
-		socket.on("data", (chunk: string) => this.onData(chunk));
+		socket.on("data", (chunk: string) => this.onData(link, chunk));
 		socket.on("error", () => {}); // reported through "close"
-		socket.on("close", () => this.lose(transport));
-		if (rest) this.onData(rest);
+		socket.on("close", () => this.end(link, "the watcher hosting this session ended", "crash"));
+		if (rest) this.onData(link, rest);
+		return link;
 	}
 
-	/** The watcher hosting this session is gone: the next event starts a bridge of our own. */
-	private lose(transport: Transport): void {
-		if (this.transport !== transport || this.closed || this.dead) return;
-		this.transport = undefined;
-		this.buffer = "";
+	private onStderr(link: Link, chunk: string): void {
+		const lines = (link.stderrPartial + chunk).split(/\r?\n/);
+		link.stderrPartial = (lines.pop() ?? "").slice(-4096);
+		for (const line of lines) if (line.trim()) link.stderr.push(line);
+		if (link.stderr.length > STDERR_LINES) link.stderr.splice(0, link.stderr.length - STDERR_LINES);
+	}
+
+	private tail(link: Link): string[] {
+		const lines = link.stderrPartial.trim() ? [...link.stderr, link.stderrPartial] : link.stderr;
+		return lines.slice(-3).map((line) => `  ${line.slice(0, 300)}`);
+	}
+
+	/** A bridge ended (exit, kill, closed connection, start failure): fail the event it was
+	 * answering (that event counts the loss) or, between events, count it now. */
+	private end(link: Link, reason: string, cause: Cause): void {
+		if (link.gone) return;
+		link.gone = reason;
+		link.cause = cause;
+		if (cause !== "missing" && link.answered === 0 && this.tail(link).some((l) => /No module named/.test(l))) link.cause = "missing";
+		if (this.link === link) this.link = undefined;
 		const waiting = this.waiting;
-		this.waiting = undefined;
-		if (waiting) waiting.reject(new HostedLost("the watcher hosting this session ended"));
+		if (waiting && waiting.link === link) {
+			this.waiting = undefined;
+			waiting.reject(new LinkGone(link, waiting.appended));
+		} else if (link.transport) this.lost(link, undefined, []);
 	}
 
-	private onStderr(chunk: string): void {
-		const lines = (this.stderrPartial + chunk).split(/\r?\n/);
-		this.stderrPartial = lines.pop() ?? "";
-		for (const line of lines) if (line.trim()) this.stderr.push(line);
-		if (this.stderr.length > STDERR_LINES) this.stderr.splice(0, this.stderr.length - STDERR_LINES);
+	/** Count a loss, name what it cost, and decide: restart at the next event (after the back-off)
+	 * or give up. */
+	private lost(link: Link, event: string | undefined, appended: string[], payload?: Params): void {
+		if (link.counted || this.closed || this.off) return;
+		link.counted = true;
+		if (this.link === link) this.link = undefined;
+		link.transport?.kill();
+		const now = Date.now();
+		const ran = link.answered > 0;
+		this.losses = [...this.losses.filter((t) => now - t < DEATH_WINDOW_MS), now];
+		this.deaths = this.deaths.filter((t) => now - t < DEATH_WINDOW_MS);
+		if (ran) {
+			this.deaths.push(now);
+			this.failedStarts = 0;
+		} else this.failedStarts += 1;
+		const last = { reason: link.gone ?? "bridge gone", cause: link.cause, stderr: this.tail(link), argv: link.argv };
+		if (!this.loss || ran) {
+			const when = event ? `during ${event}` : this.prompt ? "while the agent was working" : "between prompts";
+			this.loss = { reason: last.reason, when, hosted: link.hosted, ran: ran || this.everRan, failed: ran ? 0 : 1, missing: this.loss?.missing ?? [], last };
+		} else {
+			this.loss.failed += 1;
+			this.loss.last = last;
+		}
+		this.miss(event, appended, payload);
+		if (this.failedStarts >= MAX_FAILED_STARTS || this.deaths.length >= MAX_DEATHS) this.stop(this.lastCtx, "off");
+		else this.notBefore = now + BACKOFF_MS[Math.min(this.losses.length - 1, BACKOFF_MS.length - 1)];
 	}
 
-	private fail(reason: string): void {
-		if (this.dead) return;
-		this.dead = reason;
-		const waiting = this.waiting;
-		this.waiting = undefined;
-		if (waiting) waiting.reject(new Error(reason));
-		else if (!this.closed) this.warnOnce(this.lastCtx, reason); // it died between two events
+	/** Add what `event` (not answered by any bridge) would have recorded to the pending loss. */
+	private miss(event: string | undefined, appended: string[], payload?: Params): void {
+		const loss = this.loss;
+		if (!loss) return;
+		const items: string[] = [];
+		if (this.prompt?.recording && !(event === "agent_end" && appended.includes(TURN_TYPE))) {
+			const quoted = this.prompt.text ? ` "${this.prompt.text}"` : " in progress";
+			// The new bridge adopts the prompt: its later turns are recorded (Engine.turn_end).
+			items.push(`the rewind points of the prompt${quoted} taken before the bridge stopped (the files before it; its later turns are recorded)`);
+		}
+		if (event) {
+			const what = MISSING[event] ?? `the result of ${event}`;
+			if (what) items.push(event === "checkpoint_entry" && payload?.entryId ? `${what} of ${String(payload.entryId)}` : what);
+		}
+		for (const item of items) if (!loss.missing.includes(item)) loss.missing.push(item);
 	}
 
-	private warnOnce(ctx: ExtensionContext | undefined, reason: string): void {
-		if (this.warned) return;
-		this.warned = true;
-		if (this.stderrPartial.trim()) this.stderr.push(this.stderrPartial);
-		const tail = this.stderr.slice(-3).map((line) => `  ${line.slice(0, 300)}`);
-		const text = [`Rewind: bridge unavailable (${reason}); continuing without rewind`,
-			...(tail.length ? ["bridge stderr (last lines):", ...tail] : []), HINT].join("\n");
+	private missingText(loss: Loss): string {
+		return loss.missing.length ? `missing: ${loss.missing.join("; ")}` : "nothing is missing";
+	}
+
+	/** Restarting stops: too many failures ("off") or Pi ends the session first ("shutdown").
+	 * One warning with the real cause and the hint that fits it. */
+	private stop(ctx: ExtensionContext | undefined, why: "off" | "shutdown"): void {
+		const loss = this.loss;
+		this.loss = undefined;
+		if (why === "off") this.off = loss?.last.reason ?? "bridge unavailable";
+		if (!loss) return;
+		const last = loss.last;
+		let head: string;
+		if (!loss.ran) head = `it could not be started (${plural(loss.failed, "attempt")}; ${last.reason})`;
+		else if (this.deaths.length >= MAX_DEATHS)
+			head = `it stopped ${this.deaths.length} times within ${DEATH_WINDOW_MS / 60000} minutes (last: ${last.reason}, ${loss.when})`;
+		else {
+			const who = loss.hosted ? "the watcher hosting this session ended" : `it stopped (${loss.reason})`;
+			head = `${who} ${loss.when}` + (loss.failed ? ` and ${plural(loss.failed, "restart")} failed (last: ${last.reason})` : "");
+		}
+		const ending =
+			why === "off" ? "rewind is off for the rest of this session" : `Pi ended the session before another ${loss.ran ? "restart" : "attempt"}`;
+		const doctor = last.argv.includes("serve") ? [...last.argv.slice(0, last.argv.indexOf("serve")), "doctor"].join(" ") : "rewind doctor";
+		let hint: string;
+		if (last.cause === "missing" && !loss.ran) hint = INSTALL_HINT; // only when it never ran
+		else if (last.cause === "timeout")
+			hint = `hint: the bridge took longer than REWIND_BRIDGE_TIMEOUT_MS (${TIMEOUT_MS} ms) for one event; raise it for a very large repository, check it with \`${doctor}\`, then /reload`;
+		else if (!loss.ran)
+			hint = `hint: the bridge command (${last.argv.join(" ") || "REWIND_BRIDGE_CMD"}) exits as it starts; run it by hand to see why (REWIND_DEBUG=1 shows a traceback), check \`${doctor}\`, then /reload`;
+		else
+			hint = `hint: the bridge had been running; run Pi with REWIND_DEBUG=1 to get its traceback on stderr (quoted here), check the repository with \`${doctor}\`, then /reload to start rewind again`;
+		const text = [`Rewind: bridge unavailable: ${head}; ${ending}; ${this.missingText(loss)}`,
+			...(last.stderr.length ? ["bridge stderr (last lines):", ...last.stderr] : []), hint].join("\n");
 		show(ctx, text, "warning");
-		try {
-			if (ctx?.hasUI) {
-				ctx.ui.setStatus(KEY, undefined);
-				ctx.ui.setWidget(KEY, undefined);
-			}
-		} catch {
-			// stale ctx
+		if (why === "off") clearScreen(ctx);
+	}
+
+	/** The bridge that replaced a lost one answered: say what happened and that rewind runs. */
+	private recovered(link: Link, ctx: ExtensionContext): void {
+		const loss = this.loss;
+		this.loss = undefined;
+		if (!loss) return;
+		const retries = loss.failed > (loss.ran ? 0 : 1) ? ` (after ${plural(loss.failed - (loss.ran ? 0 : 1), "failed attempt")})` : "";
+		let text: string;
+		if (!loss.ran) text = `Rewind: the bridge did not start at first (${loss.reason}); started again${retries} — rewind is running; ${this.missingText(loss)}`;
+		else {
+			const how = loss.hosted ? `the watcher hosting this session ended ${loss.when}` : `the bridge stopped (${loss.reason}) ${loss.when}`;
+			const again = link.hosted ? "reconnected to the watcher" : loss.hosted ? "this session's own bridge took over" : "restarted";
+			text = `Rewind: ${how}; ${again}${retries} — rewind is running again; ${this.missingText(loss)}`;
 		}
+		const stderr = loss.last.stderr;
+		show(ctx, stderr.length ? [text, "bridge stderr (last lines):", ...stderr].join("\n") : text, "warning");
 	}
 
-	private write(message: object): void {
-		this.transport?.write(`${JSON.stringify(message)}\n`);
+	/** Another rewind extension records this session: start no bridge, say so once. */
+	standAside(ctx: ExtensionContext, text: string): void {
+		this.off = "another rewind extension records this session";
+		this.shown.add(text);
+		show(ctx, text, "warning");
 	}
 
-	private onData(chunk: string): void {
-		this.buffer += chunk;
+	private write(link: Link, message: object): void {
+		link.transport?.write(`${JSON.stringify(message)}\n`);
+	}
+
+	private onData(link: Link, chunk: string): void {
+		if (link.gone) return; // a bridge already given up on
+		link.buffer += chunk;
 		let newline: number;
-		while ((newline = this.buffer.indexOf("\n")) >= 0) {
-			const line = this.buffer.slice(0, newline).replace(/\r$/, "");
-			this.buffer = this.buffer.slice(newline + 1);
-			if (line.trim()) void this.onMessage(line);
+		while ((newline = link.buffer.indexOf("\n")) >= 0) {
+			const line = link.buffer.slice(0, newline).replace(/\r$/, "");
+			link.buffer = link.buffer.slice(newline + 1);
+			if (line.trim()) void this.onMessage(link, line);
 		}
 	}
 
-	private async onMessage(line: string): Promise<void> {
+	private async onMessage(link: Link, line: string): Promise<void> {
 		let message: FromBridge;
 		try {
 			message = JSON.parse(line) as FromBridge;
 		} catch {
 			return; // not protocol output
 		}
-		const waiting = this.waiting;
+		const waiting = this.waiting?.link === link ? this.waiting : undefined;
 		if (message.type === "call") {
 			if (!waiting) {
-				this.write({ type: "reply", id: message.id, error: "no event in flight" });
+				this.write(link, { type: "reply", id: message.id, error: "no event in flight" });
 				return;
 			}
 			// A menu waits for the user: that time does not count against the bridge's deadline.
 			const interactive = message.method === "select";
 			if (interactive) waiting.deadline.pause();
 			try {
-				const result = await this.answer(message.method, message.params ?? {}, waiting.ctx);
-				this.write({ type: "reply", id: message.id, result });
+				const result = await this.answer(message.method, message.params ?? {}, waiting);
+				this.write(link, { type: "reply", id: message.id, result });
 			} catch (err) {
-				this.write({ type: "reply", id: message.id, error: err instanceof Error ? err.message : String(err) });
+				this.write(link, { type: "reply", id: message.id, error: err instanceof Error ? err.message : String(err) });
 			} finally {
 				if (interactive && this.waiting === waiting) waiting.deadline.resume();
 			}
@@ -489,7 +734,8 @@ class Bridge {
 		}
 	}
 
-	private async answer(method: string, params: Params, ctx: ExtensionContext): Promise<unknown> {
+	private async answer(method: string, params: Params, waiting: Waiting): Promise<unknown> {
+		const ctx = waiting.ctx;
 		const sm = ctx.sessionManager;
 		if (method === "session") {
 			const entries = sm.getEntries();
@@ -504,6 +750,7 @@ class Bridge {
 		}
 		if (method === "appendEntry") {
 			this.pi.appendEntry(String(params.customType), params.data);
+			waiting.appended.push(String(params.customType));
 			return { entryId: sm.getLeafId() };
 		}
 		if (method === "select") {
@@ -515,76 +762,133 @@ class Bridge {
 		throw new Error(`unknown call ${method}`);
 	}
 
-	/** Forward one event; events are serialized (one in flight at a time). */
+	/** Forward one event; events are serialized (one in flight at a time). The result is what
+	 * the bridge returned (`cancel`, `skipConversationRestore`, or a command's own fields), or
+	 * undefined when it returned nothing or rewind is not running. */
 	send(event: string, payload: Params, ctx: ExtensionContext | undefined): Promise<EventResult | undefined> {
 		const run = this.queue.then(() => this.sendNow(event, payload, ctx));
 		this.queue = run.catch(() => undefined);
 		return run;
 	}
 
+	/** One event and its reply on `link`; rejects with LinkGone when the link ends first. */
+	private exchange(link: Link, event: string, payload: Params, ctx: ExtensionContext): Promise<ResultMessage | ErrorMessage> {
+		if (link.gone) return Promise.reject(new LinkGone(link, []));
+		const id = this.nextId++;
+		const sm = ctx.sessionManager;
+		return new Promise<ResultMessage | ErrorMessage>((resolve, reject) => {
+			const deadline = new Deadline(TIMEOUT_MS, () => {
+				this.end(link, `no answer to ${event} within ${TIMEOUT_MS} ms`, "timeout");
+				link.transport?.kill();
+			});
+			this.waiting = {
+				id,
+				link,
+				ctx,
+				deadline,
+				appended: [],
+				resolve: (m) => {
+					deadline.clear();
+					link.answered += 1;
+					this.everRan = true;
+					this.failedStarts = 0;
+					resolve(m);
+				},
+				reject: (e) => (deadline.clear(), reject(e)),
+			};
+			this.write(link, {
+				type: "event",
+				id,
+				event,
+				payload,
+				ctx: { hasUI: !!ctx.hasUI, cwd: ctx.cwd, sessionFile: sm.getSessionFile() ?? null, leafId: sm.getLeafId() ?? null },
+			});
+		});
+	}
+
+	/** Show a reply's notices, footer and panel; a replayed session_start repeats no warning. */
+	private present(reply: ResultMessage | ErrorMessage, event: string, ctx: ExtensionContext, replay = false): EventResult | undefined {
+		if (reply.type === "error") {
+			show(ctx, `Rewind: ${reply.error?.message ?? "bridge error"} (${event})`, "warning");
+			return undefined;
+		}
+		for (const notice of reply.notices ?? []) {
+			if (replay && notice.level === "info") continue; // said when the session started
+			const once = replay || notice.text.startsWith(OTHER_WRITER_PREFIX);
+			if (notice.level !== "info" && once && this.shown.has(notice.text)) continue;
+			if (notice.level !== "info" && this.shown.size < 100) this.shown.add(notice.text);
+			if (ctx.hasUI) ctx.ui.notify(notice.text, notice.level);
+			else if (notice.level !== "info") show(ctx, notice.text, notice.level);
+		}
+		if (ctx.hasUI) {
+			if ("status" in reply) ctx.ui.setStatus(KEY, reply.status ?? undefined);
+			// The panel stays above the editor through Pi's redraw after /tree and /fork.
+			if (reply.panel) ctx.ui.setWidget(KEY, reply.panel.length > 0 ? reply.panel : undefined);
+		}
+		const result = reply.result ?? {};
+		return Object.keys(result).length > 0 ? result : undefined;
+	}
+
+	/** A bridge to send `event` to: the running one, or a new one (after a loss, when the
+	 * back-off allows) that has been given this session's session_start first. */
+	private async ready(event: string, ctx: ExtensionContext): Promise<Link | undefined> {
+		if (this.link) return this.link;
+		if (this.loss && event === "session_shutdown") {
+			this.stop(ctx, "shutdown"); // no bridge is started only to end it
+			return undefined;
+		}
+		if (Date.now() < this.notBefore) return undefined;
+		const link = await this.open(ctx); // a first-run setup is not timed
+		if (link.gone) {
+			this.lost(link, undefined, []);
+			return undefined;
+		}
+		this.link = link;
+		if (this.startPayload && event !== "session_start") {
+			try {
+				this.present(await this.exchange(link, "session_start", this.startPayload, ctx), "session_start", ctx, true);
+			} catch (err) {
+				if (!(err instanceof LinkGone)) throw err;
+				this.lost(link, undefined, []);
+				return undefined;
+			}
+			this.recovered(link, ctx);
+		}
+		return this.link === link ? link : undefined;
+	}
+
 	private async sendNow(event: string, payload: Params, given: ExtensionContext | undefined): Promise<EventResult | undefined> {
 		if (given) this.lastCtx = given;
 		const ctx = given ?? this.lastCtx;
-		if (this.closed || !ctx) return undefined;
-		if (this.dead) {
-			this.warnOnce(ctx, this.dead);
-			return undefined;
-		}
+		if (this.closed || !ctx || this.off) return undefined;
+		if (event === "session_start") this.startPayload = payload;
+		if (event === "before_agent_start") {
+			const text = String(payload.prompt ?? "").replace(/\s+/g, " ").trim();
+			this.prompt = { text: text.length > 40 ? `${text.slice(0, 40)}…` : text, recording: false };
+		} else if (event === "turn_start" && payload.turnIndex === 0) this.prompt = { text: this.prompt?.text ?? "", recording: true };
 		try {
-			if (!this.transport) await this.start(ctx); // a first-run setup is not timed
-			if (this.dead) throw new Error(this.dead);
-			const id = this.nextId++;
-			const sm = ctx.sessionManager;
-			const reply = await new Promise<ResultMessage | ErrorMessage>((resolve, reject) => {
-				const deadline = new Deadline(TIMEOUT_MS, () => {
-					this.fail(`no answer to ${event} within ${TIMEOUT_MS} ms`);
-					this.transport?.kill();
-				});
-				this.waiting = {
-					id,
-					ctx,
-					deadline,
-					resolve: (m) => (deadline.clear(), resolve(m)),
-					reject: (e) => (deadline.clear(), reject(e)),
-				};
-				this.write({
-					type: "event",
-					id,
-					event,
-					payload,
-					ctx: { hasUI: !!ctx.hasUI, cwd: ctx.cwd, sessionFile: sm.getSessionFile() ?? null, leafId: sm.getLeafId() ?? null },
-				});
-			});
-			if (reply.type === "error") {
-				show(ctx, `Rewind: ${reply.error?.message ?? "bridge error"} (${event})`, "warning");
+			const link = await this.ready(event, ctx);
+			if (!link) {
+				this.miss(event, [], payload); // not forwarded: named when the loss is reported
 				return undefined;
 			}
-			if (ctx.hasUI) {
-				for (const notice of reply.notices ?? []) ctx.ui.notify(notice.text, notice.level);
-				if ("status" in reply) ctx.ui.setStatus(KEY, reply.status ?? undefined);
-				// The panel stays above the editor through Pi's redraw after /tree and /fork.
-				if (reply.panel) ctx.ui.setWidget(KEY, reply.panel.length > 0 ? reply.panel : undefined);
-			} else {
-				for (const notice of reply.notices ?? []) if (notice.level !== "info") show(ctx, notice.text, notice.level);
-			}
-			const result = reply.result ?? {};
-			return Object.keys(result).length > 0 ? result : undefined;
+			const fresh = link.answered === 0;
+			const reply = await this.exchange(link, event, payload, ctx);
+			if (fresh) this.recovered(link, ctx);
+			return this.present(reply, event, ctx);
 		} catch (err) {
-			if (err instanceof HostedLost) {
-				// Not a failure of rewind: what this event would have recorded is missing; the
-				// next event starts a bridge of this session's own.
-				show(ctx, `Rewind: ${err.message} during ${event}; the next event starts this session's own bridge`, "warning");
-				return undefined;
-			}
-			this.warnOnce(ctx, err instanceof Error ? err.message : String(err));
+			if (err instanceof LinkGone) this.lost(err.link, event, err.appended, payload);
+			else show(ctx, `Rewind: ${err instanceof Error ? err.message : String(err)} (${event})`, "warning");
 			return undefined;
+		} finally {
+			if (event === "agent_end") this.prompt = undefined;
 		}
 	}
 
 	/** After session_shutdown: close stdin (the bridge exits on EOF), wait briefly, then kill. */
 	async close(): Promise<void> {
 		this.closed = true;
-		const transport = this.transport;
+		const transport = this.link?.transport;
 		if (!transport) return;
 		transport.end();
 		let timer: ReturnType<typeof setTimeout> | undefined;
@@ -595,6 +899,34 @@ class Bridge {
 		clearTimeout(timer); // a pending timer would keep Pi's process alive
 		if (!gone) transport.kill();
 	}
+}
+
+/** Marks our own probe, so that our listeners skip it (an `in` test reads no getter). */
+const PROBE = Symbol.for("rewind-ledger.probe");
+
+/** True when another extension listens on the event-bus channels pi-rewind-hook listens on.
+ * The bus calls listeners synchronously; the probe's fields are getters whose values no
+ * listener's allow-list accepts (pi-rewind-hook reads `mode` / `source` first and returns). */
+function otherRewindListener(pi: ExtensionAPI): boolean {
+	let read = false;
+	const probe = (field: string): object => {
+		const value = { [PROBE]: true };
+		Object.defineProperty(value, field, {
+			enumerable: true,
+			get: () => {
+				read = true;
+				return "rewind-ledger-probe";
+			},
+		});
+		return value;
+	};
+	try {
+		pi.events.emit("rewind:fork-preference", probe("mode"));
+		pi.events.emit("rewind:checkpoint-entry", probe("source"));
+	} catch {
+		return false; // a listener threw: we cannot tell
+	}
+	return read;
 }
 
 /** One active copy per Pi process: a second copy of this extension stays off and says so. */
@@ -614,7 +946,7 @@ function here(): string {
 	}
 }
 
-export default function rewindLedger(pi: ExtensionAPI): void {
+export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	const claims = globalThis as unknown as Claims;
 	const token = {};
 	const claimed = claims[CLAIM];
@@ -633,6 +965,12 @@ export default function rewindLedger(pi: ExtensionAPI): void {
 	const unsubscribe: Array<() => void> = [];
 
 	pi.on("session_start", async (e, ctx) => {
+		// Every extension has loaded by now, in either order: another rewind extension is seen
+		// before the first prompt, so that no prompt is recorded twice.
+		if (otherRewindListener(pi)) {
+			bridge.standAside(ctx, OTHER_WRITER);
+			return;
+		}
 		const started = bridge.send("session_start", { reason: e.reason, previousSessionFile: e.previousSessionFile ?? null }, ctx);
 		// A first-run setup of the Python side must not hold up Pi's start: not awaited then (the
 		// events that follow wait for it in the bridge's queue).
@@ -704,15 +1042,29 @@ export default function rewindLedger(pi: ExtensionAPI): void {
 	});
 	// The reference's event-bus hooks, for other extensions (no ctx: the last one seen is used).
 	// The bus outlives this instance (/new, /fork, /reload start a fresh one): unsubscribe at shutdown.
-	const data = (value: unknown) => (value ?? {}) as Params;
+	// Our own probe (otherRewindListener) is skipped before any of its fields is read.
+	const data = (value: unknown) => (value !== null && typeof value === "object" && PROBE in value ? undefined : ((value ?? {}) as Params));
 	unsubscribe.push(
 		pi.events.on("rewind:checkpoint-entry", (value) => {
 			const d = data(value);
+			if (!d) return;
 			void bridge.send("checkpoint_entry", { entryId: d.entryId, source: d.source ?? null }, undefined);
 		}),
 		pi.events.on("rewind:fork-preference", (value) => {
 			const d = data(value);
+			if (!d) return;
 			void bridge.send("fork_preference", { mode: d.mode, source: d.source }, undefined);
 		}),
 	);
+	// `/rewind` (tools/pi-extension/rewind-command.ts). Loaded here, not imported at the top: a
+	// copy of this one file into ~/.pi/agent/extensions/ still runs, without /rewind, and says so.
+	try {
+		const { registerRewind } = await import("./rewind-command.ts");
+		registerRewind(pi, bridge);
+	} catch (err) {
+		const why = err instanceof Error ? err.message : String(err);
+		pi.on("session_start", (_e, ctx) => {
+			show(ctx, `Rewind: /rewind is not available (${why}); copy the whole tools/pi-extension folder to get it`, "info");
+		});
+	}
 }
