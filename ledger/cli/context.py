@@ -5,7 +5,15 @@ repository and the agent dir once, and owns the two output channels: ``emit`` fo
 (JSON with ``--json``, text otherwise) and ``warn`` for notices on stderr.
 
 Invariants: commands never print directly; they call ``emit``/``emit_line``/``warn``. With
-``--json``, stdout carries JSON only.
+``--json``, stdout carries JSON only, and it is always valid UTF-8 whatever the file names:
+paths are ``str`` decoded with ``surrogateescape`` (the raw bytes of a name that is not UTF-8
+survive as lone surrogates), which no JSON encoder accepts. :func:`json_safe` writes such a
+string as git quotes it (C-style, ``core.quotePath``'s default: ``"caf\\351.txt"``) and adds
+its exact bytes, base64, under the same key plus ``Bytes`` (``path`` → ``pathBytes``; for a
+list, a parallel list with ``null`` for the strings that needed nothing). Only when needed, and
+only on that path: a payload without such a string is encoded once, untouched. Text output
+writes such bytes back as they were (``surrogateescape``), as git does with
+``core.quotePath=false``.
 """
 
 from __future__ import annotations
@@ -135,6 +143,8 @@ class CliContext:
         else:
             rendered = text() if callable(text) else text
             if rendered:
+                if not rendered.isascii():
+                    tolerate_raw_bytes(self.stdout)
                 self.stdout.write(rendered if rendered.endswith("\n") else rendered + "\n")
 
     def emit_line(self, payload: Any, text: str) -> None:
@@ -145,16 +155,132 @@ class CliContext:
         self.stderr.write(f"warning: {message}\n")
 
 
+def tolerate_raw_bytes(stream: IO[str]) -> None:
+    """Let ``stream`` write strings holding raw bytes (lone surrogates) back as those bytes."""
+    reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper's; a pipe may lack it
+    if reconfigure is not None and getattr(stream, "errors", None) != "surrogateescape":
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):
+            pass
+
+
 def dumps(payload: Any) -> str:
     import orjson  # here, not at module level: only commands that print JSON pay for it
 
-    return orjson.dumps(payload, default=_default).decode("utf-8")
+    try:
+        return orjson.dumps(payload, default=_default).decode("utf-8")
+    except TypeError:  # orjson.JSONEncodeError: e.g. "str is not valid UTF-8: surrogates"
+        safe, changed = json_safe(payload)
+        if not changed:
+            raise
+        return orjson.dumps(safe, default=_default).decode("utf-8")
 
 
 def dumps_small(payload: Any) -> str:
     import json
 
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if not text.isascii() and not _is_utf8(text):
+        text = json.dumps(json_safe(payload)[0], ensure_ascii=False, separators=(",", ":"))
+    return text
+
+
+def _is_utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def raw_bytes(value: str) -> bytes:
+    """The bytes a ``surrogateescape``-decoded string came from (a lone surrogate that is no
+    escaped byte, from a JSON ``\\udXXX`` escape, as its WTF-8 bytes)."""
+    try:
+        return value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+
+
+_C_ESCAPES = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 0x22: '"', 0x5C: "\\"}
+
+
+def git_quote(value: str | bytes) -> str:
+    """git's C-style quoting of a path (``quote_c_style`` with ``core.quotePath`` on, its
+    default): unchanged when every byte is printable ASCII other than ``"`` and ``\\``, else in
+    double quotes with ``\\n``-style escapes and other bytes as three octal digits."""
+    raw = raw_bytes(value) if isinstance(value, str) else value
+    if all(0x20 <= b < 0x7F and b not in (0x22, 0x5C) for b in raw):
+        return raw.decode("ascii")
+    parts = []
+    for b in raw:
+        if b in _C_ESCAPES:
+            parts.append("\\" + _C_ESCAPES[b])
+        elif b < 0x20 or b >= 0x7F:
+            parts.append(f"\\{b:03o}")
+        else:
+            parts.append(chr(b))
+    return '"' + "".join(parts) + '"'
+
+
+def display_path(path: str) -> str:
+    """A path for a text line: as it is when it is UTF-8 without control characters, else as
+    git quotes it (so a newline or a raw byte can never break or forge a line)."""
+    if path.isprintable() and _is_utf8(path):
+        return path
+    return git_quote(path)
+
+
+def json_safe(value: Any) -> tuple[Any, bool]:
+    """``value`` with every string that is not valid UTF-8 git-quoted, its bytes added under
+    ``<key>Bytes`` (base64), see the module; and whether anything changed."""
+    if isinstance(value, str):
+        return (value, False) if value.isascii() or _is_utf8(value) else (git_quote(value), True)
+    if isinstance(value, Path):
+        return json_safe(str(value))
+    if hasattr(value, "model_dump"):
+        return json_safe(value.model_dump(mode="json"))
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        changed = False
+        for key, item in value.items():
+            if isinstance(key, str):
+                key, key_changed = json_safe(key)
+                changed |= key_changed
+            safe, item_changed, raw = _with_raw(item)
+            out[key] = safe
+            if raw is not None and isinstance(key, str) and f"{key}Bytes" not in value:
+                out[f"{key}Bytes"] = raw
+            changed |= item_changed
+        return out, changed
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        pairs = [json_safe(item) for item in items]
+        return [p[0] for p in pairs], any(p[1] for p in pairs)
+    return value, False
+
+
+def _with_raw(item: Any) -> tuple[Any, bool, Any]:
+    """``json_safe(item)`` and the raw-bytes field for it (``None``: none needed)."""
+    import base64
+
+    if isinstance(item, Path):
+        item = str(item)
+    if isinstance(item, str):
+        safe, changed = json_safe(item)
+        return safe, changed, base64.b64encode(raw_bytes(item)).decode() if changed else None
+    if isinstance(item, (list, tuple)) and any(isinstance(i, (str, Path)) for i in item):
+        texts = [str(i) if isinstance(i, Path) else i for i in item]
+        safe_items = [json_safe(i) for i in texts]
+        raws = [
+            base64.b64encode(raw_bytes(t)).decode() if isinstance(t, str) and c else None
+            for t, (_, c) in zip(texts, safe_items)
+        ]
+        changed = any(c for _, c in safe_items)
+        return [s for s, _ in safe_items], changed, raws if changed else None
+    safe, changed = json_safe(item)
+    return safe, changed, None
 
 
 def _default(value: Any) -> Any:

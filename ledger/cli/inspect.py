@@ -2,8 +2,8 @@
 
 Why it exists: formatting only. The answers come from :mod:`ledger.inspect`; this module turns
 them into grep-able text lines or JSON (one object per line where a command lists things).
-``rewind log --patch/--stat`` (every prompt and turn with its diff) is formatted by
-:mod:`ledger.cli.review`, which owns the pager and colour rules.
+``rewind log --patch|--stat|--numstat|--name-status`` (every prompt and turn with its diff) is
+formatted by :mod:`ledger.cli.review`, which owns the diff options, pager and colour rules.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ def register(
     )
     p.add_argument(
         "--lineage",
-        action="store_true",
-        help="also list the references of the ancestor sessions "
-        "(with --patch/--stat: find points through the forks)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also list the references of the ancestor sessions; with a detail option, find "
+        "points through the forks (the default there: --no-lineage uses the session's own)",
     )
     _add_log_detail_options(p)
     p.set_defaults(run=run_log)
@@ -62,28 +63,9 @@ def register(
 
 
 def _add_log_detail_options(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--patch",
-        "-p",
-        dest="detail",
-        action="store_const",
-        const="patch",
-        help="every prompt and turn of the branch with its diff, like git log -p",
-    )
-    group.add_argument(
-        "--stat",
-        dest="detail",
-        action="store_const",
-        const="stat",
-        help="every prompt and turn of the branch with a diffstat",
-    )
-    p.set_defaults(detail=None)
-    p.add_argument(
-        "--find-renames", "-M", action="store_true", help="with --patch/--stat: detect renames"
-    )
-    p.add_argument("--no-color", action="store_true", help="with --patch/--stat: never colour")
-    p.add_argument("--no-pager", action="store_true", help="with --patch/--stat: do not page")
+    from ledger.cli.review import add_diff_options
+
+    add_diff_options(p, default=None, log=True)
 
 
 def resolve_session_path(ctx: CliContext, name: str) -> Path:
@@ -144,7 +126,7 @@ def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
         from ledger.cli.review import run_log_detail
 
         return run_log_detail(args, ctx, path)
-    report = ledger_log(path, LineageReader(), lineage=args.lineage)
+    report = ledger_log(path, LineageReader(), lineage=bool(args.lineage))
     for warning in report.warnings:
         ctx.warn(warning)
     for row in report.rows:

@@ -1,9 +1,12 @@
-"""``rewind show`` and ``rewind report``, and the pager and colour rules ``rewind log`` shares.
+"""``rewind show`` and ``rewind report``, and the diff options, pager and colour rules that
+``rewind log`` shares.
 
 Why it exists: formatting only. The steps, diffs and the HTML page come from
-:mod:`ledger.review`; this module resolves names, decides colour (only on a terminal, never with
-``--no-color`` or ``NO_COLOR``) and pipes long text through a pager on a terminal as git does
-(``GIT_PAGER``, else ``PAGER``, else ``less`` with ``LESS=FRX`` unless ``LESS`` is set).
+:mod:`ledger.review`; this module resolves names, decides colour as git does (``--color=WHEN``,
+else git's ``color.diff``, else ``color.ui``, else ``auto``: only on a terminal, and never with
+``NO_COLOR`` or ``TERM=dumb``) and pipes long text through a pager on a terminal as git does
+(``GIT_PAGER``, else ``PAGER``, else ``less`` with ``LESS=FRX`` unless ``LESS`` is set). The
+``--stat`` width is git's: ``COLUMNS``, else the terminal's width, else 80.
 
 Invariants: read-only on the repository and the sessions; ``report`` writes only its output file
 (atomically, through a temporary file next to it). ``--json`` never pages and never colours.
@@ -14,8 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,8 +31,9 @@ if TYPE_CHECKING:
 
     from ledger.git.repo import GitRepo
 
-SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
-ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
+SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest; the default)"
+ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the branch's latest prompt; the default)"
+COLOR_CHOICES = ("always", "never", "auto")
 
 
 def register(
@@ -45,8 +47,8 @@ def register(
         "entry) changed: the diff from the rewind point before it to the one after "
         "it, under a header with the prompt text and the assistant's summary line.",
     )
-    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
-    p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
+    p.add_argument("session", metavar="SESSION", nargs="?", default="@", help=SESSION_HELP)
+    p.add_argument("entry", metavar="ENTRY", nargs="?", default="@", help=ENTRY_HELP)
     add_diff_options(p, default="patch")
     p.set_defaults(run=run_show)
 
@@ -69,43 +71,86 @@ def register(
     p.set_defaults(run=run_report)
 
 
-def add_diff_options(p: argparse.ArgumentParser, *, default: str) -> None:
+def add_diff_options(p: argparse.ArgumentParser, *, default: str | None, log: bool = False) -> None:
+    """The detail options (``--patch``, ``--stat``, ``--numstat``, ``--name-status``), renames,
+    colour and pager; ``log``: the words of ``rewind log``, where they are optional."""
+    what = "every prompt and turn of the branch with " if log else ""
     group = p.add_mutually_exclusive_group()
-    group.add_argument(
-        "--patch",
-        "-p",
-        dest="detail",
-        action="store_const",
-        const="patch",
-        help="the unified diff (byte for byte what git diff prints)",
+    details = (
+        ("--patch", "patch", "its diff, like git log -p" if log else "the unified diff"),
+        ("--stat", "stat", "a diffstat (git diff --stat)"),
+        ("--numstat", "numstat", "added and deleted lines per file (git diff --numstat)"),
+        ("--name-status", "name-status", "a status letter and the names (git diff --name-status)"),
     )
-    group.add_argument(
-        "--stat",
-        dest="detail",
-        action="store_const",
-        const="stat",
-        help="a diffstat instead of the patch",
-    )
+    for flag, const, help_text in details:
+        flags = [flag, "-p"] if const == "patch" else [flag]
+        group.add_argument(
+            *flags, dest="detail", action="store_const", const=const, help=what + help_text
+        )
     p.set_defaults(detail=default)
+    when = "with a detail option: " if log else ""
     p.add_argument(
         "--find-renames",
         "-M",
         action="store_true",
-        help="detect renames (off by default, as git diff)",
+        help=when + "detect renames (off by default, as git diff --no-renames)",
     )
-    p.add_argument("--no-color", action="store_true", help="never colour the output")
-    p.add_argument("--no-pager", action="store_true", help="do not pipe the output through a pager")
+    p.add_argument(
+        "--color",
+        nargs="?",
+        const="always",
+        choices=COLOR_CHOICES,
+        metavar="WHEN",
+        help=when + "colour: always, never or auto (a terminal; the default, unless git's "
+        "color.diff or color.ui says otherwise)",
+    )
+    p.add_argument(
+        "--no-color",
+        dest="color",
+        action="store_const",
+        const="never",
+        help=when + "never colour (--color=never)",
+    )
+    p.add_argument(
+        "--no-pager", action="store_true", help=when + "do not pipe the output through a pager"
+    )
 
 
 # --- colour and pager ---------------------------------------------------------------------------
 
 
-def use_color(ctx: CliContext, args: argparse.Namespace) -> bool:
-    if ctx.json or getattr(args, "no_color", False) or os.environ.get("NO_COLOR"):
+def use_color(ctx: CliContext, args: argparse.Namespace, repo: GitRepo | None = None) -> bool:
+    """git's rule: ``--color=WHEN``, else ``color.diff``, else ``color.ui``, else ``auto``;
+    ``auto`` colours a terminal only (not ``TERM=dumb``, not with ``NO_COLOR``)."""
+    if ctx.json:
         return False
-    if os.environ.get("TERM") == "dumb":
+    when = getattr(args, "color", None) or _configured_color(repo)
+    if when == "always":
+        return True
+    if when == "never" or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     return _isatty(ctx.stdout)
+
+
+def _configured_color(repo: GitRepo | None) -> str:
+    """``color.diff``, else ``color.ui``, as git reads them (``true`` means ``auto``)."""
+    if repo is None:
+        return "auto"
+    import pygit2  # loaded already with the repository
+
+    config = repo.pygit2.config
+    for key in ("color.diff", "color.ui"):
+        try:
+            value = str(config[key]).strip().lower()
+        except (KeyError, ValueError, pygit2.GitError):  # unset or unreadable: the next
+            continue
+        if value in ("always", "never", "auto"):
+            return value
+        if value in ("false", "no", "off", "0", ""):
+            return "never"
+        if value in ("true", "yes", "on", "1"):
+            return "auto"
+    return "auto"
 
 
 def _isatty(stream: IO[str]) -> bool:
@@ -116,8 +161,18 @@ def _isatty(stream: IO[str]) -> bool:
 
 
 def terminal_width(ctx: CliContext) -> int:
+    """git's ``term_columns``: ``COLUMNS`` when a positive number, else the terminal's width
+    when stdout is one, else 80."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     if _isatty(ctx.stdout):
-        return max(40, shutil.get_terminal_size((80, 24)).columns)
+        try:
+            return os.get_terminal_size(ctx.stdout.fileno()).columns or 80
+        except (AttributeError, ValueError, OSError):
+            import shutil
+
+            return shutil.get_terminal_size((80, 24)).columns
     return 80
 
 
@@ -132,6 +187,8 @@ def paged(ctx: CliContext, args: argparse.Namespace) -> Iterator[None]:
     if command.strip() in ("", "cat"):
         yield
         return
+    import subprocess
+
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")
     env.setdefault("LV", "-c")
@@ -189,17 +246,28 @@ def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.session.store import read_session
 
     path, repo = _session_repo(ctx, args.session)
-    entry = resolve_entry(read_session(path), args.entry)
+    session = read_session(path)
+    entry = resolve_entry(session, args.entry)
+    if args.entry == "@":  # the leaf is often a record: show the branch's latest prompt
+        prompts = [e.id for e in session.branch() if e.role == "user"]
+        entry = prompts[-1] if prompts else entry
+    color = use_color(ctx, args, repo)
+    width = terminal_width(ctx)
     review, warnings = show_entry(
-        repo, path, entry, find_renames=args.find_renames, detail=args.detail
+        repo,
+        path,
+        entry,
+        find_renames=args.find_renames,
+        detail=args.detail,
+        values=ctx.json,
+        color=color,
+        width=width,
     )
     for warning in warnings:
         ctx.warn(warning)
     if ctx.json:
         ctx.emit(review.to_json(args.detail), "")
         return 0
-    color = use_color(ctx, args)
-    width = terminal_width(ctx)
     with paged(ctx, args):
         ctx.stdout.write(render_step(review, args.detail, color=color, width=width))
         ctx.stdout.flush()
@@ -207,22 +275,31 @@ def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def run_log_detail(args: argparse.Namespace, ctx: CliContext, path: Path) -> int:
-    """``rewind log --patch/--stat``: every prompt and turn of the branch with its diff."""
+    """``rewind log --patch|--stat|--numstat|--name-status``: every prompt and turn of the
+    branch with its diff. Points are found through the forks unless ``--no-lineage`` (as
+    ``show`` and ``report`` do)."""
     from ledger.review.show import log_text, open_review
     from ledger.session.store import read_header
 
     cwd = read_header(path).get("cwd")
     near = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
     repo = ctx.repo(near=near)
-    review = open_review(repo, path, lineage=args.lineage, find_renames=args.find_renames)
+    color = use_color(ctx, args, repo)
+    width = terminal_width(ctx)
+    review = open_review(
+        repo,
+        path,
+        lineage=args.lineage is not False,
+        find_renames=args.find_renames,
+        color=color,
+        width=width,
+    )
     for warning in review.warnings:
         ctx.warn(warning)
     if ctx.json:
         for item in review.reviews(args.detail):
             ctx.emit_line(item.to_json(args.detail), "")
         return 0
-    color = use_color(ctx, args)
-    width = terminal_width(ctx)
     with paged(ctx, args):
         for chunk in log_text(review, args.detail, color=color, width=width):
             ctx.stdout.write(chunk)
@@ -244,7 +321,13 @@ def run_report(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.warn(warning)
     ctx.emit(
         result.to_json(),
-        f"wrote {result.path}: {result.prompts} prompts, {result.turns} turns, "
-        f"{result.files} file changes, {result.bytes} bytes",
+        f"wrote {result.path}: {counted(result.prompts, 'prompt')}, "
+        f"{counted(result.turns, 'turn')}, {counted(result.files, 'file change')}, "
+        f"{counted(result.bytes, 'byte')}",
     )
     return 0
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 prompt``, ``2 prompts``, ``0 prompts``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

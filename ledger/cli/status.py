@@ -8,7 +8,9 @@ Invariants: read-only. It captures the work tree with the same private capture a
 (:func:`ledger.git.capture.capture_tree`: the private index under ``.git/pi-rewind/`` and git
 objects), but makes no commit, appends nothing to ``refs/pi-rewind/store``, leaves the
 latest-snapshot record alone and writes no record to the session; the user's index, HEAD and
-branches are never touched. Exit status 0 whether or not something changed.
+branches are never touched. Exit status 0 whether or not something changed. A path that is not
+UTF-8 or holds a control character is printed as git quotes it; ``--json`` carries it quoted
+with its exact bytes beside it (``pathBytes``, see :mod:`ledger.cli.context`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from ledger.cli.context import CliContext
+from ledger.cli.context import CliContext, display_path
 from ledger.outside import OutsideChange, count_text, done_warning, files, plan_warning
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
@@ -78,7 +80,7 @@ def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def status_line(change: OutsideChange) -> str:
     detail = f" ({change.detail})" if change.detail else ""
-    return f"  {change.letter} {change.path}{detail}"
+    return f"  {change.letter} {display_path(change.path)}{detail}"
 
 
 def plan_outside_lines(report: Any, session_name: str, *, done: bool = False) -> list[str]:

@@ -10,6 +10,9 @@ Invariants:
 - :func:`tree_changes` compares two trees without rename detection (D2, docs/defects.md#d2),
   skipping identical subtrees, so its cost grows with the changes, not with the repository.
 - Read-only: the only objects written are the trees :func:`tree_without` builds.
+- :func:`diff_tree_batch` is the one place review text comes from git itself: one ``git
+  diff-tree --stdin`` process for any number of tree pairs (git's bytes, see
+  :mod:`ledger.review.diff`).
 - With a ``problems`` list, the target side is checked entry by entry by the safety rules of
   :mod:`ledger.git.restore_safety` while it is read (names, modes, duplicates); problems are
   collected, never partly acted on. Without one, modes are canonicalized as git does and a
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 import pygit2
 from pygit2.enums import FileMode
 
-from ledger.errors import MissingCommitError
+from ledger.errors import GitError, MissingCommitError
 from ledger.git.repo import GitRepo
 from ledger.git.restore_safety import EntryCheck, Problem
 from ledger.git.runner import GitRunner
@@ -309,12 +312,58 @@ def patch(repo: GitRepo, from_tree: str, to_tree: str, *, paths: Sequence[str] =
     return result.text
 
 
+def diff_tree_batch(
+    repo: GitRepo,
+    pairs: Sequence[tuple[str, str]],
+    options: Sequence[str],
+    *,
+    config: Iterable[tuple[str, str]] = (),
+) -> list[bytes]:
+    """git's own diff output for each ``(old_tree, new_tree)`` pair (tree ids, not commits), in
+    order, from one ``git diff-tree --stdin -r <options>`` process: the text ``git diff
+    <options> <old> <new>`` prints (no external diff, no textconv).
+
+    git echoes each input line (``<old> <new>``) before that pair's output; the output is split
+    there. No output line can equal an echo: patch lines start with a marker or a fixed word,
+    stat lines with a space, numstat/name-status lines hold a tab, and a path is C-quoted when
+    it holds a newline (with ``-z``, a path would have to name the hash of the tree holding it).
+    """
+    if not pairs:
+        return []
+    lines = b"".join(f"{a} {b}\n".encode("ascii") for a, b in pairs)
+    result = GitRunner(repo.root, repo.git_dir).run(
+        ["diff-tree", "--stdin", "-r", "--no-ext-diff", "--no-textconv", *options],
+        operation="git diff-tree",
+        config=(("diff.noprefix", "false"), ("diff.mnemonicPrefix", "false"), *config),
+        input=lines,
+    )
+    out = result.stdout
+    echoes = [f"{a} {b}\n".encode("ascii") for a, b in pairs]
+    starts: list[int] = []
+    pos = 0
+    for echo in echoes:
+        at = pos if out.startswith(echo, pos) else -1
+        while at < 0:
+            found = out.find(echo, pos)
+            if found < 0:
+                raise GitError("git diff-tree", "unexpected output (an input line was not echoed)")
+            if out[found - 1 : found] in (b"\n", b"\0"):
+                at = found
+            else:
+                pos = found + 1
+        starts.append(at)
+        pos = at + len(echo)
+    ends = [*starts[1:], len(out)]
+    return [out[s + len(e) : end] for s, e, end in zip(starts, echoes, ends)]
+
+
 __all__ = [
     "Change",
     "Entry",
     "Split",
     "TreeReader",
     "canonical_mode",
+    "diff_tree_batch",
     "diff_trees",
     "entry_at",
     "leaf_changes",

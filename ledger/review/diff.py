@@ -1,39 +1,50 @@
-"""Diffs between two snapshot trees, by git's own rules, computed with pygit2.
+"""Diffs between two snapshot trees, by git's own rules: git's own text, and the same as values.
 
-Why it exists: ``rewind show``, ``rewind log --patch`` and ``rewind report`` all describe what
-changed between two rewind points. They must say exactly what ``git diff <tree-a> <tree-b>``
-says, so a user can trust (and grep, and apply) the text. libgit2's patch printer follows git's
-format closely; this module closes the two gaps that remain:
+Why it exists: ``rewind show``, ``rewind log --patch|--stat|--numstat|--name-status`` and
+``rewind report`` all describe what changed between two rewind points. They must say exactly
+what ``git diff <tree-a> <tree-b>`` says, so a user can trust (and grep, and apply) the text.
 
-- the ``index <a>..<b>`` line: git abbreviates object ids with ``core.abbrev`` (``auto`` by
-  default: seven hex digits, more for large packed object stores, more again when a prefix is
-  ambiguous); libgit2 always prints seven. :class:`Abbrev` reproduces git's rule.
-- an added or deleted *empty* file: git prints no ``---``/``+++`` lines; libgit2 does.
+Two ways, one per need:
+
+- :class:`GitDiffer` asks git itself: one ``git diff-tree --stdin`` process per output format
+  for any number of point pairs (:func:`ledger.git.trees.diff_tree_batch`), so every byte is
+  git's: path quoting (``core.quotePath``), the TAB after a ``---``/``+++`` name holding a
+  space, typechanges (one stat line, two patch sections), ``{a => b}`` rename compaction, binary
+  detection (a NUL in the first 8000 bytes: libgit2 also calls text with control bytes binary),
+  ``core.abbrev``, the colours of ``color.diff.*``. The values (:class:`FileDiff`) come from the
+  same process's ``--raw --numstat -z`` output, so the counts agree with the text. The diff
+  settings ``git diff`` reads and ``git diff-tree`` does not (``diff.context``,
+  ``diff.interHunkContext``, ``diff.algorithm``, ``diff.indentHeuristic``, ``diff.noprefix``,
+  ``diff.statGraphWidth``) are passed as options (:func:`porcelain_options`). A process costs a
+  few milliseconds; libgit2 cannot give these bytes (measured: ``tools/bench_review.py``).
+- :func:`diff_trees` without a patch computes values in-process with pygit2, for callers that
+  only need counts and should not spawn a process (the restore preview). libgit2's patch text
+  is never used: it differs from git's (index abbreviation, empty files, quoting, the TAB,
+  typechanges, binary detection).
 
 Invariants:
-- Read-only: nothing here writes an object, a ref or a file.
+- Read-only: nothing here writes a ref or a file (only the empty tree object, when a side is
+  missing).
 - No rename or copy detection unless ``find_renames`` is asked for (git's ``--no-renames``).
-- Binary files are reported as ``Binary files a/x and b/x differ``; mode changes, symlinks and
-  ``\\ No newline at end of file`` appear as git prints them.
-- Only regular output is produced here (no colour); colouring is a separate pass.
+- Text is git's without colour unless colour is asked for (``--color=always``); the values are
+  always computed without colour.
+- Paths are ``str`` decoded with ``surrogateescape`` (``os.fsdecode``): the raw bytes survive.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
-import struct
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import pygit2
 
-from ledger.errors import MissingCommitError
-from ledger.git.repo import peel_tree
+from ledger.errors import GitError, MissingCommitError
+from ledger.git.repo import GitRepo, peel_tree
 
 ZERO_HEX = "0" * 40
-_INDEX_LINE = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$")
 _STATUS = {
     pygit2.enums.DeltaStatus.ADDED: "added",
     pygit2.enums.DeltaStatus.DELETED: "deleted",
@@ -42,81 +53,6 @@ _STATUS = {
     pygit2.enums.DeltaStatus.COPIED: "copied",
     pygit2.enums.DeltaStatus.TYPECHANGE: "typechange",
 }
-
-
-class Abbrev:
-    """Git's abbreviation of object ids for one repository (``core.abbrev``, default ``auto``).
-
-    ``auto``: ``max(7, ceil((msb(packed objects) + 2) / 2))`` as git's
-    ``repo_find_unique_abbrev_r`` computes it, then lengthened until the prefix is unique.
-    """
-
-    def __init__(self, repo: pygit2.Repository) -> None:
-        self._repo = repo
-        self._cache: dict[str, str] = {}
-        self.base = self._base_length()
-
-    def _base_length(self) -> int:
-        try:
-            value = str(self._repo.config["core.abbrev"]).strip().lower()
-        except (KeyError, pygit2.GitError, ValueError):
-            value = "auto"
-        if value in ("no", "false", "off"):
-            return 40
-        if value.isdigit():
-            return max(4, min(40, int(value)))
-        count = _packed_object_count(Path(self._repo.path) / "objects")
-        bits = count.bit_length()  # msb(count) + 1
-        return max(7, (bits + 1) // 2)
-
-    def __call__(self, hex_id: str) -> str:
-        cached = self._cache.get(hex_id)
-        if cached is not None:
-            return cached
-        length = self.base
-        while length < 40 and self._ambiguous(hex_id[:length]):
-            length += 1
-        short = hex_id[:length]
-        self._cache[hex_id] = short
-        return short
-
-    def _ambiguous(self, prefix: str) -> bool:
-        try:
-            self._repo.odb.read_header(prefix)
-        except ValueError as exc:
-            return "ambiguous" in str(exc).lower()
-        except (KeyError, pygit2.GitError, TypeError):
-            return self._ambiguous_lookup(prefix)
-        return False
-
-    def _ambiguous_lookup(self, prefix: str) -> bool:
-        try:
-            self._repo.revparse_single(prefix)
-        except (KeyError, pygit2.GitError, ValueError) as exc:
-            return "ambiguous" in str(exc).lower()
-        return False
-
-
-def _packed_object_count(objects: Path) -> int:
-    """Objects in the packs (git's ``repo_approximate_object_count``; loose ones are not counted)."""
-    total = 0
-    try:
-        names = os.listdir(objects / "pack")
-    except OSError:
-        return 0
-    for name in names:
-        if not name.endswith(".idx"):
-            continue
-        try:
-            with open(objects / "pack" / name, "rb") as handle:
-                head = handle.read(8 + 256 * 4)
-        except OSError:
-            continue
-        if head[:4] == b"\xfftOc":  # v2 index: magic, version, then the fanout table
-            total += struct.unpack(">I", head[8 + 255 * 4 : 8 + 256 * 4])[0]
-        elif len(head) >= 256 * 4:  # v1 index: the fanout table first
-            total += struct.unpack(">I", head[255 * 4 : 256 * 4])[0]
-    return total
 
 
 @dataclass(frozen=True)
@@ -170,6 +106,9 @@ class TreeDiff:
     old_tree: str
     new_tree: str
     files: list[FileDiff] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)
+    """git's own text by format (``patch``, ``stat``, ``numstat``, ``name-status``,
+    ``shortstat``; ``<format>+color`` coloured), when :class:`GitDiffer` computed it."""
 
     @property
     def additions(self) -> int:
@@ -182,14 +121,20 @@ class TreeDiff:
     @property
     def patch(self) -> str:
         """The whole patch, byte for byte what ``git diff <old> <new>`` prints."""
+        if "patch" in self.texts:
+            return self.texts["patch"]
         return "".join(f.patch for f in self.files)
 
     def summary(self) -> str:
         """git's shortstat: `` 3 files changed, 10 insertions(+), 2 deletions(-)``."""
+        if "shortstat" in self.texts:
+            return self.texts["shortstat"].rstrip("\n") or shortstat(0, 0, 0)
         return shortstat(len(self.files), self.additions, self.deletions)
 
     def stat(self, width: int = 80) -> str:
         """git's ``--stat`` block (names, counts, +/- graph, summary line)."""
+        if "stat" in self.texts:
+            return self.texts["stat"]
         return format_stat(self.files, width)
 
     def to_json(self) -> dict[str, object]:
@@ -263,10 +208,18 @@ def diff_trees(
     new: str | None,
     *,
     find_renames: bool = False,
-    abbrev: Abbrev | None = None,
+    abbrev: object = None,
     with_patch: bool = True,
 ) -> TreeDiff:
-    """What changed from ``old`` to ``new`` (commits or trees; ``None`` is the empty tree)."""
+    """What changed from ``old`` to ``new`` (commits or trees; ``None`` is the empty tree).
+
+    ``with_patch``: git's own values and patch (:class:`GitDiffer`, one git process). Without:
+    the values only, in-process with libgit2 (a typechange is one file, as in git's stat; a
+    file with control bytes may count as binary where git counts lines). ``abbrev`` is
+    ignored (git abbreviates the ``index`` line itself)."""
+    if with_patch:
+        differ = GitDiffer(GitRepo(repo), find_renames=find_renames)
+        return differ.diff(old, new, files=True, texts=("patch",))
     old_tree = _peel_tree(repo, old)
     new_tree = _peel_tree(repo, new)
     empty = repo.get(repo.TreeBuilder().write()) if old_tree is None or new_tree is None else None
@@ -276,25 +229,20 @@ def diff_trees(
     result = TreeDiff(str(a.id), str(b.id))
     if a.id == b.id:
         return result
-    flags = pygit2.enums.DiffOption.NORMAL
+    flags = pygit2.enums.DiffOption.NORMAL | pygit2.enums.DiffOption.INCLUDE_TYPECHANGE
     diff = repo.diff(a, b, flags=flags)  # type: ignore[call-overload]  # pygit2's stubs omit trees
     if find_renames:
         diff.find_similar(flags=pygit2.enums.DiffFind.FIND_RENAMES)
-    abbrev = abbrev or Abbrev(repo)
     for patch in diff:
-        if patch is None:
-            continue
-        result.files.append(_file_diff(patch, abbrev, with_patch))
+        if patch is not None:
+            result.files.append(_file_values(patch))
     return result
 
 
-def _file_diff(patch: pygit2.Patch, abbrev: Abbrev, with_patch: bool) -> FileDiff:
+def _file_values(patch: pygit2.Patch) -> FileDiff:
     delta = patch.delta
     binary = bool(delta.is_binary)
     _context, additions, deletions = patch.line_stats
-    text = _git_text(patch, delta, abbrev, binary) if with_patch else ""
-    if binary:
-        additions = deletions = 0
     return FileDiff(
         status=_STATUS.get(delta.status, "modified"),
         old_path=delta.old_file.path,
@@ -304,35 +252,277 @@ def _file_diff(patch: pygit2.Patch, abbrev: Abbrev, with_patch: bool) -> FileDif
         old_id=str(delta.old_file.id),
         new_id=str(delta.new_file.id),
         binary=binary,
-        additions=additions,
-        deletions=deletions,
-        patch=text,
+        additions=0 if binary else additions,
+        deletions=0 if binary else deletions,
+        patch="",
         old_size=int(delta.old_file.size),
         new_size=int(delta.new_file.size),
     )
 
 
-def _git_text(patch: pygit2.Patch, delta: pygit2.DiffDelta, abbrev: Abbrev, binary: bool) -> str:
-    raw = patch.data.decode("utf-8", "surrogateescape")
-    lines = raw.split("\n")
-    out: list[str] = []
-    in_header = True
-    no_hunks = not patch.hunks and not binary
-    for line in lines:
-        if in_header:
-            if line.startswith(("@@", "Binary files ")):
-                in_header = False
-            else:
-                match = _INDEX_LINE.match(line)
-                if match:
-                    line = (
-                        f"index {abbrev(str(delta.old_file.id))}..{abbrev(str(delta.new_file.id))}"
-                        f"{match.group(3)}"
-                    )
-                elif no_hunks and (line.startswith(("--- ", "+++ "))):
-                    continue
-        out.append(line)
-    return "\n".join(out)
+# --- git's own text and values (git diff-tree) ---------------------------------------------
+
+Format = Literal["files", "patch", "stat", "numstat", "name-status", "shortstat"]
+"""``files``: the values (``--raw --numstat -z``); the others: git's text of that option."""
+
+_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "files": ("--raw", "--numstat", "-z"),
+    "patch": ("-p",),
+    "numstat": ("--numstat",),
+    "name-status": ("--name-status",),
+    "shortstat": ("--shortstat",),
+}
+_STATUS_LETTER = {
+    "A": "added",
+    "D": "deleted",
+    "M": "modified",
+    "T": "typechange",
+    "R": "renamed",
+    "C": "copied",
+}
+_FMT_MASK = 0o170000
 
 
-__all__ = ["Abbrev", "FileDiff", "TreeDiff", "diff_trees", "format_stat", "shortstat"]
+def porcelain_options(config: pygit2.Config) -> tuple[list[str], list[tuple[str, str]]]:
+    """The options and ``-c`` settings that make ``git diff-tree`` print what ``git diff``
+    prints under this configuration (settings only the porcelain reads); invalid values are
+    ignored as if unset."""
+    args: list[str] = []
+    context = _config_int(config, "diff.context")
+    if context is not None and context >= 0:
+        args.append(f"-U{context}")
+    inter = _config_int(config, "diff.interHunkContext")
+    if inter is not None and inter >= 0:
+        args.append(f"--inter-hunk-context={inter}")
+    algorithm = _config_str(config, "diff.algorithm")
+    if algorithm is not None and algorithm.lower() in (
+        "myers",
+        "default",
+        "minimal",
+        "patience",
+        "histogram",
+    ):
+        args.append(f"--diff-algorithm={algorithm.lower()}")
+    if _config_bool(config, "diff.indentHeuristic") is False:
+        args.append("--no-indent-heuristic")
+    if _config_bool(config, "diff.noprefix"):
+        args.append("--no-prefix")
+    quote = _config_bool(config, "core.quotePath")
+    # The git runner turns core.quotePath off for its own commands; a later -c wins.
+    settings = [("core.quotePath", "false" if quote is False else "true")]
+    return args, settings
+
+
+def _config_str(config: pygit2.Config, key: str) -> str | None:
+    try:
+        return str(config[key])
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
+def _config_int(config: pygit2.Config, key: str) -> int | None:
+    try:
+        return int(config.get_int(key))
+    except (KeyError, ValueError, TypeError, pygit2.GitError):
+        return None
+
+
+def _config_bool(config: pygit2.Config, key: str) -> bool | None:
+    try:
+        return bool(config.get_bool(key))
+    except (KeyError, ValueError, TypeError, pygit2.GitError):
+        return None
+
+
+class GitDiffer:
+    """git's own diffs between points of one repository, batched and cached.
+
+    ``fetch`` computes a format for many pairs with one git process; ``diff`` then answers from
+    the cache (fetching a missing pair on its own). ``color``: the default for callers that do
+    not say (text formats coloured as git colours them, ``--color=always``); ``width``: the
+    ``--stat`` width (git's ``COLUMNS`` or terminal width, 80 when piped)."""
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        *,
+        find_renames: bool = False,
+        color: bool = False,
+        width: int = 80,
+    ) -> None:
+        self.repo = repo
+        self.find_renames = find_renames
+        self.color = color
+        self.width = max(1, width)
+        self._trees: dict[str | None, str] = {}
+        self._cache: dict[tuple[str, bool, str, str], bytes] = {}
+        self._options: tuple[list[str], list[tuple[str, str]]] | None = None
+        self._graph_width: int | None = None
+
+    def tree(self, sha: str | None) -> str:
+        """The tree id of a commit or tree (``None``: the empty tree), or MissingCommitError."""
+        found = self._trees.get(sha)
+        if found is None:
+            pygit = self.repo.pygit2
+            tree = _peel_tree(pygit, sha)
+            found = str(tree.id) if tree is not None else str(pygit.TreeBuilder().write())
+            self._trees[sha] = found
+        return found
+
+    def _porcelain(self) -> tuple[list[str], list[tuple[str, str]]]:
+        if self._options is None:
+            config = self.repo.pygit2.config
+            self._options = porcelain_options(config)
+            self._graph_width = _config_int(config, "diff.statGraphWidth")
+        return self._options
+
+    def fetch(
+        self, pairs: Iterable[tuple[str | None, str | None]], fmt: Format, *, color: bool = False
+    ) -> None:
+        """Compute ``fmt`` for every pair not cached yet, with one git process."""
+        color = color and fmt != "files"
+        todo: list[tuple[str, str]] = []
+        for old, new in pairs:
+            key = (fmt, color, self.tree(old), self.tree(new))
+            if key not in self._cache and (key[2], key[3]) not in todo:
+                todo.append((key[2], key[3]))
+        if not todo:
+            return
+        from ledger.git.trees import diff_tree_batch
+
+        args, settings = self._porcelain()
+        options = [*args, "--find-renames" if self.find_renames else "--no-renames"]
+        options.append("--color=always" if color else "--no-color")
+        if fmt == "stat":
+            options.append(f"--stat={self.width}")
+            if self._graph_width is not None and self._graph_width > 0:
+                options.append(f"--stat-graph-width={self._graph_width}")
+        else:
+            options.extend(_FORMAT_OPTIONS[fmt])
+        outputs = diff_tree_batch(self.repo, todo, options, config=settings)
+        for (a, b), out in zip(todo, outputs):
+            self._cache[(fmt, color, a, b)] = out
+
+    def text(self, old: str | None, new: str | None, fmt: Format, *, color: bool = False) -> str:
+        """git's text of ``fmt`` between the two points (coloured by git when ``color``)."""
+        key = (fmt, color and fmt != "files", self.tree(old), self.tree(new))
+        if key not in self._cache:
+            self.fetch([(old, new)], fmt, color=color)
+        return self._cache[key].decode("utf-8", "surrogateescape")
+
+    def diff(
+        self,
+        old: str | None,
+        new: str | None,
+        *,
+        files: bool = True,
+        texts: Sequence[Format] = ("patch",),
+        color: bool = False,
+    ) -> TreeDiff:
+        """The diff from ``old`` to ``new``: the values when ``files``, and git's text of each of
+        ``texts`` (plain, or coloured under ``<format>+color`` when ``color``)."""
+        a, b = self.tree(old), self.tree(new)
+        result = TreeDiff(a, b)
+        for fmt in texts:
+            colored = color and fmt not in ("files", "shortstat")
+            if colored:
+                result.texts[f"{fmt}+color"] = self.text(old, new, fmt, color=True)
+            if not colored or (files and fmt == "patch"):
+                result.texts[fmt] = self.text(old, new, fmt)
+        if files:
+            raw = self._cache.get(("files", False, a, b))
+            if raw is None:
+                self.fetch([(old, new)], "files")
+                raw = self._cache[("files", False, a, b)]
+            patch = result.texts.get("patch")
+            result.files.extend(_parse_files(raw, patch, self.repo.pygit2))
+        return result
+
+
+def _parse_files(raw: bytes, patch: str | None, repo: pygit2.Repository) -> list[FileDiff]:
+    """``--raw --numstat -z`` records as values; each file's patch sections from ``patch``."""
+    tokens = raw.split(b"\0")
+    heads: list[tuple[list[bytes], list[bytes]]] = []
+    i = 0
+    while i < len(tokens) and tokens[i].startswith(b":"):
+        fields = tokens[i][1:].split(b" ")
+        count = 2 if fields[-1][:1] in (b"R", b"C") else 1
+        heads.append((fields, tokens[i + 1 : i + 1 + count]))
+        i += 1 + count
+    counts: list[tuple[bytes, bytes]] = []
+    while i < len(tokens) and len(counts) < len(heads):
+        added, _, rest = tokens[i].partition(b"\t")
+        deleted, _, path = rest.partition(b"\t")
+        counts.append((added, deleted))
+        i += 1 if path else 3
+    if len(counts) != len(heads):
+        raise GitError("git diff-tree", "unexpected --raw --numstat output")
+    sections = _sections(patch) if patch is not None else []
+    out: list[FileDiff] = []
+    for (fields, paths), (added, deleted) in zip(heads, counts):
+        old_mode, new_mode = int(fields[0], 8), int(fields[1], 8)
+        letter = fields[4][:1].decode("ascii", "replace")
+        status = _STATUS_LETTER.get(letter, "modified")
+        old_path = os.fsdecode(paths[0])
+        new_path = os.fsdecode(paths[-1])
+        binary = added == b"-"
+        take = 2 if status == "typechange" and (old_mode ^ new_mode) & _FMT_MASK else 1
+        text = "".join(sections[:take])
+        del sections[:take]
+        old_id, new_id = fields[2].decode("ascii"), fields[3].decode("ascii")
+        out.append(
+            FileDiff(
+                status=status,
+                old_path=old_path,
+                new_path=new_path,
+                old_mode=old_mode,
+                new_mode=new_mode,
+                old_id=old_id,
+                new_id=new_id,
+                binary=binary,
+                additions=0 if binary else int(added or 0),
+                deletions=0 if binary else int(deleted or 0),
+                patch=text,
+                old_size=_size(repo, old_id) if binary else 0,
+                new_size=_size(repo, new_id) if binary else 0,
+            )
+        )
+    if sections and out:  # never lose text: a section git printed that no record claimed
+        last = out[-1]
+        out[-1] = replace(last, patch=last.patch + "".join(sections))
+    return out
+
+
+def _sections(patch: str) -> list[str]:
+    """The patch cut before each ``diff --git`` line (no other line of a patch starts so)."""
+    starts = [0] if patch.startswith("diff --git ") else []
+    pos = patch.find("\ndiff --git ")
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = patch.find("\ndiff --git ", pos + 1)
+    if not starts:
+        return [patch] if patch else []
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    return [patch[s:e] for s, e in zip(starts, [*starts[1:], len(patch)])]
+
+
+def _size(repo: pygit2.Repository, oid: str) -> int:
+    if oid == ZERO_HEX or set(oid) == {"0"}:
+        return 0
+    try:
+        return int(repo.odb.read_header(oid)[1])
+    except (KeyError, ValueError, TypeError, pygit2.GitError):
+        return 0
+
+
+__all__ = [
+    "FileDiff",
+    "Format",
+    "GitDiffer",
+    "TreeDiff",
+    "diff_trees",
+    "format_stat",
+    "porcelain_options",
+    "shortstat",
+]

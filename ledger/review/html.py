@@ -1,14 +1,25 @@
-"""``rewind report``: the session's branch as one self-contained HTML page.
+"""``rewind report``: the session's branch as one self-contained HTML page, built to be used.
 
-Why it exists: a review to open in a browser or attach to a pull request. The page shows the
-branch as a timeline: every prompt (its text, the assistant's summary line, totals), every turn
-(the files it changed and each file's diff, syntax-highlighted with pygments, unified or side by
-side), labels and forks marked.
+Why it exists: a review to open in a browser or attach to a pull request. The page has a
+navigation pane (every prompt as a timeline entry, its turns with the tools each ran, each turn's
+files, all linking to their diffs), a filter (type to narrow files, tools and prompts), expand
+and collapse all, and the main column: every prompt (its text, the assistant's summary line,
+totals), every turn (tools, files and each file's diff), labels and forks marked.
+
+It must stay fast on long sessions (200 turns, thousands of file changes): small diffs are
+rendered here, highlighted, while a page-wide budget lasts; a large diff, a turn touching many
+files and everything past the budget start collapsed, their patch text carried in the page and
+rendered by the page's script when opened (all of them in one gzip-compressed, base64 block:
+patch text is most of a long page and compresses well) (:mod:`ledger.review.html_diff`,
+:mod:`ledger.review.assets`). Prompt sections use ``content-visibility: auto`` so the browser
+lays out only what is on screen.
 
 Invariants:
-- Self-contained: one file, inline CSS only, no script, no network reference (no ``http:``,
-  ``https:`` or ``//`` URL anywhere in markup or style); every user-provided string is escaped.
-- The diff content is the same :class:`~ledger.review.diff.TreeDiff` that ``rewind show`` prints.
+- Self-contained: one file, inline CSS and one inline script, no network reference (no
+  ``http:``, ``https:`` or ``//`` URL anywhere); every user-provided string is escaped, and
+  script data is JSON with ``<``, ``>`` and ``&`` escaped.
+- The diff content is the same :class:`~ledger.review.diff.TreeDiff` that ``rewind show`` prints,
+  and each file's rows are exactly the lines of its patch (split on ``\\n`` only).
 - Written atomically (temporary file next to the target, renamed into place); nothing else is
   written.
 """
@@ -20,38 +31,34 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from pygments import highlight  # type: ignore[import-untyped]
-from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-from pygments.lexer import Lexer  # type: ignore[import-untyped]
-from pygments.lexers import TextLexer, get_lexer_for_filename  # type: ignore[import-untyped]
-from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+from urllib.parse import quote
 
 from ledger.git.repo import GitRepo
+from ledger.review.assets import CSS, SCRIPT
 from ledger.review.diff import FileDiff, TreeDiff
+from ledger.review.html_diff import (
+    EAGER_FILE_LINES,
+    FORMATTER,
+    cut,
+    diff_table,
+    display_name,
+    labels,
+    pack_patches,
+    patch_lines,
+    text_html,
+    typechanges,
+)
 from ledger.review.show import Review, open_review
-from ledger.review.steps import Step
+from ledger.review.steps import Step, first_line
 
-_MAX_LINES_PER_FILE = 2000
-_FORMATTER = HtmlFormatter(nowrap=True, style="default")
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;background:#f6f8fa;color:#1f2328}
-header{background:#24292f;color:#fff;padding:16px 24px}header h1{margin:0;font-size:20px}
-header p{margin:4px 0 0;color:#d0d7de;font-size:13px}main{max-width:1200px;margin:0 auto;padding:16px 24px}
-.prompt{background:#fff;border:1px solid #d0d7de;border-left:4px solid #0969da;border-radius:6px;margin:18px 0;
-padding:12px 16px}.prompt>h2{font-size:15px;margin:0 0 6px}.prompt pre.text{white-space:pre-wrap;margin:4px 0;
-font:inherit}.meta{color:#57606a;font-size:12px}.summary{color:#1a7f37;margin:4px 0}.totals{font-size:12px;
-color:#57606a}.tag{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;margin-left:6px}
-.label{background:#ddf4ff;color:#0969da}.fork{background:#fff8c5;color:#9a6700}
-.turn{border-top:1px dashed #d0d7de;margin-top:10px;padding-top:8px}.turn h3{font-size:13px;margin:0 0 4px}
-.file{border:1px solid #d0d7de;border-radius:6px;margin:8px 0;overflow:hidden}
-.file>summary{background:#f6f8fa;padding:6px 10px;cursor:pointer;font:12px ui-monospace,monospace}
-.add{color:#1a7f37}.del{color:#cf222e}table.diff{border-collapse:collapse;width:100%;font:12px/1.4 ui-monospace,
-SFMono-Regular,Menlo,monospace;table-layout:fixed}table.diff td{padding:0 6px;vertical-align:top;white-space:pre-wrap;
-word-break:break-all}td.n{width:3.5em;color:#8c959f;text-align:right;user-select:none}tr.a td.c,td.c.a{background:#e6ffec}
-tr.d td.c,td.c.d{background:#ffebe9}tr.h td{background:#ddf4ff;color:#57606a}td.e{background:#f6f8fa}
-.note{padding:6px 10px;color:#57606a;font-size:12px}col.nc{width:3.5em}
-"""
+EAGER_PAGE_LINES = 2500
+"""Patch lines rendered into the page as HTML; beyond this every diff is rendered on opening."""
+EAGER_TURN_FILES = 20
+"""A turn (or prompt) with more files than this shows them collapsed."""
+NAV_OPEN_FILES = 12
+"""A turn's file list in the navigation pane is folded beyond this many files."""
+_MAX_NAV_TEXT = 90
+_MAX_QUERY_TEXT = 2000
 
 
 @dataclass
@@ -73,130 +80,172 @@ class ReportResult:
         }
 
 
-def _lexer(path: str) -> Lexer:
-    try:
-        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
-    except ClassNotFound:
-        return TextLexer(stripnl=False, ensurenl=False)
+def _attr(text: str) -> str:
+    return html.escape(text.encode("utf-8", "replace").decode("utf-8"), quote=True)
 
 
-def _highlight_lines(path: str, lines: list[str]) -> list[str]:
-    if not lines:
-        return []
-    out = highlight("\n".join(lines) + "\n", _lexer(path), _FORMATTER).split("\n")
-    return (out + [""] * len(lines))[: len(lines)]
+def _short(text: str, limit: int = _MAX_NAV_TEXT) -> str:
+    line = first_line(text)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _parse_hunks(patch: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    hunks: list[tuple[str, list[tuple[str, str]]]] = []
-    for line in patch.split("\n"):
-        if line.startswith("@@"):
-            hunks.append((line, []))
-        elif hunks and line[:1] in (" ", "+", "-"):
-            hunks[-1][1].append((line[0], line[1:]))
-    return hunks
+def _query(*parts: str) -> str:
+    return _attr(" ".join(parts)[:_MAX_QUERY_TEXT].lower())
 
 
-def _file_html(f: FileDiff, side_by_side: bool) -> str:
-    badge = (
-        "binary"
-        if f.binary
-        else f'<span class="add">+{f.additions}</span> <span class="del">-{f.deletions}</span>'
-    )
-    mode = ""
-    if f.old_mode != f.new_mode and f.old_mode and f.new_mode:
-        mode = f" mode {f.old_mode:06o} → {f.new_mode:06o}"
-    title = f'{html.escape(f.display_path)} <span class="meta">{f.status}{mode}</span> {badge}'
+def _href(prefix: str, ident: str) -> str:
+    return f"#{prefix}{quote(ident, safe='')}"
+
+
+def _counts(f: FileDiff) -> str:
     if f.binary:
+        return '<span class="meta">binary</span>'
+    return f'<span class="add">+{f.additions}</span> <span class="del">-{f.deletions}</span>'
+
+
+class _Page:
+    """Accumulates the main column and the navigation pane in one pass over the steps."""
+
+    def __init__(self, review: Review, side_by_side: bool) -> None:
+        self.review = review
+        self.side_by_side = side_by_side
+        self.budget = EAGER_PAGE_LINES
+        self.main: list[str] = []
+        self.nav: list[str] = []
+        self.counts = {"prompts": 0, "turns": 0, "files": 0}
+        self.lazy: list[str] = []
+        """Patch texts of the diffs rendered on opening, by their ``data-i``."""
+        self._file_no = 0
+
+    # -- one file -----------------------------------------------------------------------------
+
+    def file_block(self, f: FileDiff, typechange: tuple[int, int] | None, eager: bool) -> str:
+        self._file_no += 1
+        fid = f"f-{self._file_no}"
+        name = display_name(f)
+        kinds = "".join(f'<span class="kind">{text_html(k)}</span>' for k in labels(f, typechange))
+        title = f'{text_html(name)} <span class="meta">{html.escape(f.status)}</span>{kinds} {_counts(f)}'
+        lines, note = cut(patch_lines(f.patch))
+        head = f'class="file{{}}" id="{fid}" data-p="{_attr(name.lower())}"'
+        extra = ""
+        if f.binary:
+            extra = f'<div class="note">Binary file ({f.old_size} → {f.new_size} bytes)</div>'
+        elif not any(line.startswith("@@") for line in lines):
+            extra = '<div class="note">no content change</div>'
+        size = len(lines)
+        if eager and (size <= EAGER_FILE_LINES or f.binary) and size <= self.budget:
+            self.budget -= size
+            table = diff_table(f.path, lines, self.side_by_side) if lines else ""
+            note_html = f'<div class="note">{text_html(note)}</div>' if note else ""
+            return (
+                f"<details {head.format('')} open><summary>{title}</summary>"
+                f"{table}{extra}{note_html}</details>"
+            )
+        index = len(self.lazy)
+        self.lazy.append("\n".join(lines) + "\n" if lines else "")
+        note_attr = f' data-note="{_attr(note)}"' if note else ""
         return (
-            f'<details class="file" open><summary>{title}</summary><div class="note">Binary file '
-            f"({f.old_size} → {f.new_size} bytes)</div></details>"
+            f'<details {head.format(" lazy")} data-i="{index}"{note_attr}><summary>{title}</summary>'
+            f"{extra}</details>"
         )
-    hunks = _parse_hunks(f.patch)
-    if not hunks:
-        return f'<details class="file"><summary>{title}</summary><div class="note">no content change</div></details>'
-    rows: list[str] = []
-    shown = 0
-    for header, body in hunks:
-        if shown > _MAX_LINES_PER_FILE:
-            rows.append('<tr class="h"><td colspan="4">… (diff cut: too long)</td></tr>')
-            break
-        shown += len(body)
-        rows.append(_hunk_rows(f.path, header, body, side_by_side))
-    cols = (
-        '<col class="nc"><col><col class="nc"><col>'
-        if side_by_side
-        else '<col class="nc"><col class="nc"><col>'
-    )
-    return (
-        f'<details class="file" open><summary>{title}</summary><table class="diff"><colgroup>{cols}</colgroup>'
-        f"{''.join(rows)}</table></details>"
-    )
 
-
-def _hunk_numbers(header: str) -> tuple[int, int]:
-    try:
-        old, new = header.split(" ")[1:3]
-        return int(old[1:].split(",")[0]), int(new[1:].split(",")[0])
-    except (ValueError, IndexError):
-        return 0, 0
-
-
-def _hunk_rows(path: str, header: str, body: list[tuple[str, str]], side_by_side: bool) -> str:
-    marks = [m for m, _ in body]
-    lit = _highlight_lines(path, [t for _, t in body])
-    old_no, new_no = _hunk_numbers(header)
-    cols = 4 if side_by_side else 3
-    rows = [f'<tr class="h"><td colspan="{cols}">{html.escape(header)}</td></tr>']
-    if not side_by_side:
-        for mark, code in zip(marks, lit):
-            a = b = ""
-            if mark != "+":
-                a, old_no = str(old_no), old_no + 1
-            if mark != "-":
-                b, new_no = str(new_no), new_no + 1
-            cls = {"+": "a", "-": "d"}.get(mark, "")
-            rows.append(
-                f'<tr class="{cls}"><td class="n">{a}</td><td class="n">{b}</td>'
-                f'<td class="c">{html.escape(mark) if mark != " " else " "}{code}</td></tr>'
+    def files(self, diff: TreeDiff | None) -> tuple[str, str]:
+        """(main column HTML, navigation list HTML) for a step's files."""
+        if diff is None:
+            return '<div class="note">no diff: a rewind point is missing</div>', ""
+        if not diff.files:
+            return '<div class="note">no file changes</div>', ""
+        changes = typechanges(diff.files)
+        eager = len(diff.files) <= EAGER_TURN_FILES
+        blocks: list[str] = []
+        items: list[str] = []
+        if not eager:
+            blocks.append(
+                f'<div class="note">{len(diff.files)} files: collapsed, open one or use '
+                f"Expand all</div>"
             )
-        return "".join(rows)
-    left: list[tuple[int, str]] = []
-    right: list[tuple[int, str]] = []
-
-    def flush() -> None:
-        for i in range(max(len(left), len(right))):
-            lcell = (
-                f'<td class="n">{left[i][0]}</td><td class="c d">{left[i][1]}</td>'
-                if i < len(left)
-                else '<td class="n"></td><td class="e"></td>'
+        for i, f in enumerate(diff.files):
+            blocks.append(self.file_block(f, changes.get(i), eager))
+            name = display_name(f)
+            count = "binary" if f.binary else f"+{f.additions} -{f.deletions}"
+            items.append(
+                f'<li class="nf"><a href="#f-{self._file_no}">{text_html(name)}</a>'
+                f'<span class="count">{count}</span></li>'
             )
-            rcell = (
-                f'<td class="n">{right[i][0]}</td><td class="c a">{right[i][1]}</td>'
-                if i < len(right)
-                else '<td class="n"></td><td class="e"></td>'
-            )
-            rows.append(f"<tr>{lcell}{rcell}</tr>")
-        left.clear()
-        right.clear()
+        self.counts["files"] += len(diff.files)
+        nav = f'<ul class="nf">{"".join(items)}</ul>'
+        if len(items) > NAV_OPEN_FILES:
+            nav = f"<details><summary>{len(items)} files</summary>{nav}</details>"
+        return "".join(blocks), nav
 
-    for mark, code in zip(marks, lit):
-        if mark == "-":
-            left.append((old_no, code))
-            old_no += 1
-        elif mark == "+":
-            right.append((new_no, code))
-            new_no += 1
+    # -- steps --------------------------------------------------------------------------------
+
+    def prompt_open(self, step: Step, has_turns: bool) -> None:
+        self.close_prompt()
+        self.counts["prompts"] += 1
+        number = self.counts["prompts"]
+        totals = self.review.diff(step, with_patch=not has_turns)
+        totals_text = totals.summary().strip() if totals is not None else "no diff"
+        ident = html.escape(step.entry_id)
+        self.main.append(
+            f'<section class="prompt" id="e-{ident}"><h2>Prompt {number} '
+            f'<span class="meta">{ident}</span>{_tags(step)}</h2>'
+            f'<div class="meta">{html.escape(step.timestamp or "")} · {html.escape(step.session_id)}</div>'
+            f'<pre class="text">{html.escape(step.text)}</pre>'
+            + (f'<p class="summary">→ {html.escape(step.summary)}</p>' if step.summary else "")
+            + f'<div class="totals">{html.escape(totals_text)}</div>'
+        )
+        self.nav.append(
+            f'<li class="np" data-q="{_query(step.text, step.summary)}">'
+            f'<a href="{_href("e-", step.entry_id)}">{number}. '
+            f"{html.escape(_short(step.text) or '(empty prompt)')}</a>"
+            f'<span class="count">{html.escape(totals_text)}</span><ol>'
+        )
+        self._open = True
+        if not has_turns:
+            block, nav = self.files(totals)
+            self.main.append(block)
+            self.nav.append(f'</ol><div class="pf">{nav}</div>')
+            self._open_ol = False
         else:
-            flush()
-            rows.append(
-                f'<tr><td class="n">{old_no}</td><td class="c">{code}</td>'
-                f'<td class="n">{new_no}</td><td class="c">{code}</td></tr>'
+            self._open_ol = True
+
+    _open = False
+    _open_ol = False
+
+    def close_prompt(self) -> None:
+        if self._open:
+            self.main.append("</section>")
+            self.nav.append("</ol></li>" if self._open_ol else "</li>")
+        self._open = False
+
+    def turn(self, step: Step) -> None:
+        if not self._open:
+            self.main.append('<section class="prompt"><h2>Before the first prompt</h2>')
+            self.nav.append(
+                '<li class="np" data-q=""><a href="#top">Before the first prompt</a><ol>'
             )
-            old_no += 1
-            new_no += 1
-    flush()
-    return "".join(rows)
+            self._open = self._open_ol = True
+        self.counts["turns"] += 1
+        number = self.counts["turns"]
+        block, nav = self.files(self.review.diff(step))
+        ident = html.escape(step.entry_id)
+        tools = "".join(f"<li>{text_html(t)}</li>" for t in step.tools)
+        said = step.summary or ("" if step.tools else "(no text)")
+        self.main.append(
+            f'<div class="turn" id="e-{ident}"><h3>Turn {number} <span class="meta">{ident}'
+            f"{' · ' + html.escape(step.timestamp) if step.timestamp else ''}</span>{_tags(step)}</h3>"
+            + (f'<p class="summary">{html.escape(said)}</p>' if said else "")
+            + (f'<ul class="tools">{tools}</ul>' if tools else "")
+            + f"{block}</div>"
+        )
+        label = step.tools[0] if step.tools else _short(step.summary) or "(no text)"
+        more = f" +{len(step.tools) - 1}" if len(step.tools) > 1 else ""
+        self.nav.append(
+            f'<li class="nt" data-q="{_query(step.summary, *step.tools)}">'
+            f'<a href="{_href("e-", step.entry_id)}">Turn {number}: {text_html(_short(label, 60))}'
+            f"{more}</a>{nav}</li>"
+        )
 
 
 def _tags(step: Step) -> str:
@@ -208,61 +257,27 @@ def _tags(step: Step) -> str:
     return tags
 
 
-def _diff_block(diff: TreeDiff | None, side_by_side: bool) -> str:
-    if diff is None:
-        return '<div class="note">no diff: a rewind point is missing</div>'
-    if not diff.files:
-        return '<div class="note">no file changes</div>'
-    return "".join(_file_html(f, side_by_side) for f in diff.files)
-
-
 def render_report(
     review: Review, *, side_by_side: bool = False, title: str | None = None
 ) -> tuple[str, dict[str, int]]:
     """The page's HTML and its counts (prompts, turns, files)."""
     session = review.session
-    counts = {"prompts": 0, "turns": 0, "files": 0}
-    parts: list[str] = []
-    current: list[str] | None = None
+    page = _Page(review, side_by_side)
     turns_of: dict[str, int] = {}
     for step in review.steps:
         if step.kind == "turn":
             turns_of[step.prompt_id] = turns_of.get(step.prompt_id, 0) + 1
     for step in review.steps:
         if step.kind == "prompt":
-            if current is not None:
-                parts.append("".join(current) + "</section>")
-            counts["prompts"] += 1
-            totals = review.diff(step, with_patch=turns_of.get(step.entry_id, 0) == 0)
-            totals_text = totals.summary().strip() if totals is not None else "no diff"
-            current = [
-                f'<section class="prompt" id="e-{html.escape(step.entry_id)}"><h2>Prompt '
-                f'{counts["prompts"]} <span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h2>'
-                f'<div class="meta">{html.escape(step.timestamp or "")} · {html.escape(step.session_id)}</div>'
-                f'<pre class="text">{html.escape(step.text)}</pre>'
-                + (f'<p class="summary">→ {html.escape(step.summary)}</p>' if step.summary else "")
-                + f'<div class="totals">{html.escape(totals_text)}</div>'
-            ]
-            if not turns_of.get(step.entry_id):
-                counts["files"] += len(totals.files) if totals is not None else 0
-                current.append(_diff_block(totals, side_by_side))
+            page.prompt_open(step, bool(turns_of.get(step.entry_id)))
         else:
-            if current is None:
-                current = ['<section class="prompt"><h2>Before the first prompt</h2>']
-            counts["turns"] += 1
-            diff = review.diff(step)
-            counts["files"] += len(diff.files) if diff is not None else 0
-            current.append(
-                f'<div class="turn" id="e-{html.escape(step.entry_id)}"><h3>Turn '
-                f'<span class="meta">{html.escape(step.entry_id)}</span>{_tags(step)}</h3>'
-                f'<p class="summary">{html.escape(step.summary or "(no text)")}</p>'
-                f"{_diff_block(diff, side_by_side)}</div>"
-            )
-    if current is not None:
-        parts.append("".join(current) + "</section>")
+            page.turn(step)
+    page.close_prompt()
+    counts = page.counts
     name = title or session.name or session.id
     header = (
-        f"<header><h1>Session {html.escape(name)}</h1><p>{counts['prompts']} prompts · {counts['turns']} turns"
+        f'<header id="top"><h1>Session {html.escape(name)}</h1><p>{counts["prompts"]} prompts · '
+        f"{counts['turns']} turns · {counts['files']} file changes"
         f" · cwd {html.escape(session.cwd or '?')}"
         + (
             f" · forked from {html.escape(os.path.basename(session.parent_session))}"
@@ -271,15 +286,31 @@ def render_report(
         )
         + "</p></header>"
     )
-    css = _CSS + _FORMATTER.get_style_defs("td.c")
-    page = (
+    nav = (
+        '<nav aria-label="Timeline"><div class="bar">'
+        '<input type="search" id="q" placeholder="Filter files, tools, prompts…" aria-label="Filter">'
+        '<button type="button" id="open">Expand all</button>'
+        '<button type="button" id="close">Collapse all</button>'
+        '<label><input type="checkbox" id="hdr"> git headers</label></div>'
+        f'<ol class="tl">{"".join(page.nav)}</ol></nav>'
+    )
+    css = CSS + FORMATTER.get_style_defs("td.c")
+    body_class = ' class="sbs"' if side_by_side else ""
+    html_page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>rewind report · {html.escape(name)}</title><style>{css}</style></head><body>{header}<main>"
-        + ("".join(parts) or '<p class="note">no prompts on this branch</p>')
-        + "</main></body></html>\n"
+        f"<title>rewind report · {html.escape(name)}</title><style>{css}</style></head>"
+        f"<body{body_class}>{header}{nav}<main>"
+        + ("".join(page.main) or '<p class="note">no prompts on this branch</p>')
+        + "</main>"
+        + (
+            f'<script type="application/octet-stream" id="patches">{pack_patches(page.lazy)}</script>'
+            if page.lazy
+            else ""
+        )
+        + f"<script>{SCRIPT}</script></body></html>\n"
     )
-    return page, counts
+    return html_page, counts
 
 
 def write_report(

@@ -1,14 +1,15 @@
-"""``rewind show`` and ``rewind log --patch/--stat``: steps with their diffs, as text or values.
+"""``rewind show`` and ``rewind log --patch|--stat|--numstat|--name-status``: steps with diffs.
 
 Why it exists: the CLI stays a formatter. This module opens a session with its lineage, finds
-the steps (:mod:`ledger.review.steps`), computes each step's diff (:mod:`ledger.review.diff`)
+the steps (:mod:`ledger.review.steps`), has git compute each step's diff
+(:class:`ledger.review.diff.GitDiffer`, one git process per format for all the steps of a log)
 and renders the ``git show``-like text: a header (kind, entry id, label, session, date, the two
-points), the prompt text indented, the assistant's summary line, then a stat or the patch.
+points), the prompt text indented, the assistant's summary line, then git's text.
 
 Invariants:
-- Read-only; the repository is only read through pygit2.
-- The patch part of the text is exactly ``git diff <before> <after>``; colour (only when asked)
-  is git's default palette added around whole lines, so stripping the escapes gives the same bytes.
+- Read-only (git reads the repository; nothing is written).
+- The diff part of the text is exactly ``git diff <option> <before> <after>`` (``--no-color``
+  unless colour is asked for, then git's own colours: stripping the escapes gives the same bytes).
 - A missing (pruned) snapshot is no point: the step is listed without a diff, never an error in
   ``log``; ``show`` of an entry without both points raises :class:`NoRewindPointError`.
 """
@@ -23,11 +24,12 @@ from typing import Literal
 from ledger.errors import NoRewindPointError
 from ledger.git.repo import GitRepo
 from ledger.lineage import LineageReader
-from ledger.review.diff import Abbrev, TreeDiff, diff_trees
+from ledger.review.diff import Format, GitDiffer, TreeDiff
 from ledger.review.steps import Step, branch_points, branch_steps, step_for
 from ledger.session.model import Session
 
-Detail = Literal["none", "stat", "patch"]
+Detail = Literal["none", "stat", "patch", "numstat", "name-status"]
+TEXT_FORMATS: tuple[Detail, ...] = ("stat", "patch", "numstat", "name-status")
 
 RESET = "\x1b[m"
 BOLD = "\x1b[1m"
@@ -76,27 +78,54 @@ class Review:
     steps: list[Step]
     find_renames: bool = False
     warnings: list[str] = field(default_factory=list)
-    _abbrev: Abbrev | None = None
+    color: bool = False
+    width: int = 80
+    _differ: GitDiffer | None = None
+    _batched: set[tuple[Format, bool]] = field(default_factory=set)
 
     @property
-    def abbrev(self) -> Abbrev:
-        if self._abbrev is None:
-            self._abbrev = Abbrev(self.repo.pygit2)
-        return self._abbrev
+    def differ(self) -> GitDiffer:
+        if self._differ is None:
+            self._differ = GitDiffer(
+                self.repo, find_renames=self.find_renames, color=self.color, width=self.width
+            )
+        return self._differ
 
-    def diff(self, step: Step, *, with_patch: bool = True) -> TreeDiff | None:
+    def prefetch(self, steps: list[Step], fmt: Format, *, color: bool = False) -> None:
+        """Compute ``fmt`` for all these steps with one git process."""
+        pairs = [(s.before, s.after) for s in steps if s.before and s.after]
+        self.differ.fetch(pairs, fmt, color=color)
+        if steps is self.steps:
+            self._batched.add((fmt, color and fmt not in ("files", "shortstat")))
+
+    def diff(
+        self,
+        step: Step,
+        *,
+        with_patch: bool = True,
+        values: bool = True,
+        texts: tuple[Format, ...] = (),
+        color: bool = False,
+    ) -> TreeDiff | None:
+        """The step's diff: values (``values``), git's patch (``with_patch``) and ``texts``."""
         if step.before is None or step.after is None:
             return None
-        return diff_trees(
-            self.repo.pygit2,
-            step.before,
-            step.after,
-            find_renames=self.find_renames,
-            abbrev=self.abbrev,
-            with_patch=with_patch,
+        wanted = (*(("patch",) if with_patch else ()), *texts)
+        # The first request of a format computes it for every step of the branch in one git
+        # process (a report or a log asks step by step: one process each would cost seconds).
+        for fmt in (*wanted, *(("files",) if values else ())):
+            batch = (fmt, color and fmt not in ("files", "shortstat"))
+            if batch not in self._batched and any(s is step for s in self.steps):
+                self._batched.add(batch)
+                self.prefetch(self.steps, fmt, color=batch[1])
+        return self.differ.diff(
+            step.before, step.after, files=values, texts=tuple(dict.fromkeys(wanted)), color=color
         )
 
     def reviews(self, detail: Detail = "patch") -> Iterator[StepReview]:
+        self.prefetch(self.steps, "files")
+        if detail == "patch":
+            self.prefetch(self.steps, "patch")
         for step in self.steps:
             yield StepReview(step, self.diff(step, with_patch=detail == "patch"))
 
@@ -109,6 +138,8 @@ def open_review(
     leaf_id: str | None = None,
     find_renames: bool = False,
     reader: LineageReader | None = None,
+    color: bool = False,
+    width: int = 80,
 ) -> Review:
     """The session at ``path`` with its steps along the branch ending at ``leaf_id``."""
     reader = reader or LineageReader()
@@ -117,7 +148,9 @@ def open_review(
     chain = reader.lineage(start.session)
     points = branch_points(chain, repo.commit_exists, own_only=not lineage)
     steps = branch_steps(start.session, points, leaf_id=leaf_id)
-    return Review(repo, start.session, steps, find_renames, list(chain.warnings))
+    return Review(
+        repo, start.session, steps, find_renames, list(chain.warnings), color=color, width=width
+    )
 
 
 def deepest_leaf(session: Session, entry_id: str) -> str:
@@ -145,8 +178,12 @@ def show_entry(
     *,
     find_renames: bool = False,
     detail: Detail = "patch",
+    values: bool = True,
+    color: bool = False,
+    width: int = 80,
 ) -> tuple[StepReview, list[str]]:
-    """The step of one user or assistant entry with its diff."""
+    """The step of one user or assistant entry with its diff: the values (``values``) and
+    git's text of ``detail`` (also coloured when ``color``)."""
     reader = LineageReader()
     session = reader.load(path, full=True).session
     assert session is not None
@@ -156,6 +193,8 @@ def show_entry(
         leaf_id=deepest_leaf(session, entry_id),
         find_renames=find_renames,
         reader=reader,
+        color=color,
+        width=width,
     )
     step = step_for(review.steps, entry_id)
     if step is None:
@@ -178,7 +217,9 @@ def show_entry(
             reason=f"no rewind point {missing} it",
             hint="see 'rewind tree SESSION' for the entries marked ◆",
         )
-    return StepReview(step, review.diff(step, with_patch=detail == "patch")), review.warnings
+    texts: tuple[Format, ...] = (detail,) if detail in TEXT_FORMATS else ()  # type: ignore[assignment]
+    diff = review.diff(step, with_patch=False, values=values, texts=texts, color=color)
+    return StepReview(step, diff), review.warnings
 
 
 # --- text --------------------------------------------------------------------------------------
@@ -220,14 +261,22 @@ def render_step(
     if diff is None:
         return text + "    (no diff: a rewind point is missing)\n\n"
     if prompt_totals is not None:
-        text += prompt_totals.summary() + "\n\n"
-    if detail == "stat" and prompt_totals is None:
-        text += diff.stat(width) + "\n"
-    elif detail == "patch" and prompt_totals is None:
-        text += colorize_patch(diff.patch) if color else diff.patch
-        if diff.files:
-            text += "\n"
-    return text
+        return text + prompt_totals.summary() + "\n\n"
+    if detail not in TEXT_FORMATS:
+        return text
+    body = diff_text(diff, detail, color=color, width=width)
+    return text + body + ("\n" if body else "")
+
+
+def diff_text(diff: TreeDiff, detail: Detail, *, color: bool = False, width: int = 80) -> str:
+    """git's text of ``detail`` for ``diff`` (coloured by git when it was asked to)."""
+    if color and f"{detail}+color" in diff.texts:
+        return diff.texts[f"{detail}+color"]
+    if detail in diff.texts:
+        return diff.texts[detail]
+    if detail == "stat":
+        return diff.stat(width)
+    return colorize_patch(diff.patch) if color and detail == "patch" else diff.patch
 
 
 def _short(sha: str | None) -> str:
@@ -267,32 +316,35 @@ def colorize_patch(patch: str) -> str:
 def log_text(
     review: Review, detail: Detail, *, color: bool = False, width: int = 80
 ) -> Iterator[str]:
-    """The text of ``rewind log --patch/--stat``, one chunk per step.
+    """The text of ``rewind log --patch|--stat|--numstat|--name-status``, one chunk per step.
 
-    A prompt whose turns carry their own diffs shows only its totals (its turns follow with the
-    detail); a prompt without turns shows its own diff.
+    A prompt whose turns carry their own diffs shows only its totals (git's shortstat; its turns
+    follow with the detail); a prompt without turns shows its own diff. Two git processes in
+    all: one for the totals, one for the detail.
     """
     turns_of: dict[str, int] = {}
     for step in review.steps:
         if step.kind == "turn":
             turns_of[step.prompt_id] = turns_of.get(step.prompt_id, 0) + 1
+    totals_steps = [s for s in review.steps if s.kind == "prompt" and turns_of.get(s.entry_id)]
+    totals_ids = {id(s) for s in totals_steps}
+    review.differ.width = max(1, width)
+    detail_steps = [s for s in review.steps if id(s) not in totals_ids]
+    review.prefetch(totals_steps, "shortstat")
+    review._batched.add(("shortstat", False))  # only the totals' steps need it
+    texts: tuple[Format, ...] = (detail,) if detail in TEXT_FORMATS else ()  # type: ignore[assignment]
+    if texts:
+        review.prefetch(detail_steps, texts[0], color=color)
+        review._batched.add((texts[0], color and texts[0] != "shortstat"))
     for step in review.steps:
-        if step.kind == "prompt" and turns_of.get(step.entry_id):
-            totals = review.diff(step, with_patch=False)
+        if id(step) in totals_ids:
+            totals = review.diff(step, with_patch=False, values=False, texts=("shortstat",))
             yield render_step(
-                StepReview(step, totals),
-                detail,
-                color=color,
-                prompt_totals=totals if totals is not None else None,
-                width=width,
+                StepReview(step, totals), detail, color=color, prompt_totals=totals, width=width
             )
         else:
-            yield render_step(
-                StepReview(step, review.diff(step, with_patch=detail == "patch")),
-                detail,
-                color=color,
-                width=width,
-            )
+            diff = review.diff(step, with_patch=False, values=False, texts=texts, color=color)
+            yield render_step(StepReview(step, diff), detail, color=color, width=width)
 
 
 __all__ = [
@@ -301,6 +353,7 @@ __all__ = [
     "StepReview",
     "colorize_patch",
     "deepest_leaf",
+    "diff_text",
     "log_text",
     "open_review",
     "render_step",

@@ -11,6 +11,10 @@ turn did. This module pairs the points into steps along one branch, root → lea
   point on the branch (the previous turn of the same prompt, else the prompt's own point) to the
   turn's point.
 
+A turn also names the tools it ran (``write src/app.py``, ``bash: pytest -q``): the ``toolCall``
+parts of its assistant message and of any earlier assistant message of the same prompt that had no
+point of its own (their effects land in this turn's diff).
+
 Points come through the lineage (a fork's copied entries keep their bindings in the parent file)
 unless the caller asks for this file's own bindings only.
 
@@ -51,6 +55,8 @@ class Step:
     timestamp: str | None
     fork_children: int
     """How many branches leave this entry's subtree before the next step (>1 marks a fork)."""
+    tools: tuple[str, ...] = ()
+    """For a turn: one short line per tool call it ran (``edit x``, ``bash: pytest -q``)."""
 
     @property
     def entry_id(self) -> str:
@@ -66,6 +72,51 @@ def first_line(text: str) -> str:
         if line.strip():
             return line.strip()
     return ""
+
+
+_MAX_TOOL_TEXT = 120
+_MAX_TOOLS = 200
+_ARG_KEYS = ("path", "file_path", "filePath", "file", "pattern", "query", "url")
+
+
+def describe_tool_call(name: str, arguments: object) -> str:
+    """One short line for a tool call: ``bash: <first command line>``, ``<name> <path>``, or the name."""
+    detail = ""
+    if isinstance(arguments, dict):
+        command = arguments.get("command")
+        if isinstance(command, str) and command.strip():
+            line = first_line(command)
+            text = f"{name}: {line}" + (" …" if command.strip() != line else "")
+            return _clip(text)
+        for key in _ARG_KEYS:
+            value = arguments.get(key)
+            if isinstance(value, str) and value:
+                detail = value
+                break
+    return _clip(f"{name} {detail}" if detail else name)
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())  # one line: no newline, tab or other break survives
+    return text if len(text) <= _MAX_TOOL_TEXT else text[: _MAX_TOOL_TEXT - 1] + "…"
+
+
+def tool_calls(entry: Entry) -> list[str]:
+    """The described ``toolCall`` parts of an assistant message, in order (Pi's content format)."""
+    message = entry.raw.get("message")
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    out: list[str] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "toolCall":
+            name = part.get("name")
+            out.append(
+                describe_tool_call(name if isinstance(name, str) else "?", part.get("arguments"))
+            )
+    return out
 
 
 def _is_user(entry: Entry) -> bool:
@@ -96,6 +147,7 @@ def branch_steps(
     steps: list[Step] = []
     prompt_id = ""
     last_point: str | None = None
+    pending_tools: list[str] = []  # tool calls of assistant messages without a point of their own
     user_positions = [i for i, e in enumerate(branch) if _is_user(e)]
     next_user: dict[int, int | None] = {}
     for n, pos in enumerate(user_positions):
@@ -106,6 +158,7 @@ def branch_steps(
         session_id = point[1].session_id if point else session.id
         if _is_user(entry):
             prompt_id = entry.id
+            pending_tools = []
             end = next_user[index]
             span = branch[index + 1 : end if end is not None else len(branch)]
             after = None
@@ -135,8 +188,12 @@ def branch_steps(
                     children_count.get(entry.id, 0),
                 )
             )
+        elif _is_assistant(entry) and sha is None:
+            pending_tools.extend(tool_calls(entry))
         elif _is_assistant(entry) and sha is not None:
             text = entry_text(entry)
+            tools = [*pending_tools, *tool_calls(entry)]
+            pending_tools = []
             steps.append(
                 Step(
                     "turn",
@@ -150,6 +207,7 @@ def branch_steps(
                     first_line(text),
                     _stamp(entry),
                     children_count.get(entry.id, 0),
+                    tuple(tools[:_MAX_TOOLS]),
                 )
             )
         if sha is not None and (_is_user(entry) or _is_assistant(entry)):
@@ -176,4 +234,13 @@ def _stamp(entry: Entry) -> str | None:
     return entry.timestamp if isinstance(entry.timestamp, str) else None
 
 
-__all__ = ["Step", "StepKind", "branch_points", "branch_steps", "first_line", "step_for"]
+__all__ = [
+    "Step",
+    "StepKind",
+    "branch_points",
+    "branch_steps",
+    "describe_tool_call",
+    "first_line",
+    "step_for",
+    "tool_calls",
+]

@@ -118,3 +118,46 @@ def test_log_patch_pages_through_the_pager_only_on_a_terminal(agent: Agent, tmp_
 def test_show_process_never_prints_a_traceback_on_a_bad_entry(agent: Agent) -> None:
     result = run_process("show", "@", "zzzz", *_args(agent), cwd=agent.repo)
     assert result.code == 1 and "Traceback" not in result.err and "no entry matches" in result.err
+
+
+def test_show_defaults_to_the_latest_prompt_and_every_format_is_gits(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = run_cli(capsys, "show", "--json", *_args(agent), cwd=agent.repo).json_lines()[0]
+    assert data["kind"] == "prompt" and data["text"].startswith("Change a.txt")
+    for option in ("--numstat", "--name-status", "--stat"):
+        for renames in ((), ("-M",)):
+            out = run_cli(capsys, "show", option, *renames, *_args(agent), cwd=agent.repo).out
+            flag = renames or ("--no-renames",)
+            expected = git(agent.repo, "diff", option, *flag, data["before"], data["after"])
+            assert out.endswith("\n" + expected + "\n"), (option, renames)
+
+
+def test_colour_follows_the_option_then_gits_color_diff_setting(
+    agent: Agent, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def show(*extra: str) -> str:
+        return run_cli(capsys, "show", *extra, *_args(agent), cwd=agent.repo).out
+
+    assert "\x1b[" not in show()  # piped, auto
+    assert "\x1b[32m+" in show("--color=always") and "\x1b[" not in show("--color=never")
+    git(agent.repo, "config", "color.diff", "always")
+    assert "\x1b[32m+" in show() and "\x1b[" not in show("--no-color")
+    git(agent.repo, "config", "color.diff", "false")
+    assert "\x1b[" not in show() and "\x1b[1m" in show("--color")
+
+
+def test_report_counts_read_as_english(
+    agent: Agent, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from ledger.cli.review import counted
+
+    assert (counted(1, "prompt"), counted(2, "turn"), counted(0, "byte")) == (
+        "1 prompt",
+        "2 turns",
+        "0 bytes",
+    )
+    out = run_cli(
+        capsys, "report", "@", "-o", tmp_path / "r.html", *_args(agent), cwd=agent.repo
+    ).out
+    assert ": 2 prompts, 3 turns, " in out
