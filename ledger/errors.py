@@ -377,6 +377,60 @@ class CaptureIndexError(GitError):
         )
 
 
+class CaptureTooLargeError(LedgerError):
+    """A first capture (no private index yet) would add more untracked files or bytes than
+    ``rewind.snapshot.firstCaptureMaxFiles`` / ``firstCaptureMaxBytes``: refused before any
+    object was written (docs/design.md#first-capture-limits). ``biggest`` names the directories
+    holding most of it, as ``(path, files, bytes)`` (``path`` ends with ``/``; ``./`` is the
+    top level's own files)."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        files: int,
+        size: int,
+        setting: str,
+        limit: int,
+        biggest: Sequence[tuple[str, int, int]],
+        shadow: bool = False,
+    ) -> None:
+        self.root = Path(root)
+        self.files = files
+        self.size = size
+        self.setting = setting
+        self.limit = limit
+        self.biggest = list(biggest)
+        amount = self.amount
+        shown = f"{limit:,} files" if setting.endswith("Files") else amount(limit)
+        where = "; most of it in " + ", ".join(
+            f"{path} ({count:,} files, {amount(total)})" for path, count, total in biggest
+        )
+        exclude = (
+            "add them to rewind.snapshot.shadowExcludes"
+            if shadow
+            else "ignore them in .gitignore or name them in rewind.snapshot.protectedDirs"
+        )
+        super().__init__(
+            f"a first snapshot of {self.root} would add {files:,} untracked files "
+            f"({amount(size)}), more than {setting} allows ({shown}){where if biggest else ''}",
+            hint=f"nothing was written; {exclude} to leave them out, or raise {setting} "
+            "(0 = no limit) if all of it belongs in every snapshot",
+        )
+
+    @staticmethod
+    def amount(size: int) -> str:
+        """``300 B``, ``12.0 KiB``, ``1.5 GiB``."""
+        if size < 1024:
+            return f"{size} B"
+        value, unit = size / 1024, "KiB"
+        for bigger in ("MiB", "GiB", "TiB"):
+            if value < 1024:
+                break
+            value, unit = value / 1024, bigger
+        return f"{value:.1f} {unit}"
+
+
 class ShadowRefusedError(NotARepositoryError):
     """A directory outside any git repository that rewind will not keep snapshots for (``/``,
     the home directory, the agent dir's surroundings): a shadow repository there would capture
@@ -419,6 +473,7 @@ class NoShadowError(NotARepositoryError):
 
 __all__ = [
     "CaptureIndexError",
+    "CaptureTooLargeError",
     "CorruptArchiveError",
     "DirtySubmoduleError",
     "GitError",

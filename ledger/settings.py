@@ -1,6 +1,6 @@
 """The ``rewind`` settings from the agent dir's ``settings.json`` and the project's override.
 
-Why it exists: snapshot capture (protected paths, size limit) and retention read their knobs
+Why it exists: snapshot capture (protected paths, size limits) and retention read their knobs
 from the same file Pi and the reference extension use (``<agent-dir>/settings.json``, key
 ``rewind``). A settings file is edited by hand, so a bad value must never stop a capture.
 
@@ -34,7 +34,13 @@ from typing import Any, Literal, cast
 from ledger.safe_read import read_regular_file
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
 DEFAULT_MAX_UNTRACKED_FILE_BYTES = 50 * MIB
+# A first capture (no private index yet) adding more untracked files or bytes than this is refused
+# before anything is written (docs/design.md#first-capture-limits): a home-like directory, a data
+# folder, an unignored dependency tree would otherwise fill the disk with objects.
+DEFAULT_FIRST_CAPTURE_MAX_FILES = 200_000
+DEFAULT_FIRST_CAPTURE_MAX_BYTES = 2 * GIB
 DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
     "node_modules",
     ".venv",
@@ -83,6 +89,15 @@ class SnapshotSettings:
         default=DEFAULT_SHADOW_MAX_FILE_BYTES, metadata=_key("shadowMaxFileBytes")
     )
     """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
+    first_capture_max_files: int = field(
+        default=DEFAULT_FIRST_CAPTURE_MAX_FILES, metadata=_key("firstCaptureMaxFiles")
+    )
+    """A first capture (no private index yet) that would add more untracked files than this is
+    refused before writing anything; files the user's index tracks never count; 0 = no limit."""
+    first_capture_max_bytes: int = field(
+        default=DEFAULT_FIRST_CAPTURE_MAX_BYTES, metadata=_key("firstCaptureMaxBytes")
+    )
+    """The same refusal by the total size of those untracked files; 0 = no limit."""
     auto_watch_seconds: int = field(default=0, metadata=_key("autoWatchSeconds"))
     """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), and
     when Pi's bridge starts with no watcher serving the repository, start ``rewind serve --watch
@@ -141,6 +156,8 @@ class EffectiveSettings:
             ("rewind.snapshot.shadowRepositories", s.snapshot.shadow_repositories),
             ("rewind.snapshot.shadowExcludes", list(s.snapshot.shadow_excludes)),
             ("rewind.snapshot.shadowMaxFileBytes", s.snapshot.shadow_max_file_bytes),
+            ("rewind.snapshot.firstCaptureMaxFiles", s.snapshot.first_capture_max_files),
+            ("rewind.snapshot.firstCaptureMaxBytes", s.snapshot.first_capture_max_bytes),
             ("rewind.snapshot.autoWatchSeconds", s.snapshot.auto_watch_seconds),
             ("rewind.retention", s.retention is not None),
         ]
@@ -368,6 +385,8 @@ _RULES: dict[str, Callable[[Any], Any]] = {
     "shadow_repositories": _boolean,
     "shadow_excludes": _patterns,
     "shadow_max_file_bytes": _byte_count,
+    "first_capture_max_files": _byte_count,  # a whole, non-negative count; 0 = no limit
+    "first_capture_max_bytes": _byte_count,
     "auto_watch_seconds": _byte_count,  # a whole, non-negative number of seconds
 }
 
@@ -392,6 +411,8 @@ def _show(default: Any) -> str:
 
 
 __all__ = [
+    "DEFAULT_FIRST_CAPTURE_MAX_BYTES",
+    "DEFAULT_FIRST_CAPTURE_MAX_FILES",
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
     "DEFAULT_PROTECTED_DIRS",
     "DEFAULT_SHADOW_EXCLUDES",

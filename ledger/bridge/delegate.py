@@ -71,9 +71,21 @@ class Delegation:
 
         if self.lost is not None or Path(os.path.realpath(root)) != self.root:
             return None
-        fields = capture_settings_fields(settings.max_untracked_file_bytes, settings.protected_dirs)
+        fields = capture_settings_fields(
+            settings.max_untracked_file_bytes,
+            settings.protected_dirs,
+            settings.first_capture_max_files,
+            settings.first_capture_max_bytes,
+        )
         answer = request_capture(self.root, self.git_dir, fields)
         if isinstance(answer, dict):
+            refused = answer.get("refused")
+            if isinstance(refused, dict):
+                # The watcher's capture refused what a local one would refuse too: say so, and
+                # keep delegating (the service is fine).
+                from ledger.errors import LedgerError
+
+                raise LedgerError(str(refused.get("message")), hint=refused.get("hint"))
             return _result(answer)
         if answer == "absent" and self._coming_up():
             return None

@@ -186,6 +186,11 @@ def request_capture(
     if not isinstance(answer, dict):
         return "broken: no answer"
     if answer.get("ok") is not True:
+        error = answer.get("error")
+        if answer.get("why") == "refused" and isinstance(error, dict):
+            # The capture itself refused (a first capture over its limits): the same refusal a
+            # local capture would give, not a failure of the service.
+            return {"refused": {k: str(v) for k, v in error.items() if v is not None}}
         return str(answer.get("why", "declined"))
     captured = answer.get("capture")
     if not isinstance(captured, dict) or not _well_formed_capture(captured):
@@ -194,13 +199,22 @@ def request_capture(
 
 
 def capture_settings_fields(
-    max_untracked_file_bytes: int, protected_dirs: tuple[str, ...]
+    max_untracked_file_bytes: int,
+    protected_dirs: tuple[str, ...],
+    first_capture_max_files: int | None = None,
+    first_capture_max_bytes: int | None = None,
 ) -> Fields:
-    """The snapshot settings a capture depends on, as sent with a ``capture`` request."""
-    return {
+    """The snapshot settings a capture depends on, as sent with a ``capture`` request (the
+    first-capture limits only when given: an older watcher ignores unknown keys)."""
+    fields: Fields = {
         "maxUntrackedFileBytes": max_untracked_file_bytes,
         "protectedDirs": list(protected_dirs),
     }
+    if first_capture_max_files is not None:
+        fields["firstCaptureMaxFiles"] = first_capture_max_files
+    if first_capture_max_bytes is not None:
+        fields["firstCaptureMaxBytes"] = first_capture_max_bytes
+    return fields
 
 
 def serving(root: Path, git_dir: Path) -> bool:
@@ -471,6 +485,9 @@ class SnapshotService:
     def _capture(self, repo: object, given: object) -> dict[str, object]:
         """A bridge's capture (:mod:`ledger.bridge.delegate`): the tree only; the bridge commits
         it. The bridge's own settings are used, so the answer is the one it would compute."""
+        from dataclasses import replace
+
+        from ledger.errors import CaptureTooLargeError
         from ledger.git.capture import capture_tree
         from ledger.git.repo import GitRepo
         from ledger.settings import SnapshotSettings
@@ -488,7 +505,16 @@ class SnapshotService:
         ):
             return {"ok": False, "why": "unknown request"}
         settings = SnapshotSettings(max_untracked_file_bytes=limit, protected_dirs=tuple(dirs))
-        captured = capture_tree(repo, settings)
+        files, size = given.get("firstCaptureMaxFiles"), given.get("firstCaptureMaxBytes")
+        if isinstance(files, int) and not isinstance(files, bool) and files >= 0:
+            settings = replace(settings, first_capture_max_files=files)
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+            settings = replace(settings, first_capture_max_bytes=size)  # absent: the defaults
+        try:
+            captured = capture_tree(repo, settings)
+        except CaptureTooLargeError as exc:
+            error = {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
+            return {"ok": False, "why": "refused", "error": error}
         self.captured += 1
         return {
             "ok": True,

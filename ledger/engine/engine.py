@@ -216,7 +216,8 @@ class Engine:
         try:
             return self.snapshot()
         except LedgerError as exc:
-            result.warn(f"Rewind: could not snapshot {when} ({exc.message})")
+            hint = f"; {exc.hint}" if exc.hint else ""
+            result.warn(f"Rewind: could not snapshot {when} ({exc.message}){hint}")
             return None
 
     def append_op(

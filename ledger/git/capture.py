@@ -20,8 +20,9 @@ One capture, under the private index's lock:
 4. ``git status --porcelain=v2 -uall`` on the private index with our settings (trustctime,
    default checkStat, no ignoreStat, no fsmonitor, untracked cache) lists what changed.
 5. Parse and classify it (:mod:`ledger.git.capture_plan`): protected directories, too-large
-   untracked files, embedded repositories without a commit are skipped; a dirty submodule or
-   embedded repository is an error.
+   untracked files, embedded repositories without a commit are skipped. Refused before anything
+   is written (:mod:`ledger.git.capture_limits`): a dirty submodule or embedded repository, and
+   a first capture adding more untracked files or bytes than the settings allow.
 6. Few plain changes (up to :data:`LAZY_MAX_PATHS` paths differing from the index): hash them and
    edit the index's tree with pygit2, leaving the index as it is (:mod:`ledger.git.treeedit`).
    Otherwise ``update-index --add --remove --replace`` them; remove entries newly ignored
@@ -38,20 +39,28 @@ run at the repository root, so the result does not depend on the caller's cwd.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from ledger.errors import CaptureIndexError, DirtySubmoduleError, GitError
-from ledger.git.capture_plan import CapturePlan, SkippedPath, classify, parse_status
+from ledger.git.capture_limits import check_dirty, check_first_capture
+from ledger.git.capture_plan import (
+    TRACE_ENV,
+    CapturePlan,
+    RuleChanges,
+    SkippedPath,
+    classify,
+    parse_status,
+    untracked_cache_quiet,
+)
 from ledger.git.capture_state import (
     CaptureState,
     dir_signatures,
@@ -65,7 +74,7 @@ from ledger.git.index import IndexUnusable, PrivateIndex
 from ledger.git.racy import guard_racy_entries, old_racy_entries
 from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
-from ledger.git.shadow import capture_settings
+from ledger.git.shadow import ShadowRepo, capture_settings
 from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.settings import SnapshotSettings
 
@@ -189,12 +198,15 @@ class Capturer:
         self._filemode = facts.filemode
         self.facts_ignore_case = facts.ignore_case
         state = self.index.load_state()
+        # First: no capture completed here yet (a rebuild after one is not; nor is every capture
+        # under core.ignoreCase): only then is the size of what it adds checked.
+        first = state is None or state.tree is None
         fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
         if state is None or fresh:
             self.index.reset()
             state = CaptureState(fingerprint=fingerprint)
         try:
-            return self._capture(state, fresh=fresh)
+            return self._capture(state, fresh=fresh, first=first)
         except (IndexUnusable, GitError) as exc:
             # A kept index that git cannot read, or that references pruned objects, is
             # rebuilt once; a failure on a fresh index is the real error.
@@ -203,11 +215,11 @@ class Capturer:
             if fresh:
                 raise
             self.index.reset()
-            return self._capture(CaptureState(fingerprint=fingerprint), fresh=True)
+            return self._capture(CaptureState(fingerprint=fingerprint), fresh=True, first=first)
 
     # --- one pass over a loaded state ------------------------------------------------------
 
-    def _capture(self, state: CaptureState, *, fresh: bool) -> CaptureResult:
+    def _capture(self, state: CaptureState, *, fresh: bool, first: bool) -> CaptureResult:
         start_s = int(time.time())
         updated = 0
         modified = False
@@ -219,7 +231,7 @@ class Capturer:
         # capture left the signatures in step with git's untracked cache: then only those
         # holding a rule file or .git (an edit in place changes no directory), and status
         # itself says whether any other directory changed (docs/capture.md#start-up).
-        changes = _RuleChanges()
+        changes = RuleChanges()
         everywhere = fresh or not state.synced
         self._compare_rules(
             state, list(state.dirs) if everywhere else rule_dirs(state.dirs), changes
@@ -246,7 +258,7 @@ class Capturer:
             # created, removed or renamed; a .gitignore edited): an ignored rule file or a
             # .git may have appeared there, which status cannot list. Look everywhere, now;
             # when something did change, status runs again after these reads.
-            late = _RuleChanges()
+            late = RuleChanges()
             self._compare_rules(state, list(state.dirs), late)
             synced = True
             if late:
@@ -269,10 +281,16 @@ class Capturer:
             kept_protected=state.kept_protected,
             known_git_dirs=state.git_dirs,
         )
+        if first:  # before anything is written (docs/design.md#first-capture-limits)
+            check_first_capture(
+                plan, self.settings, self, root=self.root, shadow=isinstance(self.repo, ShadowRepo)
+            )
         state.kept_protected = plan.kept_protected
         state.git_dirs = plan.git_dirs
         try:
-            self._check_dirty(state, plan)
+            check_dirty(
+                self.git, self.index.index_path, self.root, state.gitlinks, plan, PRIVATE_CONFIG
+            )
         except DirtySubmoduleError:
             # Nothing of the plan was applied, but status may have refreshed entries: guard
             # them, and keep the old rule signatures so that their changes are still seen
@@ -398,13 +416,13 @@ class Capturer:
                 index=self.index.index_path,
                 config=PRIVATE_CONFIG,
                 optional_locks=True,
-                extra_env=_TRACE_ENV,
+                extra_env=TRACE_ENV,
             )
         except GitError as exc:
             raise IndexUnusable(str(exc)) from exc
         return result.lines_z(), untracked_cache_quiet(result.stderr)
 
-    def _compare_rules(self, state: CaptureState, dirs: Sequence[str], into: _RuleChanges) -> None:
+    def _compare_rules(self, state: CaptureState, dirs: Sequence[str], into: RuleChanges) -> None:
         """Re-sign the rules of ``dirs`` (known directories), record them in ``state`` and list
         the directories whose ignore rules, attributes or repository status changed."""
         root = self._root_s
@@ -421,43 +439,6 @@ class Capturer:
             if rel and current.has_git and not previous.has_git:
                 into.repos.append(rel)
             known[rel] = current
-
-    def _check_dirty(self, state: CaptureState, plan: CapturePlan) -> None:
-        """A submodule or embedded repository with uncommitted changes fails the capture (D6)."""
-        known = [g for g in state.gitlinks if g not in plan.gone_gitlinks]
-        for chunk in chunks(known):
-            result = self.git.run(
-                [
-                    "status",
-                    "--porcelain=v2",
-                    "-z",
-                    "--untracked-files=no",
-                    "--ignore-submodules=untracked",
-                    "--",
-                    *chunk,
-                ],
-                operation="git status (submodules)",
-                index=self.index.index_path,
-                config=PRIVATE_CONFIG,
-            )
-            for record in result.lines_z():
-                if record.startswith(b"1 "):
-                    fields = record.split(b" ", 8)
-                    if fields[2][:1] == b"S" and fields[2][2:3] == b"M":
-                        raise DirtySubmoduleError(decode_path(fields[8]))
-        for path in plan.new_gitlinks:
-            nested = self.root / path
-            try:
-                git_dir = Path(pygit2.Repository(str(nested)).path)
-            except (pygit2.GitError, OSError, ValueError):
-                continue
-            result = GitRunner(nested, git_dir).run(
-                ["status", "--porcelain", "-z", "--untracked-files=no", "--ignore-submodules=none"],
-                operation=f"git status ({path})",
-                check=False,
-            )
-            if result.returncode == 0 and result.stdout.strip(b"\0"):
-                raise DirtySubmoduleError(path)
 
     def _new_dirs(self, state: CaptureState, added: Sequence[str]) -> list[str]:
         fresh: list[str] = []
@@ -561,55 +542,6 @@ class Capturer:
             return not nested.head_is_unborn
         except (pygit2.GitError, OSError, ValueError, KeyError):
             return False
-
-
-@dataclass
-class _RuleChanges:
-    """Known directories whose rules changed, by kind."""
-
-    ignore: list[str] = field(default_factory=list)
-    attributes: list[str] = field(default_factory=list)
-    repos: list[str] = field(default_factory=list)
-    """Directories that now hold a ``.git``."""
-
-    def __bool__(self) -> bool:
-        return bool(self.ignore or self.attributes or self.repos)
-
-    def merge(self, other: _RuleChanges) -> None:
-        self.ignore += other.ignore
-        self.attributes += other.attributes
-        self.repos += other.repos
-
-
-# git reports, on stderr through trace2, what its untracked cache did during status (dir.c,
-# emit_traversal_statistics). Nesting: the counters sit three regions deep.
-_TRACE_ENV = {"GIT_TRACE2_EVENT": "2", "GIT_TRACE2_EVENT_NESTING": "9"}
-_QUIET_KEYS = ("node-creation", "gitignore-invalidation", "directory-invalidation", "opendir")
-
-
-def untracked_cache_quiet(stderr: bytes) -> bool:
-    """Whether git's untracked cache reported that it created, invalidated and opened no
-    directory: every directory status visited had the stat data and ``.gitignore`` content git
-    recorded for it (git's own racy-timestamp rules apply). Anything else (a counter not zero,
-    missing because the cache was not used, an unknown output) is ``False``: not quiet."""
-    values: dict[str, list[object]] = {}
-    for line in stderr.splitlines():
-        if not line.startswith(b"{") or b'"read_directory"' not in line:
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(event, dict)
-            and event.get("event") == "data"
-            and event.get("category") == "read_directory"
-            and event.get("key") in _QUIET_KEYS
-        ):
-            values.setdefault(str(event["key"]), []).append(event.get("value"))
-    return all(key in values for key in _QUIET_KEYS) and all(
-        value in ("0", 0) for found in values.values() for value in found
-    )
 
 
 def _active_feed(repo: GitRepo) -> Any:

@@ -8,7 +8,9 @@ git calls that act on the result (:mod:`ledger.git.capture`):
 - :func:`parse_status` reads ``git status --porcelain=v2 -z`` records into typed values;
 - :func:`classify` decides, for each, whether it is recorded, removed or skipped on purpose, and
   returns a :class:`CapturePlan`. It reads the work tree and the user's index only through the
-  :class:`Probe` it is given, and changes nothing: applying the plan is the capture's job.
+  :class:`Probe` it is given, and changes nothing: applying the plan is the capture's job;
+- :func:`untracked_cache_quiet` reads what git's untracked cache reported during that status,
+  and :class:`RuleChanges` holds the directories whose rule files changed before it ran.
 
 Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, less what we skip):
 - A protected directory (settings) or an untracked file larger than the limit is skipped only
@@ -25,6 +27,7 @@ Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, le
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ from ledger.git.runner import decode_path
 from ledger.settings import SnapshotSettings
 
 _GITLINK = b"160000"  # the mode of a gitlink (pygit2.enums.FileMode.COMMIT), as status prints it
-_MANY_UNTRACKED = 2000
+MANY_UNTRACKED = 2000
 """Beyond this many untracked paths, the user's tracked files are listed once instead of one
 ``lstat`` per untracked path (a first capture, a big checkout)."""
 
@@ -83,6 +86,11 @@ class CapturePlan:
     """Protected directories captured because the user tracks something there."""
     git_dirs: list[str] = field(default_factory=list)
     """Git directories inside the work tree left out of this capture."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """Sizes of the untracked regular files read for the size limit (reused by the first-capture
+    check, :mod:`ledger.git.capture_limits`, so that no file is ``lstat``-ed twice)."""
+    user_tracked: frozenset[str] | None = None
+    """The user's tracked files, when classify listed them all (many untracked paths)."""
 
     @property
     def paths(self) -> list[str]:
@@ -196,11 +204,10 @@ def classify(
     protected_probe = (
         re.compile("|".join(re.escape(n) for n in sorted(protected))) if protected else None
     )
-    user_tracked = (
-        probe.user_tracked_all()
-        if limit and len(status.untracked) > _MANY_UNTRACKED
-        else frozenset()
-    )
+    listed = bool(limit) and len(status.untracked) > MANY_UNTRACKED
+    user_tracked = probe.user_tracked_all() if listed else frozenset()
+    plan.user_tracked = user_tracked if listed else None
+    sizes = plan.sizes
 
     for change in status.changed:
         if change.gitlink is not None:
@@ -230,8 +237,10 @@ def classify(
             continue
         if limit and path not in user_tracked:
             size = probe.regular_size(path)
-            if size is not None and size > limit:
-                big[path] = size
+            if size is not None:
+                sizes[path] = size
+                if size > limit:
+                    big[path] = size
         plan.add.append(path)
 
     # Protected directories and large files are skipped only when the user's git does not
@@ -308,10 +317,62 @@ def _without_git_dirs(
     return Status(changed, untracked)
 
 
+@dataclass
+class RuleChanges:
+    """Known directories whose rules changed, by kind (compared by the capture before status)."""
+
+    ignore: list[str] = field(default_factory=list)
+    attributes: list[str] = field(default_factory=list)
+    repos: list[str] = field(default_factory=list)
+    """Directories that now hold a ``.git``."""
+
+    def __bool__(self) -> bool:
+        return bool(self.ignore or self.attributes or self.repos)
+
+    def merge(self, other: RuleChanges) -> None:
+        self.ignore += other.ignore
+        self.attributes += other.attributes
+        self.repos += other.repos
+
+
+# git reports, on stderr through trace2, what its untracked cache did during status (dir.c,
+# emit_traversal_statistics). Nesting: the counters sit three regions deep.
+TRACE_ENV = {"GIT_TRACE2_EVENT": "2", "GIT_TRACE2_EVENT_NESTING": "9"}
+_QUIET_KEYS = ("node-creation", "gitignore-invalidation", "directory-invalidation", "opendir")
+
+
+def untracked_cache_quiet(stderr: bytes) -> bool:
+    """Whether git's untracked cache reported that it created, invalidated and opened no
+    directory: every directory status visited had the stat data and ``.gitignore`` content git
+    recorded for it (git's own racy-timestamp rules apply). Anything else (a counter not zero,
+    missing because the cache was not used, an unknown output) is ``False``: not quiet."""
+    values: dict[str, list[object]] = {}
+    for line in stderr.splitlines():
+        if not line.startswith(b"{") or b'"read_directory"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(event, dict)
+            and event.get("event") == "data"
+            and event.get("category") == "read_directory"
+            and event.get("key") in _QUIET_KEYS
+        ):
+            values.setdefault(str(event["key"]), []).append(event.get("value"))
+    return all(key in values for key in _QUIET_KEYS) and all(
+        value in ("0", 0) for found in values.values() for value in found
+    )
+
+
 __all__ = [
+    "MANY_UNTRACKED",
+    "TRACE_ENV",
     "CapturePlan",
     "Changed",
     "Probe",
+    "RuleChanges",
     "SkippedPath",
     "Status",
     "classify",
@@ -320,4 +381,5 @@ __all__ = [
     "git_dir_prefix",
     "parse_status",
     "protected_prefix",
+    "untracked_cache_quiet",
 ]

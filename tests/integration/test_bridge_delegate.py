@@ -154,3 +154,31 @@ def test_in_print_mode_a_bridge_without_a_watcher_runs_no_feed_and_stays_exact(
     assert found is not None and not serving(*found)
     assert pi.close() == 0
     assert not status_file.exists(), "no feed ran"
+
+
+def test_a_first_capture_the_watcher_refuses_is_a_warning_with_its_hint_and_delegation_goes_on(
+    repo: Path, isolated_env: Path, watching: subprocess.Popen[str]
+) -> None:
+    # The bridge's own first-capture limit travels with its capture request; the watcher's
+    # refusal is the one a local capture would give, not a broken watcher.
+    settings = isolated_env / ".pi" / "agent" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"rewind": {"snapshot": {"firstCaptureMaxFiles": 20}}}))
+    (repo / "data").mkdir()
+    for n in range(30):
+        (repo / "data" / f"{n}.bin").write_text(f"{n}\n")
+    pi = _bridge(repo, isolated_env)
+    pi.event("before_agent_start", {"prompt": "first"})
+    reply = pi.event("turn_start", {"turnIndex": 0})
+    (warning,) = [n["text"] for n in reply.notices if n["level"] == "warning"]
+    assert "a first snapshot of" in warning and "data/ (30 files" in warning
+    assert "ignore them in .gitignore" in warning, "the hint comes along"
+    pi.user("first")
+    pi.assistant("done")
+    pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+    pi.event("agent_end", {})
+    (repo / ".gitignore").write_text("data/\n")
+    prompts_stay_exact(pi, 1, "after")
+    assert pi.close() == 0
+    err = stop_watch(watching)
+    assert _served_counts(err)[1] >= 2, "later captures still went to the watcher"
