@@ -65,6 +65,17 @@ def register(
         "captures of Pi's bridges from other processes in O(changed), and host the Pi "
         "sessions that connect in this environment, until interrupted",
     )
+    mode.add_argument(
+        "--status",
+        action="store_true",
+        help="say which process serves this repository (a watcher, or a Pi session's bridge), "
+        "since when, whether it hosts Pi sessions, and its change feed's state",
+    )
+    mode.add_argument(
+        "--stop",
+        action="store_true",
+        help="stop this repository's watcher (never a Pi session's bridge)",
+    )
     parser.add_argument(
         "--idle-exit",
         metavar="SECONDS",
@@ -87,6 +98,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     # to hand over the GIL. Measured, a fed capture of one file during a verification (before
     # the verifier's git ran at idle priority): median 5.4 ms with this interval, 6.7 ms with
     # the default, 3.9 ms with no verification (docs/capture.md#verification).
+    if args.status or args.stop:
+        return _status(args, ctx)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     if args.watch:
         return _watch(args, ctx)
@@ -242,6 +255,114 @@ def _serve_snapshots_in_background(start: Path, out: list[SnapshotService]) -> N
                 out.append(service)
 
     threading.Thread(target=run, name="rewind-snapshot-socket-start", daemon=True).start()
+
+
+def server_info(root: Path, git_dir: Path) -> dict[str, object]:
+    """Which process serves the repository (``rewind serve --status``, ``rewind doctor``): its
+    pid, whether it is a watcher (``--watch``) or a Pi session's bridge (``--stdio``), since when,
+    whether it hosts Pi sessions, and its change feed's last status. Read-only."""
+    from ledger.bridge.hosted import socket_path as bridge_socket
+    from ledger.git.feed import read_status_file
+    from ledger.git.index import serving_pid
+
+    pid = serving_pid(git_dir)
+    info: dict[str, object] = {"root": str(root), "serving": pid is not None, "pid": pid}
+    if pid:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            argv = []
+        kind = "watcher" if b"--watch" in argv else "bridge" if b"--stdio" in argv else "unknown"
+        info["kind"] = kind
+        info["since"] = _started(pid)
+        info["hosting"] = kind == "watcher" and bridge_socket(git_dir).exists()
+        info["feed"] = read_status_file(git_dir)
+    return info
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (ISO 8601, UTC), from /proc; ``None`` when unknown."""
+    import time
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 (starttime), counted after the command's ")"
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    started = time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+
+
+def _owned(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1]) == os.getuid()
+    except (OSError, ValueError, IndexError):
+        return False
+    return False
+
+
+def _status(args: argparse.Namespace, ctx: CliContext) -> int:
+    """``--status`` and ``--stop`` (docs/capture.md#shared-watcher)."""
+    import signal
+    import time
+
+    from ledger.errors import LedgerError
+    from ledger.git.index import serving_pid
+
+    repo = ctx.repo()
+    info = server_info(repo.root, repo.git_dir)
+    pid = info["pid"]
+    if args.stop and isinstance(pid, int) and pid:
+        if info.get("kind") != "watcher":
+            raise LedgerError(
+                f"{repo.root} is served by the bridge of a running Pi session (pid {pid}), not "
+                "by a watcher",
+                hint="it ends with that session; nothing was stopped",
+            )
+        if not _owned(pid):
+            raise LedgerError(f"process {pid} is not yours", hint="nothing was stopped")
+        os.kill(pid, signal.SIGTERM)  # the watcher ends its hosted sessions between events
+        deadline = time.monotonic() + 30
+        while serving_pid(repo.git_dir) == pid and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopped = serving_pid(repo.git_dir) != pid
+        info["stopped"] = stopped
+        ctx.emit(
+            info,
+            f"stopped the watcher of {repo.root} (pid {pid})"
+            if stopped
+            else f"the watcher of {repo.root} (pid {pid}) did not stop within 30 s",
+        )
+        return 0 if stopped else 1
+
+    def text() -> str:
+        if not pid and pid != 0:
+            return (
+                f"no watcher serves {repo.root}"
+                + ("" if args.status else ": nothing to stop")
+                + " (a Pi session's bridge starts one, with rewind.snapshot.autoWatchSeconds)"
+            )
+        kind = info.get("kind")
+        who = (
+            "a watcher"
+            if kind == "watcher"
+            else "the bridge of a Pi session"
+            if kind == "bridge"
+            else "a process"
+        )
+        lines = [f"{repo.root} is served by {who} (pid {pid}), since {info.get('since') or '?'}"]
+        if kind == "watcher":
+            lines.append("  hosts Pi sessions" if info.get("hosting") else "  hosts no Pi sessions")
+        feed = info.get("feed")
+        if isinstance(feed, dict) and feed.get("mode"):
+            lines.append(f"  change feed: {feed['mode']}")
+        return "\n".join(lines)
+
+    ctx.emit(info, text)
+    return 0
 
 
 def _watch(args: argparse.Namespace, ctx: CliContext) -> int:

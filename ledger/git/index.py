@@ -352,6 +352,28 @@ class ServeLock:
             self._fd = None
 
 
+def serving_pid(git_dir: Path) -> int | None:
+    """The pid of the process that serves the repository of ``git_dir`` (holds its serve lock;
+    0 when it cannot be told), or ``None`` when nobody does. Read-only: a shared, non-blocking
+    probe on the lock file, never created here."""
+    path = private_dir(git_dir) / SERVE_LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return _lock_holder(fd)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _lock_holder(fd: int) -> int:
     """The pid written by the holder of the flock on ``fd``'s file; when it has not written it yet
     (or names a process that is gone), the one the kernel lists in ``/proc/locks``; else 0."""
@@ -385,5 +407,6 @@ __all__ = [
     "ServeLock",
     "VerifyIndex",
     "private_dir",
+    "serving_pid",
     "unsafe_private_dir",
 ]
