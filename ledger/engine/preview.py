@@ -303,7 +303,7 @@ def _shadow(engine: Engine) -> str | None:
 def preview(engine: Engine, entry_id: str) -> Preview:
     """What restoring ``entry_id``'s point would change, file by file, and what can be done."""
     from ledger.git.restore_plan import plan_restore
-    from ledger.review.diff import diff_trees
+    from ledger.review.diff import GitDiffer
 
     session = engine.session()
     entry = session.get(entry_id)
@@ -327,11 +327,12 @@ def preview(engine: Engine, entry_id: str) -> Preview:
     mine = {c.path for c in result.own}
     change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
     change.update(dict.fromkeys(plan.deleted, "D"))
+    # git's own counts (one process): a symlink↔file change is one entry with its lines, and
+    # text with control bytes is text, as `rewind diff` and `git diff --numstat` say.
+    differ = GitDiffer(engine.repo)
     lines = {
         f.path: f
-        for f in diff_trees(
-            engine.repo.pygit2, plan.current_tree, plan.target_tree, with_patch=False
-        ).files
+        for f in differ.diff(plan.current_tree, plan.target_tree, files=True, texts=()).files
         if f.path in touched
     }
     for path in [*plan.added, *plan.modified, *plan.deleted][:MAX_FILES]:

@@ -6,6 +6,7 @@ stands for (``/fork`` "Code only", "Undo last file rewind", ``/tree`` restore an
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +147,18 @@ def test_an_unknown_action_is_an_error_reply_and_changes_nothing(pi: FakePi) -> 
     reply = pi.event("rewind_apply", {"action": "explode", "entryId": second})
     assert reply.error is not None and reply.error["code"] == "failed"
     assert (pi.cwd / "a.txt").read_text() == before and pi.custom(OP) == []
+
+
+def test_a_symlink_that_became_a_file_is_one_preview_row_with_its_lines(pi: FakePi) -> None:
+    repo = pi.cwd
+    os.symlink("README.md", repo / "link")
+    before, _ = pi.prompt(
+        "make link a file",
+        lambda: (
+            (repo / "link").unlink(),
+            (repo / "link").write_text("one\ntwo\n"),
+        ),
+    )
+    preview = pi.event("rewind_preview", {"entryId": before}).result["preview"]
+    (row,) = [f for f in preview["files"] if f["path"] == "link"]
+    assert row["change"] == "M" and row["deletions"] == 2 and not row["binary"]
