@@ -19,7 +19,12 @@ as information only (``a restore is running (pid N)``), since its journal closes
 (docs/design.md#crash-safe-restore).
 
 The doctor needs no settings: what a sweep dropped is told apart from what fell out by time,
-so a sweep run by hand with its own limits does not make the doctor fail.
+so a sweep run by hand with its own limits does not make the doctor fail. Given the settings, it
+also says what retention would drop now and about how many bytes that frees (a dry-run sweep),
+and it always reports disk use: the bytes the store keeps alive, our loose objects against git's
+``gc.auto`` estimate, and leftovers of interrupted work (a killed upkeep, git temporary files),
+which are information, not problems: ``rewind sweep`` removes the ones that are safe to remove
+(docs/design.md#disk-upkeep).
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from ledger.errors import LedgerError
 from ledger.git.journal import Journal
 from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
+from ledger.git.upkeep import Leftover
 from ledger.lineage import LineageReader
 from ledger.recovery import interruption_error
 from ledger.session.discovery import repo_sessions
+from ledger.settings import Settings
 
 
 @dataclass
@@ -76,6 +83,16 @@ class DoctorReport:
     store_lock: str | None = None
     store_lock_age_s: float | None = None
     """git's lock on the store ref, when one exists; stale from :data:`STALE_LOCK_S` on."""
+    loose_ours: int = 0
+    """Objects only the store reaches that are stored loose."""
+    loose_estimate: int = 0
+    """git's estimate of all loose objects (``objects/17`` × 256), against ``gc_auto``."""
+    gc_auto: int = 0
+    leftovers: list[Leftover] = field(default_factory=list)
+    retention: dict[str, Any] | None = None
+    """What retention would do now (a dry-run sweep), when settings were given."""
+    server: dict[str, Any] | None = None
+    """Which process serves the repository (``rewind serve --status``), when one does."""
 
     @property
     def unreachable(self) -> list[DanglingReference]:
@@ -142,7 +159,12 @@ class DoctorReport:
                 "chainStarted": self.chain_started_ms,
                 "bytes": self.store_bytes,
                 "exclusiveBytes": self.exclusive_bytes,
+                "looseObjects": self.loose_ours,
             },
+            "looseEstimate": self.loose_estimate,
+            "gcAuto": self.gc_auto,
+            "leftovers": [item.to_json() for item in self.leftovers],
+            "retention": self.retention,
             "sessions": self.sessions,
             "ledgers": self.ledgers,
             "privateIndex": self.index,
@@ -158,6 +180,7 @@ class DoctorReport:
             ],
             "warnings": self.warnings,
             "feed": self.feed,
+            "server": self.server,
             "feedMismatch": self.feed_mismatch,
             "interruptedRestores": [j.to_json() for j in self.interrupted],
             "runningRestores": [j.to_json() for j in self.running],
@@ -174,14 +197,64 @@ class DoctorReport:
         }
 
 
-def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
+def preview_retention(
+    repo: GitRepo, agent_dir: Path, settings: Settings, start: Path | None
+) -> dict[str, Any]:
+    """What the configured retention would drop now, and about how many bytes it frees: a
+    dry-run sweep from ``start`` (changes nothing)."""
+    from ledger.retention.sweep import policy_from, run_sweep
+
+    retention = settings.retention
+    if retention is None:
+        return {"on": False}
+    info: dict[str, Any] = {
+        "on": True,
+        "default": retention.implicit,
+        "maxAgeDays": retention.max_age_days,
+        "maxSnapshots": retention.max_snapshots,
+        "scanMode": retention.scan_mode,
+    }
+    try:
+        report = run_sweep(
+            repo,
+            start,
+            agent_dir,
+            scan_mode=retention.scan_mode,
+            policy=policy_from(settings),
+            dry_run=True,
+            count_objects=True,
+        )
+    except LedgerError as exc:
+        return {**info, "error": exc.message}
+    dropped = 0 if report.preserved else report.plan.summary()["dropped"]
+    return {
+        **info,
+        "wouldDrop": dropped,
+        "unreachableObjects": report.unreachable_objects,
+        "freedBytes": report.freed_bytes,
+    }
+
+
+def diagnose(
+    repo: GitRepo,
+    agent_dir: Path,
+    *,
+    settings: Settings | None = None,
+    start: Path | None = None,
+) -> DoctorReport:
     """Read the store chain, the private index and every session of this repository; change
-    nothing."""
+    nothing. With ``settings``, also preview retention from ``start`` (:func:`preview_retention`)."""
     from ledger.git.feed import MISMATCH_FILE, read_status_file
     from ledger.git.index import PrivateIndex, private_dir
     from ledger.git.journal import open_journals
     from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
+    from ledger.git.upkeep import (
+        find_leftovers,
+        gc_auto_threshold,
+        loose_estimate,
+        our_loose_objects,
+    )
     from ledger.recovery import journal_states
 
     store = Store(repo)
@@ -209,6 +282,10 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
     report.running = running
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
     report.feed = read_status_file(repo.git_dir)
+    from ledger.bridge.status import server_info
+
+    served = server_info(repo.root, repo.git_dir)
+    report.server = served if served.get("serving") else None
     mismatch = private_dir(repo.git_dir) / MISMATCH_FILE
     if mismatch.is_file():
         report.feed_mismatch = str(mismatch)
@@ -216,6 +293,11 @@ def diagnose(repo: GitRepo, agent_dir: Path) -> DoctorReport:
             f"the change feed once disagreed with a full scan; that session switched to full "
             f"scans (captures stay exact). Evidence for a bug report: {mismatch}"
         )
+    report.loose_ours = len(our_loose_objects(repo)) if report.store_head else 0
+    report.loose_estimate, report.gc_auto = loose_estimate(repo), gc_auto_threshold(repo)
+    report.leftovers = find_leftovers(repo)
+    if settings is not None:
+        report.retention = preview_retention(repo, agent_dir, settings, start)
     age = store.lock_age_s()
     if age is not None:
         report.store_lock, report.store_lock_age_s = str(store.lock_path), age

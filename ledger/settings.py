@@ -15,8 +15,12 @@ Invariants:
 - ``<repo>/.pi/settings.json`` (its ``rewind`` key) overrides the global file key by key, inside
   the ``snapshot`` and ``retention`` sections too (beyond the reference, which reads only the
   global file); :class:`EffectiveSettings` remembers which file set each value.
-- Defaults follow the reference (``silentCheckpoints`` false; no ``retention`` object = no
-  retention, docs/formats.md#settings) plus our snapshot protections (docs/design.md#protected-paths).
+- Defaults follow the reference (``silentCheckpoints`` false) plus our snapshot protections
+  (docs/design.md#protected-paths), except retention: **absent** ``rewind.retention`` means
+  :data:`DEFAULT_RETENTION` (ours; the reference keeps everything forever), ``false`` turns it
+  off (``Settings.retention is None``), and an object keeps the reference's meaning exactly
+  (missing keys = unlimited, ``ancestor-only``, no label pins), so a file shared with
+  pi-rewind-hook means the same to both. docs/design.md#default-retention
 - Plain frozen dataclasses, not pydantic models: every capture reads settings, and importing
   pydantic and building models cost more than the capture itself when nothing changed
   (docs/capture.md#start-up). Validation is the small table below, one rule per field.
@@ -108,7 +112,8 @@ class SnapshotSettings:
 
 @dataclass(frozen=True)
 class RetentionSettings:
-    """Present only when ``rewind.retention`` is a (truthy) object: retention is then on."""
+    """Retention is on: ``rewind.retention`` is an object (these field defaults, the
+    reference's), or absent (:data:`DEFAULT_RETENTION`)."""
 
     max_snapshots: int | None = field(default=None, metadata=_key("maxSnapshots"))
     """None = unlimited."""
@@ -118,13 +123,33 @@ class RetentionSettings:
     scan_mode: ScanMode = field(default="ancestor-only", metadata=_key("scanMode"))
     startup_budget_ms: float | None = field(default=None, metadata=_key("startupBudgetMs"))
     """None = no budget (startup sweeps only)."""
+    implicit: bool = field(default=False, metadata={})
+    """Not a key: True for :data:`DEFAULT_RETENTION` (``rewind.retention`` absent). Such a sweep
+    also keeps a snapshot no session names while its commit is younger than ``maxAgeDays`` (not
+    one day): a manual ``rewind snapshot`` or a session kept under another agent dir must not
+    lose its points to a policy nobody chose."""
+
+
+DEFAULT_MAX_AGE_DAYS = 30.0
+DEFAULT_RETENTION = RetentionSettings(
+    max_age_days=DEFAULT_MAX_AGE_DAYS,
+    pin_labeled_entries=True,
+    # Every session of the repository is read: with ``ancestor-only`` a new session would drop
+    # the points of an unrelated older one after a day (it names none of them).
+    scan_mode="repo-sessions",
+    implicit=True,
+)
+"""Retention when ``rewind.retention`` is absent: keep what sessions referenced in the last 30
+days, labeled entries, each ledger's latest current/undo, open restore journals' snapshots and
+anything committed in the last 30 days that no session names yet; drop the rest."""
 
 
 @dataclass(frozen=True)
 class Settings:
     silent_checkpoints: bool = field(default=False, metadata=_key("silentCheckpoints"))
     snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
-    retention: RetentionSettings | None = None
+    retention: RetentionSettings | None = DEFAULT_RETENTION
+    """None: ``rewind.retention`` is ``false`` (off)."""
 
 
 def load_settings(
@@ -288,13 +313,15 @@ def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "set
     if snapshot is not None:
         fields["snapshot"] = _section(SnapshotSettings, snapshot, "rewind.snapshot", warnings)
     retention = value.get("retention")
-    if retention is not None and retention is not False:
-        if isinstance(retention, dict):
-            fields["retention"] = _section(
-                RetentionSettings, retention, "rewind.retention", warnings
-            )
-        elif retention:
-            warnings.append("rewind.retention: expected an object; retention stays off")
+    if retention is False:
+        fields["retention"] = None
+    elif isinstance(retention, dict):
+        fields["retention"] = _section(RetentionSettings, retention, "rewind.retention", warnings)
+    elif retention is not None:
+        warnings.append(
+            f"rewind.retention: invalid value {retention!r} (an object, or false for none); "
+            "using the default retention"
+        )
     return Settings(**fields)
 
 
@@ -307,8 +334,8 @@ def _section(model: _Section, data: Any, prefix: str, warnings: list[str]) -> An
         return model()
     values: dict[str, Any] = {}
     for info in fields(model):
-        key = info.metadata["alias"]
-        if key in data:
+        key = info.metadata.get("alias")
+        if key is not None and key in data:
             values[info.name] = _field(model, info.name, data[key], prefix, warnings)
     return model(**values)
 
@@ -415,6 +442,7 @@ __all__ = [
     "DEFAULT_FIRST_CAPTURE_MAX_FILES",
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",
     "DEFAULT_PROTECTED_DIRS",
+    "DEFAULT_RETENTION",
     "DEFAULT_SHADOW_EXCLUDES",
     "DEFAULT_SHADOW_MAX_FILE_BYTES",
     "EffectiveSettings",

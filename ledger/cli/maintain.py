@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.doctor import DoctorReport
     from ledger.git.repo import GitRepo
+    from ledger.git.upkeep import Leftover, UpkeepReport
     from ledger.retention.sweep import SweepReport
     from ledger.settings import ScanMode, Settings
 
@@ -142,8 +143,64 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.stderr.write("\r\033[K")
     for warning in report.warnings:
         ctx.warn(warning)
-    ctx.emit(report.to_json(), lambda: _sweep_text(report))
+    upkeep, leftovers = _give_back(repo, report)
+    shadow = is_shadow(repo)
+    ctx.emit(
+        {
+            **report.to_json(),
+            "upkeep": upkeep.to_json() if upkeep else None,
+            "leftovers": [item.to_json() for item in leftovers],
+        },
+        lambda: "\n".join(
+            [_sweep_text(report, shadow), *_upkeep_lines(upkeep, leftovers, report.dry_run)]
+        ),
+    )
     return 0
+
+
+def _give_back(repo: GitRepo, report: SweepReport) -> tuple[UpkeepReport | None, list[Leftover]]:
+    """After a real sweep: the upkeep (docs/design.md#disk-upkeep), which also removes what
+    interrupted work left. A dry run only lists what it would remove."""
+    from ledger.git.upkeep import find_leftovers, mark_pending, run_upkeep
+
+    if report.dry_run:
+        return None, [item for item in find_leftovers(repo) if item.removable]
+    if report.rewritten:
+        mark_pending(repo)
+    upkeep = run_upkeep(repo)
+    return upkeep, []
+
+
+def _upkeep_lines(
+    upkeep: UpkeepReport | None, leftovers: list[Leftover], dry_run: bool
+) -> list[str]:
+    lines = []
+    if dry_run and leftovers:
+        lines.append(
+            f"would remove {len(leftovers)} leftovers of interrupted work "
+            f"({_size(sum(item.bytes for item in leftovers))}): "
+            + ", ".join(str(item.path) for item in leftovers[:5])
+        )
+    if upkeep is None:
+        return lines
+    if upkeep.leftovers_removed:
+        lines.append(
+            f"removed {len(upkeep.leftovers_removed)} leftovers of interrupted work: "
+            + ", ".join(upkeep.leftovers_removed[:5])
+        )
+    if upkeep.action == "packed-ours":
+        lines.append(
+            f"packed {upkeep.packed_objects} loose objects of rewind's into one pack "
+            f"(git's estimate of loose objects was over gc.auto = {upkeep.threshold})"
+        )
+    elif upkeep.action == "repacked-shadow":
+        lines.append(
+            f"repacked the shadow repository: {_size(upkeep.bytes_before)} -> "
+            f"{_size(upkeep.bytes_after)} of objects"
+        )
+    if upkeep.skipped:
+        lines.append(f"disk upkeep skipped: {upkeep.skipped}; the next sweep retries")
+    return lines
 
 
 def _start_session(ctx: CliContext, repo: GitRepo, name: str) -> Path | None:
@@ -173,7 +230,7 @@ def _progress(ctx: CliContext) -> Callable[[int, int], None] | None:
     return show
 
 
-def _sweep_text(report: SweepReport) -> str:
+def _sweep_text(report: SweepReport, shadow: bool = False) -> str:
     s = report.plan.summary()
     verb = "would keep" if report.dry_run else "kept"
     if not report.sessions_read:
@@ -198,10 +255,14 @@ def _sweep_text(report: SweepReport) -> str:
     if report.unreachable_objects:
         n = report.unreachable_objects
         lines.append(
-            f"{n} {'object' if n == 1 else 'objects'} "
+            f"{n} {'object' if n == 1 else 'objects'} (about {_size(report.freed_bytes)}) "
             f"{('would become' if report.dry_run else 'is now' if n == 1 else 'are now')} "
             "unreachable (old keepalives, dropped snapshots and the trees and blobs only they use); "
-            "git gc may reclaim them"
+            + (
+                "rewind's upkeep gives the space back (a shadow repository is ours alone)"
+                if shadow
+                else "git gc may reclaim them"
+            )
         )
     elif not report.rewritten:
         lines.append("the store already keeps exactly these snapshots: nothing to rewrite")
@@ -245,7 +306,12 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.doctor import diagnose
 
     repo = ctx.repo()
-    report = diagnose(repo, ctx.agent_dir())
+    report = diagnose(
+        repo,
+        ctx.agent_dir(),
+        settings=_settings(ctx, repo),
+        start=_start_session(ctx, repo, "@"),
+    )
     for warning in report.warnings:
         ctx.warn(warning)
     shadow_fields, shadow_lines = doctor_section(ctx, repo)
@@ -268,7 +334,10 @@ def _doctor_text(report: DoctorReport) -> str:
     lines = [
         f"store        {chain}: {report.keepalives} keepalives, {report.snapshots} snapshots"
         + (f", head {report.store_head[:12]}" if report.store_head else " (no ref yet)"),
-        f"objects      {_mib(report.store_bytes)} kept alive by the store, {_mib(report.exclusive_bytes)} by nothing else",
+        f"objects      {_mib(report.store_bytes)} kept alive by the store, {_mib(report.exclusive_bytes)} by nothing else; "
+        f"{report.loose_ours} of them loose (git's estimate of all loose objects: "
+        f"{report.loose_estimate}, gc.auto {report.gc_auto})",
+        *_retention_lines(report.retention),
         f"sessions     {report.sessions} of this repository, {report.ledgers} with rewind records",
         f"capture index {report.index}"
         + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
@@ -288,6 +357,15 @@ def _doctor_text(report: DoctorReport) -> str:
         )
     if report.feed:
         lines.append(f"change feed  {report.feed.get('mode', '?')} (last bridge)")
+    server = report.server
+    if server:
+        who = {"watcher": "a watcher", "bridge": "a Pi session's bridge"}.get(
+            str(server.get("kind")), "a process"
+        )
+        lines.append(
+            f"served by    {who} (pid {server.get('pid')}, since {server.get('since') or '?'}); "
+            "'rewind serve --status' / '--stop'"
+        )
     if report.store_lock:
         lines.append(
             f"store lock   {report.store_lock} ({report.store_lock_age_s:.0f} s old"
@@ -297,6 +375,17 @@ def _doctor_text(report: DoctorReport) -> str:
     for ref in report.references:
         lines.append(
             f"  {ref.state:<11} {ref.snapshot[:12]}  {ref.kind:<7} entry {ref.entry or '-'}  session {ref.session}"
+        )
+    for item in report.leftovers:
+        lines.append(
+            f"leftover     {item.path} ({item.what}, {_mib(item.bytes)}, {item.age_s:.0f} s old)"
+            + (
+                ": rewind sweep removes it"
+                if item.removable
+                else ": not removed (git's own; git gc removes it once old enough)"
+                if item.what == "git temporary file"
+                else ": rewind sweep removes it once its owner is gone"
+            )
         )
     dropped = {r.snapshot for r in report.references if r.state == "dropped"}
     if dropped:
@@ -311,5 +400,33 @@ def _doctor_text(report: DoctorReport) -> str:
     return "\n".join(lines)
 
 
+def _retention_lines(retention: dict[str, object] | None) -> list[str]:
+    if retention is None:
+        return []
+    if not retention.get("on"):
+        return ["retention    off (rewind.retention: false): every snapshot is kept"]
+    policy = (
+        "default: 30 days, labeled entries pinned"
+        if retention.get("default")
+        else "rewind.retention"
+    )
+    if "error" in retention:
+        return [f"retention    {policy}; preview failed: {retention['error']}"]
+    freed = retention.get("freedBytes")
+    return [
+        f"retention    {policy}; a sweep now would drop {retention.get('wouldDrop', 0)} snapshots"
+        + (f", about {_mib(freed)}" if isinstance(freed, int) and freed else "")
+    ]
+
+
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB" if n >= 1024 * 1024 else f"{n / 1024:.1f} KiB"
+
+
+_size = _mib
+
+
+def is_shadow(repo: GitRepo) -> bool:
+    from ledger.git.upkeep import is_shadow as shadow
+
+    return shadow(repo)

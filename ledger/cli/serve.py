@@ -257,53 +257,6 @@ def _serve_snapshots_in_background(start: Path, out: list[SnapshotService]) -> N
     threading.Thread(target=run, name="rewind-snapshot-socket-start", daemon=True).start()
 
 
-def server_info(root: Path, git_dir: Path) -> dict[str, object]:
-    """Which process serves the repository (``rewind serve --status``, ``rewind doctor``): its
-    pid, whether it is a watcher (``--watch``) or a Pi session's bridge (``--stdio``), since when,
-    whether it hosts Pi sessions, and its change feed's last status. Read-only."""
-    from ledger.bridge.hosted import socket_path as bridge_socket
-    from ledger.git.feed import read_status_file
-    from ledger.git.index import serving_pid
-
-    pid = serving_pid(git_dir)
-    info: dict[str, object] = {"root": str(root), "serving": pid is not None, "pid": pid}
-    if pid:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            argv = []
-        kind = "watcher" if b"--watch" in argv else "bridge" if b"--stdio" in argv else "unknown"
-        info["kind"] = kind
-        info["since"] = _started(pid)
-        info["hosting"] = kind == "watcher" and bridge_socket(git_dir).exists()
-        info["feed"] = read_status_file(git_dir)
-    return info
-
-
-def _started(pid: int) -> str | None:
-    """When process ``pid`` started (ISO 8601, UTC), from /proc; ``None`` when unknown."""
-    import time
-
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[19])  # field 22 (starttime), counted after the command's ")"
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    started = time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
-
-
-def _owned(pid: int) -> bool:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[1]) == os.getuid()
-    except (OSError, ValueError, IndexError):
-        return False
-    return False
-
-
 def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     """``--status`` and ``--stop`` (docs/capture.md#shared-watcher)."""
     import signal
@@ -313,6 +266,8 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.git.index import serving_pid
 
     repo = ctx.repo()
+    from ledger.bridge.status import owned, server_info
+
     info = server_info(repo.root, repo.git_dir)
     pid = info["pid"]
     if args.stop and isinstance(pid, int) and pid:
@@ -322,7 +277,7 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
                 "by a watcher",
                 hint="it ends with that session; nothing was stopped",
             )
-        if not _owned(pid):
+        if not owned(pid):
             raise LedgerError(f"process {pid} is not yours", hint="nothing was stopped")
         os.kill(pid, signal.SIGTERM)  # the watcher ends its hosted sessions between events
         deadline = time.monotonic() + 30

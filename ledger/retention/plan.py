@@ -18,7 +18,8 @@ The reference's rules, in its order:
 4. Live set: pins then candidates, de-duplicated, each checked for existence. An empty live set
    means "leave the store alone" (a first run, or no ledger at all, must not empty it).
 5. Beyond the reference: a snapshot the store keeps that no ledger names yet, committed within
-   :data:`GRACE_MS`, stays (``unrecorded``). The engine takes a prompt's snapshots at its turns
+   the policy's grace (:data:`GRACE_MS`; the default retention's is its ``maxAgeDays``), stays
+   (``unrecorded``). The engine takes a prompt's snapshots at its turns
    but records them only at ``agent_end``; another process's sweep in between must not drop
    them. Older unreferenced snapshots (orphaned undo snapshots) go, as in the reference — but
    only when something else is live (rule 4).
@@ -58,6 +59,8 @@ class Policy:
     max_snapshots: int | None = None
     max_age_days: float | None = None
     pin_labeled_entries: bool = False
+    grace_ms: int = GRACE_MS
+    """How long a stored snapshot that no ledger names stays (rule 5)."""
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,14 @@ def plan_retention(
     exists: Callable[[str], bool],
     *,
     stored: Mapping[str, int] | None = None,
-    grace_ms: int = GRACE_MS,
+    grace_ms: int | None = None,
     tick: Callable[[], None] = _tick,
     pins: Mapping[str, str] | None = None,
 ) -> RetentionPlan:
     """``stored``: the snapshots the store keeps now, with their commit times (ms); ``pins``:
-    snapshots kept whatever the limits say, with their reason (open restore journals)."""
+    snapshots kept whatever the limits say, with their reason (open restore journals);
+    ``grace_ms``: overrides ``policy.grace_ms``."""
+    grace = policy.grace_ms if grace_ms is None else grace_ms
     latest: dict[str, int] = {}
     for ledger in ledgers:
         tick()
@@ -178,7 +183,7 @@ def plan_retention(
         for sha, committed_ms in (stored or {}).items():
             if sha in latest or sha in pinned:
                 continue
-            if now_ms - committed_ms <= grace_ms and exists(sha):
+            if now_ms - committed_ms <= grace and exists(sha):
                 decisions[sha] = Decision(sha, "unrecorded", committed_ms)
                 live.append(sha)
             else:

@@ -14,7 +14,14 @@ Contract:
   starts, unless one is running.
 - Unlike the reference, no sweep runs ``git gc --auto``: gc rewrites ``packed-refs``, reflogs
   and packs of the user's repository, and we write nothing in ``.git`` but objects, our own
-  files and our one ref. Unreachable snapshots go with the user's next (automatic) gc.
+  files and our one ref. Instead, after a startup or 50-snapshot sweep, the same background
+  thread runs :func:`ledger.git.upkeep.run_upkeep` when it is due: our loose objects packed once
+  git's ``gc.auto`` estimate is exceeded; in a shadow repository, a repack and prune after a
+  sweep dropped snapshots (docs/design.md#disk-upkeep). Every ``UPKEEP_CHECK_EVERY`` new
+  snapshots the hook checks (a ``listdir``) whether upkeep is due and, if no sweep is running,
+  starts it alone in the background. A shutdown sweep only marks a shadow's repack as due (the
+  next session does it): Pi's exit never waits for a repack, and ``on_shutdown`` asks an
+  upkeep in flight to stop at its next step.
 - ``on_shutdown()`` waits for a sweep in flight, then sweeps (in the calling thread, no budget)
   unless one already completed in this session with fewer than 50 new snapshots since (the
   reference's rule). A sweep that found an empty live set, failed or ran out of budget did not
@@ -32,11 +39,13 @@ from pathlib import Path
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
 from ledger.git.shadow import reopen
+from ledger.git.upkeep import UpkeepReport, mark_pending, run_upkeep, upkeep_due
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 from ledger.session.model import Session
 from ledger.settings import Settings
 
 SWEEP_EVERY = 50
+UPKEEP_CHECK_EVERY = 10
 SweepStart = Session | Path | None
 Source = Callable[[], SweepStart]
 """Returns the session to sweep from: an in-memory Session, a path, or None."""
@@ -69,6 +78,9 @@ class SweepScheduler:
         self.new_snapshots = 0
         self.completed = False
         self.reports: list[tuple[str, SweepReport]] = []
+        self.upkeeps: list[tuple[str, UpkeepReport]] = []
+        self._since_check = 0
+        self._stopping = threading.Event()
         self._notices: list[tuple[str, str]] = []
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -93,12 +105,19 @@ class SweepScheduler:
             return
         with self._lock:
             self.new_snapshots += count
+            self._since_check += count
+            check = self._since_check >= UPKEEP_CHECK_EVERY
+            if check:
+                self._since_check = 0
         if self.new_snapshots >= SWEEP_EVERY and not self.running:
             self._start("new-snapshots")
+        elif check and not self.running and self._upkeep_due():
+            self._start("upkeep")
 
     def on_shutdown(self) -> None:
         if not self.enabled:
             return
+        self._stopping.set()  # an upkeep in flight stops at its next step
         self.wait()
         if self.completed and self.new_snapshots < SWEEP_EVERY:
             return
@@ -125,7 +144,7 @@ class SweepScheduler:
     def _start(self, reason: str) -> None:
         if self.running:
             return
-        session = self._session()
+        session = self._session() if reason != "upkeep" else None
         if not self.background:
             self._sweep(reason, session)
             return
@@ -139,9 +158,29 @@ class SweepScheduler:
             return
         self._thread = thread
 
+    def _upkeep_due(self) -> bool:
+        try:
+            return upkeep_due(reopen(self.root, self.git_dir))
+        except Exception:
+            return False  # a repository that cannot be opened now: the next check retries
+
+    def _upkeep(self, reason: str, repo: GitRepo | None = None) -> None:
+        """Give space back when due (never raises; a failure is a warning)."""
+        try:
+            repo = repo or reopen(self.root, self.git_dir)
+            report = run_upkeep(repo, stop=self._stopping.is_set)
+        except Exception as exc:
+            self._note("warning", f"Rewind upkeep failed: {exc}")
+            return
+        with self._lock:
+            self.upkeeps.append((reason, report))
+
     def _sweep(self, reason: str, session: SweepStart) -> None:
         retention = self.settings.retention
         if retention is None:
+            return
+        if reason == "upkeep":
+            self._upkeep(reason)
             return
         try:
             # Our own handle (pygit2 objects stay per thread); a shadow repository reopens too.
@@ -164,10 +203,13 @@ class SweepScheduler:
             return
         with self._lock:
             self.reports.append((reason, report))
-            if report.preserved:
-                return  # an empty live set: nothing changed, counters unchanged
-            self.new_snapshots = 0
-            self.completed = True
+            if not report.preserved:  # an empty live set: nothing changed, counters unchanged
+                self.new_snapshots = 0
+                self.completed = True
+        if report.rewritten:
+            mark_pending(repo)
+        if reason != "shutdown" and not self._stopping.is_set():
+            self._upkeep(reason, repo)
 
     def _note(self, level: str, text: str) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,14 @@ from ledger.clock import Clock, SystemClock
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
 from ledger.lineage import LedgerFile, LineageReader
-from ledger.retention.plan import LedgerInput, Policy, RetentionPlan, plan_retention
+from ledger.retention.plan import (
+    DAY_MS,
+    GRACE_MS,
+    LedgerInput,
+    Policy,
+    RetentionPlan,
+    plan_retention,
+)
 from ledger.session.discovery import jsonl_files
 from ledger.session.model import Session
 from ledger.settings import ScanMode
@@ -59,6 +66,9 @@ class SweepReport:
     """Objects (old keepalives, dropped snapshots, the trees and blobs only they use) that no
     ref reaches once the store keeps the live set: what ``git gc`` may reclaim. Counted only
     when asked (``count_objects``)."""
+    freed_bytes: int = 0
+    """Approximate bytes on disk those objects take (``rev-list --disk-usage``); counted with
+    them. Given back at once in a shadow repository (its upkeep), at the next gc in a user's."""
     preserved: bool = False
     rewritten: bool = False
     old_head: str | None = None
@@ -81,6 +91,7 @@ class SweepReport:
             "missing": summary["missing"],
             "storeBefore": self.store_before,
             "unreachableObjects": self.unreachable_objects,
+            "freedBytes": self.freed_bytes,
             "preserved": self.preserved,
             "rewritten": self.rewritten,
             "oldHead": self.old_head,
@@ -151,6 +162,10 @@ def collect_ledgers(
             if os.path.realpath(path) in seen:
                 continue
             tick()
+            # The header first (one bounded line): files of other repositories, most of an
+            # agent dir, are never read whole.
+            if not _may_belong(repo, path, seen, parts):
+                continue
             try:
                 take(reader.load(path))
             except LedgerError as exc:
@@ -158,6 +173,23 @@ def collect_ledgers(
                 parts.sessions_read += 1
                 parts.skipped.append((str(path), exc.message))
     return ledgers, parts
+
+
+def _may_belong(repo: GitRepo, path: Path, seen: set[str], parts: SweepReportParts) -> bool:
+    """False (skipped with the reason :func:`collect_ledgers` would give) when the header says
+    the file is not a session of ``repo``; True when it may be (then it is read whole)."""
+    from ledger.session.discovery import read_info
+
+    info = read_info(path)
+    if info is None:
+        return True  # unreadable or no header: the full read gives the precise reason
+    if info.cwd and repo.contains(info.cwd):
+        return True
+    seen.add(os.path.realpath(path))
+    parts.sessions_read += 1
+    reason = "not a session of this repository" if info.cwd else "no cwd in the header"
+    parts.skipped.append((str(path), reason))
+    return False
 
 
 @dataclass
@@ -186,12 +218,14 @@ def run_sweep(
     ``policy``: the limits (:func:`policy_from`); ``dry_run``: plan only; ``budget_ms``: abort
     with :class:`BudgetExceeded` (nothing changed) when the sweep takes longer; ``progress``:
     called as ``(files done, files)`` while a ``repo-sessions`` scan reads files;
-    ``count_objects``: also count what ``git gc`` may reclaim (one ``git rev-list``).
+    ``count_objects``: also count what ``git gc`` may reclaim, and its bytes (two
+    ``git rev-list``).
     Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
     from ledger.git.journal import pinned_snapshots
     from ledger.git.rewrite import reclaimable_objects, rewrite_store
     from ledger.git.snapshot import load_last_exact, save_last_exact
     from ledger.git.store import Store
+    from ledger.git.upkeep import reclaimable_bytes
 
     clock = clock or SystemClock()
     started = time.perf_counter()
@@ -238,6 +272,7 @@ def run_sweep(
     elif dry_run:
         if count_objects:
             report.unreachable_objects = reclaimable_objects(repo, since, plan.live)
+            report.freed_bytes = reclaimable_bytes(repo, since, plan.live)
     else:
         tick()
         result = rewrite_store(repo, plan.live, since=since, now_ms=clock.now_ms())
@@ -245,6 +280,7 @@ def run_sweep(
         report.old_head = result.old_head
         if count_objects:
             report.unreachable_objects = reclaimable_objects(repo, result.old_head, result.kept)
+            report.freed_bytes = reclaimable_bytes(repo, result.old_head, result.kept)
         last = load_last_exact(repo)
         if last is not None and last.commit not in result.kept:
             save_last_exact(repo, None)
@@ -259,9 +295,10 @@ def policy_from(
     max_age_days: float | None = None,
     pin_labeled: bool | None = None,
 ) -> Policy:
-    """The sweep policy: the settings' retention values, overridden by explicit options."""
+    """The sweep policy: the settings' retention values, overridden by explicit options. The
+    default retention (``implicit``) keeps unnamed snapshots as long as named ones (its age)."""
     retention = getattr(settings, "retention", None)
-    return Policy(
+    policy = Policy(
         max_snapshots=max_snapshots
         if max_snapshots is not None
         else getattr(retention, "max_snapshots", None),
@@ -272,3 +309,7 @@ def policy_from(
         if pin_labeled is not None
         else bool(getattr(retention, "pin_labeled_entries", False)),
     )
+    if getattr(retention, "implicit", False) and policy.max_age_days is not None:
+        grace = max(GRACE_MS, int(policy.max_age_days * DAY_MS))
+        policy = replace(policy, grace_ms=grace)
+    return policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.settings import load_settings, resolve_settings
+from ledger.settings import DEFAULT_RETENTION, Settings, load_settings, resolve_settings
 
 
 def _write(path: Path, document: object) -> Path:
@@ -93,7 +93,8 @@ def test_a_broken_project_file_is_ignored_with_a_warning(tmp_path: Path) -> None
 def test_a_rewind_value_that_is_not_an_object_is_ignored(tmp_path: Path) -> None:
     _write(tmp_path / "settings.json", {"rewind": ["no"]})
     settings, warnings = load_settings(tmp_path)
-    assert settings.retention is None and "rewind is not an object" in warnings[0]
+    assert settings == Settings() and "rewind is not an object" in warnings[0]
+    assert settings.retention == DEFAULT_RETENTION, "the defaults: the default retention"
 
 
 def test_provenance_names_the_file_each_value_came_from(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from ledger.settings import (
     DEFAULT_MAX_UNTRACKED_FILE_BYTES,
     DEFAULT_PROTECTED_DIRS,
+    DEFAULT_RETENTION,
     load_settings,
 )
 
@@ -24,7 +25,7 @@ def test_missing_settings_file_gives_defaults_without_warnings(tmp_path: Path) -
         settings.snapshot.max_untracked_file_bytes == DEFAULT_MAX_UNTRACKED_FILE_BYTES == 50 * 2**20
     )
     assert settings.snapshot.protected_dirs == DEFAULT_PROTECTED_DIRS
-    assert settings.silent_checkpoints is False and settings.retention is None
+    assert settings.silent_checkpoints is False and settings.retention == DEFAULT_RETENTION
 
 
 def test_broken_json_gives_defaults_and_one_warning(tmp_path: Path) -> None:

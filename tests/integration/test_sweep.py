@@ -46,14 +46,14 @@ def engine_with(
     return Engine(host, GitRepo.discover(repo), settings=settings, retention=scheduler), scheduler
 
 
-def test_case_5_startup_leaves_the_store_alone_without_retention(
+def test_case_5_startup_leaves_the_store_alone_with_retention_off(
     repo: Path, agent_dir: Path
 ) -> None:
     stale = snapshot_file(repo, "a.txt", "a\n")
     set_store(repo, stale)
     path = ledger_session(agent_dir, repo, current=snapshot_file(repo, "a.txt", "b\n"))
     set_store(repo, stale)
-    engine, scheduler = engine_with(repo, agent_dir, path, Settings())
+    engine, scheduler = engine_with(repo, agent_dir, path, Settings(retention=None))
     engine.session_start("startup")
     engine.shutdown("quit")
     assert store_head(repo) == stale and scheduler.reports == []

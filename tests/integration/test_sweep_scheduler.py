@@ -29,11 +29,11 @@ def scheduler_for(repo: Path, settings: Settings, source, **options: object) -> 
     )
 
 
-def test_without_retention_every_hook_is_a_no_op(repo: Path) -> None:
+def test_with_retention_off_every_hook_is_a_no_op(repo: Path) -> None:
     stale = snapshot(repo, "a.txt", "stale\n")
     set_store(repo, stale)
     calls: list[int] = []
-    scheduler = scheduler_for(repo, Settings(), lambda: calls.append(1))
+    scheduler = scheduler_for(repo, Settings(retention=None), lambda: calls.append(1))
     scheduler.on_session_start()
     scheduler.on_snapshot_added(10 * SWEEP_EVERY)
     scheduler.on_shutdown()

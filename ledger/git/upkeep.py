@@ -1,0 +1,593 @@
+"""Giving the disk space back: our loose objects packed, a shadow's dropped snapshots pruned, and
+nothing of ours ever left half-written (docs/design.md#disk-upkeep).
+
+Why it exists: every capture writes loose objects, and a retention sweep only makes snapshots
+unreachable. In a user's repository git's automatic gc (``gc.auto``) eventually packs and prunes
+them, but a user who rarely runs a command that triggers it (or has ``gc.auto=0``) would collect
+our loose files forever; in a shadow repository (docs/shadow.md) no git command of the user ever
+runs, so without this module nothing would ever be reclaimed. Other agents' checkpoint stores
+grew to hundreds of GB this way, and through temporary packs a killed ``git repack`` left behind.
+
+Invariants:
+- **A user's repository**: never ``git gc``/``repack``/``prune``; no pack, ref, reflog or index of
+  the user's is read for writing or touched. Only when git's own estimate of loose objects (files
+  in ``objects/17`` × 256, as ``gc --auto`` counts) exceeds ``gc.auto`` (6700 when unset or ≤ 0:
+  we bound our own files even when the user turned git's automatic gc off) are **our** loose
+  objects — reachable from ``refs/pi-rewind/store`` and from no other ref — written into one new
+  pack, and then exactly those loose files deleted (each is in the pack by then).
+- **A shadow repository** (ours alone): every object its refs, HEAD and the private capture index
+  reach goes into one new pack; older packs are deleted, loose copies of packed objects deleted,
+  and unreachable loose objects older than :data:`PRUNE_GRACE_S` pruned.
+- Both run under the private index's capture lock, taken with a short timeout (busy: skipped, the
+  next trigger retries), never while a restore journal is open, and never on the capture path (the
+  sweep's background thread, or ``rewind sweep``).
+- Nothing is written into ``objects/`` until it is complete: ``pack-objects --stdout`` and
+  ``index-pack -o`` write into our own directory ``<common-dir>/pi-rewind/upkeep-<pid>-<hex>/``,
+  whose owner holds an ``flock`` on it. The pack moves in first and its ``.idx`` last (git sees a
+  pack only through its index), both fsync'd; loose copies are deleted only after that. A killed
+  upkeep leaves only its directory and perhaps a ``.pack`` without ``.idx`` that the directory's
+  ``move.json`` names: :func:`find_leftovers` names them, :func:`clean_leftovers` removes them
+  once the owner's ``flock`` is free (the kernel releases it when the owner dies).
+- Why a grace of an hour and not ``--expire=now``: the capture lock covers the capture, but the
+  snapshot commit and its keepalive are written after it is released (``commit_snapshot``,
+  ``Store.append``), and other processes (another sweep, an import) write objects they reference a
+  moment later. An object unreachable for that moment must survive; one written an hour ago and
+  still unreachable is garbage. Old packs younger than the grace are kept for the same reason.
+  Dropped snapshots are old, so a sweep's drop is reclaimed by the very next upkeep.
+- Residual race (as in ``git gc``, with a far shorter window): a concurrent sweep that re-adds a
+  snapshot another sweep has just dropped, while this runs, may find it gone; its rewrite then
+  fails (a warning) or ``rewind doctor`` names the missing snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import GitError
+from ledger.git.index import PrivateIndex, make_private_dir, private_dir
+from ledger.git.repo import GitRepo
+from ledger.git.runner import EMPTY_TREE, GitRunner
+from ledger.git.store import STORE_REF
+
+DEFAULT_GC_AUTO = 6700
+"""git's own default for ``gc.auto``."""
+PRUNE_GRACE_S = 3600
+"""Unreachable objects, old packs and temporary files younger than this are never removed."""
+LOCK_TIMEOUT_S = 2.0
+UPKEEP_PREFIX = "upkeep-"
+PENDING_FILE = "upkeep-pending"
+"""In a shadow's private dir: a sweep dropped snapshots, repack at the next opportunity."""
+_OWNER = "owner.lock"
+_MOVE = "move.json"
+
+Stop = Callable[[], bool]
+
+
+@dataclass
+class UpkeepReport:
+    action: str = "none"
+    """``none``, ``packed-ours`` (a user's repository) or ``repacked-shadow``."""
+    skipped: str | None = None
+    """Why nothing was done when something may have been due (busy, a restore, failure)."""
+    loose_estimate: int = 0
+    threshold: int = DEFAULT_GC_AUTO
+    packed_objects: int = 0
+    removed_loose: int = 0
+    removed_packs: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    """Size of ``objects/`` before and after (a shadow only; 0 otherwise)."""
+    leftovers_removed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "skipped": self.skipped,
+            "looseEstimate": self.loose_estimate,
+            "gcAuto": self.threshold,
+            "packedObjects": self.packed_objects,
+            "removedLoose": self.removed_loose,
+            "removedPacks": self.removed_packs,
+            "bytesBefore": self.bytes_before,
+            "bytesAfter": self.bytes_after,
+            "leftoversRemoved": self.leftovers_removed,
+        }
+
+
+# --- measuring ---------------------------------------------------------------------------------
+
+
+def objects_dir(repo: GitRepo) -> Path:
+    return repo.common_dir / "objects"
+
+
+def is_shadow(repo: GitRepo) -> bool:
+    from ledger.git.shadow import ShadowRepo
+
+    return isinstance(repo, ShadowRepo)
+
+
+def _is_hex(name: str) -> bool:
+    return len(name) in (38, 62) and all(c in "0123456789abcdef" for c in name)
+
+
+def loose_estimate(repo: GitRepo) -> int:
+    """Loose objects as ``git gc --auto`` estimates them: the files of ``objects/17`` × 256."""
+    try:
+        names = os.listdir(objects_dir(repo) / "17")
+    except OSError:
+        return 0
+    return sum(1 for name in names if _is_hex(name)) * 256
+
+
+def gc_auto_threshold(repo: GitRepo) -> int:
+    """The user's ``gc.auto``; its default (6700) when unset, invalid or ≤ 0."""
+    try:
+        value = int(repo.pygit2.config.get_int("gc.auto"))
+    except Exception:  # missing (KeyError), not a number, an unreadable config: git's default
+        return DEFAULT_GC_AUTO
+    return value if value > 0 else DEFAULT_GC_AUTO
+
+
+def too_many_loose(repo: GitRepo) -> bool:
+    """git's own test: more files in ``objects/17`` than ``gc.auto`` / 256 (rounded up)."""
+    threshold = gc_auto_threshold(repo)
+    return loose_estimate(repo) // 256 > -(-threshold // 256)
+
+
+def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
+    """``(oid, path name)`` of the objects only the store reaches that are stored loose; read as
+    a stream (one line per object, never the whole listing in memory twice)."""
+    objects = objects_dir(repo)
+    runner = GitRunner(repo.root, repo.git_dir)
+    args = ["rev-list", "--objects", STORE_REF, "--not", f"--exclude={STORE_REF}", "--all"]
+    found: list[tuple[str, str]] = []
+    try:
+        proc = subprocess.Popen(
+            runner.command(args),
+            cwd=str(repo.root),
+            env=runner.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        raise GitError("git rev-list --objects", str(exc)) from exc
+    assert proc.stdout is not None
+    with proc.stdout:
+        for raw in proc.stdout:
+            line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
+            oid, _, name = line.partition(" ")
+            if _is_hex(oid[2:]) and (objects / oid[:2] / oid[2:]).is_file():
+                found.append((oid, name))
+    if proc.wait() != 0:
+        return []  # no store, or a broken one (doctor says so): nothing of ours to pack
+    return found
+
+
+def reclaimable_bytes(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
+    """Approximate bytes on disk (``rev-list --disk-usage``: a loose file's size, a packed
+    object's share of its pack) of the objects the old chain ``old_head`` reaches and nothing
+    else does once the store keeps only ``kept``: what dropping the others gives back (at once
+    in a shadow; at the user's next gc in a repository)."""
+    if old_head is None or not repo.commit_exists(old_head):
+        return 0
+    lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
+    if repo.object(EMPTY_TREE) is not None:
+        lines.append(f"^{EMPTY_TREE}")  # every chain uses it
+    runner = GitRunner(repo.root, repo.git_dir)
+    result = runner.run(
+        [
+            "rev-list",
+            "--objects",
+            "--disk-usage",
+            "--stdin",
+            "--not",
+            f"--exclude={STORE_REF}",
+            "--all",
+        ],
+        operation="git rev-list --disk-usage",
+        check=False,
+        input=("\n".join(lines) + "\n").encode(),
+    )
+    text = result.stdout.decode().strip() if result.returncode == 0 else ""
+    return int(text) if text.isdigit() else 0
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes allocated under ``path`` (no symlink followed)."""
+    total = 0
+    for directory, _subdirs, files in os.walk(path, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+    return total
+
+
+# --- leftovers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leftover:
+    path: Path
+    what: str
+    bytes: int
+    age_s: float
+    removable: bool
+    """``rewind sweep`` removes it: ours and its owner is gone, or a git temporary file in a
+    shadow (ours alone) older than :data:`PRUNE_GRACE_S`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "what": self.what,
+            "bytes": self.bytes,
+            "ageSeconds": round(self.age_s),
+            "removable": self.removable,
+        }
+
+
+def _owner_gone(directory: Path) -> bool:
+    """Whether no live process holds the ``flock`` of an upkeep directory."""
+    try:
+        fd = os.open(directory / _OWNER, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True  # killed before it took the lock: the directory was just made
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _age(path: Path, now: float) -> tuple[int, float]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0, 0.0
+    size = disk_usage(path) if path.is_dir() else st.st_blocks * 512
+    return size, max(0.0, now - st.st_mtime)
+
+
+def _moved_pack(directory: Path, objects: Path) -> Path | None:
+    """The pack an interrupted upkeep moved into ``objects/pack`` without its index, if any."""
+    try:
+        name = json.loads((directory / _MOVE).read_text())["pack"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or not _is_hex(name[2:]):
+        return None
+    pack = objects / "pack" / f"pack-{name}.pack"
+    if pack.exists() and not pack.with_suffix(".idx").exists():
+        return pack
+    return None
+
+
+def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
+    """What an interrupted upkeep, repack or object write left: ours (removable once the owner
+    is gone) and git's temporary files (removable in a shadow once older than the grace; in a
+    user's repository only named: ``git gc`` removes them after ``gc.pruneExpire``)."""
+    now = time.time() if now is None else now
+    objects = objects_dir(repo)
+    found: list[Leftover] = []
+    home = private_dir(repo.common_dir)
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(home)):
+            directory = home / name
+            if not name.startswith(UPKEEP_PREFIX) or not directory.is_dir():
+                continue
+            if not _owner_gone(directory):
+                continue
+            size, age = _age(directory, now)
+            found.append(Leftover(directory, "interrupted rewind upkeep", size, age, True))
+            pack = _moved_pack(directory, objects)
+            if pack is not None:
+                size, age = _age(pack, now)
+                found.append(
+                    Leftover(
+                        pack, "pack without index (interrupted rewind upkeep)", size, age, True
+                    )
+                )
+    shadow = is_shadow(repo)
+    for path in _git_temporaries(objects):
+        size, age = _age(path, now)
+        found.append(
+            Leftover(path, "git temporary file", size, age, shadow and age >= PRUNE_GRACE_S)
+        )
+    return found
+
+
+def _git_temporaries(objects: Path) -> Iterator[Path]:
+    """``tmp_*`` and ``.tmp-*`` in ``objects/pack`` (an interrupted pack-objects, index-pack or
+    repack) and ``tmp_obj_*`` in ``objects/`` and its fan-out directories; in a shadow also packs
+    without an index."""
+    pack_dir = objects / "pack"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(pack_dir)):
+            if name.startswith(("tmp_", ".tmp-")):
+                yield pack_dir / name
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(objects)):
+            if name.startswith("tmp_obj_"):
+                yield objects / name
+            elif len(name) == 2 and all(c in "0123456789abcdef" for c in name):
+                with contextlib.suppress(OSError):
+                    for inner in sorted(os.listdir(objects / name)):
+                        if inner.startswith("tmp_obj_"):
+                            yield objects / name / inner
+
+
+def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
+    """Remove the removable leftovers (see :func:`find_leftovers`); returns what was removed."""
+    removed = []
+    for item in find_leftovers(repo, now=now):
+        if not item.removable:
+            continue
+        try:
+            if item.path.is_dir() and not item.path.is_symlink():
+                shutil.rmtree(item.path)
+            else:
+                os.unlink(item.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        removed.append(item)
+    return removed
+
+
+# --- the work directory ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _work_dir(repo: GitRepo) -> Iterator[Path]:
+    """``<common-dir>/pi-rewind/upkeep-<pid>-<hex>/``, flock'ed by us while we use it, removed
+    at the end (a kill leaves it for :func:`clean_leftovers`)."""
+    home = make_private_dir(repo.common_dir)
+    directory = home / f"{UPKEEP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    directory.mkdir(mode=0o700)
+    fd = os.open(directory / _OWNER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.close(fd)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _build_pack(
+    repo: GitRepo, work: Path, args: list[str], stdin: bytes | None, index: Path | None = None
+) -> str | None:
+    """``git pack-objects --stdout`` into ``work/tmp.pack``, ``git index-pack -o work/tmp.idx``;
+    the pack's name (hash), or None when there was nothing to pack."""
+    runner = GitRunner(repo.root, repo.git_dir)
+    pack, idx = work / "tmp.pack", work / "tmp.idx"
+    with open(pack, "wb") as out:
+        proc = subprocess.run(
+            runner.command(["pack-objects", "--stdout", "-q", "--delta-base-offset", *args]),
+            cwd=str(repo.root),
+            env=runner.env(index=index),
+            input=stdin or b"",
+            stdout=out,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise GitError("git pack-objects", proc.stderr.decode("utf-8", "replace").strip())
+    if pack.stat().st_size <= 32:  # a header and a trailer: no object
+        return None
+    result = runner.run(
+        ["index-pack", "--no-rev-index", "-o", str(idx), str(pack)],
+        operation="git index-pack",
+    )
+    name = result.stdout.decode().split()[-1] if result.stdout.strip() else ""
+    if not _is_hex(name[2:]):
+        raise GitError("git index-pack", f"unexpected output {result.stdout[:80]!r}")
+    return name
+
+
+def _install_pack(repo: GitRepo, work: Path, name: str) -> bool:
+    """Move ``work/tmp.pack`` and ``tmp.idx`` into ``objects/pack`` as ``pack-<name>``: the pack
+    first, the index last (git sees a pack through its index), each fsync'd before and the
+    directory after. False when that pack was already there (same name, same content)."""
+    pack_dir = objects_dir(repo) / "pack"
+    pack_dir.mkdir(exist_ok=True)
+    final_pack, final_idx = pack_dir / f"pack-{name}.pack", pack_dir / f"pack-{name}.idx"
+    if final_pack.exists() and final_idx.exists():
+        return False
+    move = work / _MOVE
+    move.write_text(json.dumps({"pack": name}))
+    _fsync(move)
+    for tmp in (work / "tmp.pack", work / "tmp.idx"):
+        os.chmod(tmp, 0o444)
+        _fsync(tmp)
+    os.rename(work / "tmp.pack", final_pack)
+    os.rename(work / "tmp.idx", final_idx)
+    _fsync(pack_dir)
+    return True
+
+
+# --- the two kinds of upkeep -------------------------------------------------------------------
+
+
+def pack_ours(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
+    """A user's repository: our loose objects into one pack of ours, then those loose files
+    deleted. Call with the capture lock held."""
+    loose = our_loose_objects(repo)
+    if not loose or stop():
+        return
+    listing = "".join(f"{oid} {name}\n" for oid, name in loose).encode("utf-8", "surrogateescape")
+    with _work_dir(repo) as work:
+        name = _build_pack(repo, work, [], listing)
+        if name is None or stop():
+            return
+        _install_pack(repo, work, name)
+    report.action = "packed-ours"
+    report.packed_objects = len(loose)
+    objects = objects_dir(repo)
+    for oid, _name in loose:  # each is in the pack now: only its loose copy goes
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(objects / oid[:2] / oid[2:])
+            report.removed_loose += 1
+
+
+def repack_shadow(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
+    """A shadow repository: everything reachable (refs, HEAD, the private capture index) into
+    one pack; old packs, packed loose copies and old unreachable loose objects removed. Call
+    with the capture lock held."""
+    runner = GitRunner(repo.root, repo.git_dir)
+    pack_dir = objects_dir(repo) / "pack"
+    index = PrivateIndex(repo.git_dir).index_path
+    index_file = index if index.is_file() else None
+    before = _packs(pack_dir)
+    heads = _ref_state(runner)
+    report.bytes_before = disk_usage(objects_dir(repo))
+    with _work_dir(repo) as work:
+        args = ["--all", "--reflog"] + (["--indexed-objects"] if index_file else [])
+        name = _build_pack(repo, work, args, None, index=index_file)
+        if stop():
+            return
+        if name is not None:
+            _install_pack(repo, work, name)
+    report.action = "repacked-shadow"
+    # Refs moved meanwhile (another sweep's rewrite): what it now reaches may lie in an old pack
+    # that our enumeration did not copy. Keep the old packs this time; the next upkeep retries.
+    if name is not None and _ref_state(runner) == heads:
+        cutoff = time.time() - PRUNE_GRACE_S
+        for pack, mtime in before:
+            if pack.name == f"pack-{name}.pack" or mtime > cutoff:
+                continue
+            if pack.with_suffix(".keep").exists():
+                continue
+            for suffix in (".idx", ".bitmap", ".rev", ".mtimes", ".pack"):  # the index first
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pack.with_suffix(suffix))
+            report.removed_packs += 1
+    if stop():
+        return
+    runner.run(["prune-packed", "-q"], operation="git prune-packed")
+    runner.run(
+        ["prune", f"--expire={PRUNE_GRACE_S}.seconds.ago"],
+        operation="git prune",
+        index=index_file,
+    )
+    report.bytes_after = disk_usage(objects_dir(repo))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(private_dir(repo.git_dir) / PENDING_FILE)
+
+
+def _packs(pack_dir: Path) -> list[tuple[Path, float]]:
+    found = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(pack_dir)):
+            if name.startswith("pack-") and name.endswith(".pack"):
+                path = pack_dir / name
+                with contextlib.suppress(OSError):
+                    if path.with_suffix(".idx").exists():
+                        found.append((path, os.lstat(path).st_mtime))
+    return found
+
+
+def _ref_state(runner: GitRunner) -> bytes:
+    """Every ref and HEAD with its target: unchanged means no ref moved."""
+    refs = runner.run(["for-each-ref", "--format=%(objectname) %(refname)"], check=False).stdout
+    head = runner.run(["rev-parse", "-q", "--verify", "HEAD"], check=False).stdout
+    return refs + b"HEAD " + head
+
+
+def mark_pending(repo: GitRepo) -> None:
+    """A sweep dropped snapshots of a shadow: repack at the next upkeep (perhaps in a later
+    session, when this one only swept at shutdown)."""
+    if is_shadow(repo):
+        with contextlib.suppress(OSError):
+            (make_private_dir(repo.git_dir) / PENDING_FILE).touch()
+
+
+def upkeep_due(repo: GitRepo) -> bool:
+    """Cheap (a few ``stat``/``listdir``): whether :func:`run_upkeep` has work to do."""
+    if is_shadow(repo) and (private_dir(repo.git_dir) / PENDING_FILE).exists():
+        return True
+    return too_many_loose(repo)
+
+
+def run_upkeep(
+    repo: GitRepo,
+    *,
+    stop: Stop = lambda: False,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
+    force: bool = False,
+) -> UpkeepReport:
+    """Clean our leftovers, then, when due (or ``force``), pack our loose objects (a user's
+    repository) or repack and prune (a shadow). Never raises for being busy: the report says
+    what was skipped and why; git failures raise :class:`GitError` (nothing half-done stays)."""
+    from ledger.git.journal import open_journals
+
+    report = UpkeepReport(loose_estimate=loose_estimate(repo), threshold=gc_auto_threshold(repo))
+    report.leftovers_removed = [str(item.path) for item in clean_leftovers(repo)]
+    if not (force or upkeep_due(repo)):
+        return report
+    journals, _broken = open_journals(repo)
+    if journals:
+        report.skipped = "a restore is in progress or was interrupted"
+        return report
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(PrivateIndex(repo.git_dir).locked(lock_timeout_s))
+        except GitError:
+            report.skipped = "a capture or restore holds the capture lock"
+            return report
+        try:
+            if stop():
+                report.skipped = "stopped"
+            elif is_shadow(repo):
+                repack_shadow(repo, report, stop)
+            else:
+                pack_ours(repo, report, stop)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise GitError("rewind upkeep", f"no space left on the device: {exc}") from exc
+            raise GitError("rewind upkeep", str(exc)) from exc
+    report.loose_estimate = loose_estimate(repo)
+    return report
+
+
+__all__ = [
+    "DEFAULT_GC_AUTO",
+    "PRUNE_GRACE_S",
+    "Leftover",
+    "UpkeepReport",
+    "clean_leftovers",
+    "find_leftovers",
+    "gc_auto_threshold",
+    "loose_estimate",
+    "mark_pending",
+    "our_loose_objects",
+    "reclaimable_bytes",
+    "run_upkeep",
+    "too_many_loose",
+    "upkeep_due",
+]
