@@ -167,10 +167,15 @@ def plan_counts(added: Sequence[str], modified: Sequence[str], deleted: Sequence
     """``1 added, 2 modified, 1 deleted`` (kinds present only; ``no file changes`` for none): the
     one wording and order of a restore's counts, in the panel, the menus, ``rewind restore``,
     ``rewind diff`` and ``/rewind``."""
+    return count_words(len(added), len(modified), len(deleted))
+
+
+def count_words(added: int, modified: int, deleted: int) -> str:
+    """:func:`plan_counts` from the numbers alone."""
     parts = [
-        f"{len(paths)} {name}"
-        for name, paths in (("added", added), ("modified", modified), ("deleted", deleted))
-        if paths
+        f"{n} {name}"
+        for name, n in (("added", added), ("modified", modified), ("deleted", deleted))
+        if n
     ]
     return ", ".join(parts) if parts else "no file changes"
 
@@ -251,6 +256,7 @@ __all__ = [
     "classify",
     "classify_one",
     "count_text",
+    "count_words",
     "counts",
     "done_warning",
     "files",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.engine.ownership import AgentWork, Step, agent_work, own_work, timeline
 from ledger.errors import LedgerError
-from ledger.git.trees import leaf_changes
+from ledger.git.trees import Change, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.outside import (
     ChangeKind,
@@ -149,14 +149,16 @@ def own_changes(
     point: LatestPoint | None = None,
     steps: Sequence[Step] | None = None,
     work: AgentWork | None = None,
+    changes: Sequence[Change] | None = None,
 ) -> tuple[OutsideChange, ...]:
     """The files a restore from ``current_tree`` to ``target_tree`` would overwrite or delete
     whose state now is the user's own work (:mod:`ledger.engine.ownership`), sorted by path:
     what changed since the latest point, classified exactly, and older work kept in an earlier
     prompt's point (``since`` names that prompt). ``touched``: only these paths (a plan's, which
     leaves skipped and ignored paths alone); ``skipped``: prefixes a restore never touches.
-    A file whose content now an agent step produced is never listed."""
-    diff = leaf_changes(engine.repo, current_tree, target_tree)
+    A file whose content now an agent step produced is never listed. ``changes``: that diff,
+    when the caller has it already (a tree diff costs what changed)."""
+    diff = leaf_changes(engine.repo, current_tree, target_tree) if changes is None else changes
     if not diff:
         return ()
     bare = [p.rstrip("/") for p in skipped]

@@ -130,6 +130,11 @@ def timeline(engine: Engine) -> list[Step]:
     return steps
 
 
+def recorded_changes(engine: Engine, old_tree: str, new_tree: str) -> list[Change]:
+    """Leaf changes between two recorded trees, memoised on the engine (trees never change)."""
+    return _changes(engine, old_tree, new_tree)
+
+
 def _changes(engine: Engine, old_tree: str, new_tree: str) -> list[Change]:
     cache: dict[tuple[str, str], list[Change]] = engine.tree_diff_cache
     key = (old_tree, new_tree)
@@ -202,4 +207,12 @@ def _since(engine: Engine, steps: Sequence[Step], change: Change) -> str | None:
     return since
 
 
-__all__ = ["AgentWork", "OwnWork", "Step", "agent_work", "own_work", "timeline"]
+__all__ = [
+    "AgentWork",
+    "OwnWork",
+    "Step",
+    "agent_work",
+    "own_work",
+    "recorded_changes",
+    "timeline",
+]
