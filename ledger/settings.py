@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -45,6 +46,18 @@ DEFAULT_MAX_UNTRACKED_FILE_BYTES = 50 * MIB
 # folder, an unignored dependency tree would otherwise fill the disk with objects.
 DEFAULT_FIRST_CAPTURE_MAX_FILES = 200_000
 DEFAULT_FIRST_CAPTURE_MAX_BYTES = 2 * GIB
+DEFAULT_AUTO_WATCH_SECONDS = 600
+"""Fast by default (docs/capture.md#shared-watcher): the first bridge or snapshot of a repository
+starts its watcher, which ends after ten idle minutes (as git's fsmonitor daemon and Watchman
+outlive their command). ``autoWatchSeconds: 0`` turns it off."""
+AUTO_WATCH_ENV = "REWIND_AUTO_WATCH"
+"""Replaces the built-in default of ``autoWatchSeconds`` (a settings file still wins): for test
+suites and scripts that must not leave a watcher behind (``REWIND_AUTO_WATCH=0``)."""
+
+
+def _auto_watch_default() -> int:
+    value = os.environ.get(AUTO_WATCH_ENV, "")
+    return int(value) if value.isdigit() else DEFAULT_AUTO_WATCH_SECONDS
 DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
     "node_modules",
     ".venv",
@@ -102,12 +115,14 @@ class SnapshotSettings:
         default=DEFAULT_FIRST_CAPTURE_MAX_BYTES, metadata=_key("firstCaptureMaxBytes")
     )
     """The same refusal by the total size of those untracked files; 0 = no limit."""
-    auto_watch_seconds: int = field(default=0, metadata=_key("autoWatchSeconds"))
+    auto_watch_seconds: int = field(
+        default_factory=_auto_watch_default, metadata=_key("autoWatchSeconds")
+    )
     """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), and
     when Pi's bridge starts with no watcher serving the repository, start ``rewind serve --watch
     --idle-exit N`` in the background so the next snapshots and the bridges' captures are served
-    from its change feed (docs/capture.md#served-snapshots, #shared-watcher); 0 (the default)
-    never starts one."""
+    from its change feed (docs/capture.md#served-snapshots, #shared-watcher); default
+    :data:`DEFAULT_AUTO_WATCH_SECONDS` (or ``$REWIND_AUTO_WATCH``); 0 never starts one."""
 
 
 @dataclass(frozen=True)
@@ -345,7 +360,7 @@ def _field(
 ) -> Any:
     info = next(f for f in fields(model) if f.name == name)
     key = f"{prefix}.{info.metadata['alias']}"
-    default = info.default
+    default = info.default_factory() if callable(info.default_factory) else info.default
     checked = _RULES[name](value)
     if checked is _INVALID:
         warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
@@ -438,6 +453,8 @@ def _show(default: Any) -> str:
 
 
 __all__ = [
+    "AUTO_WATCH_ENV",
+    "DEFAULT_AUTO_WATCH_SECONDS",
     "DEFAULT_FIRST_CAPTURE_MAX_BYTES",
     "DEFAULT_FIRST_CAPTURE_MAX_FILES",
     "DEFAULT_MAX_UNTRACKED_FILE_BYTES",

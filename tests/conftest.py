@@ -45,6 +45,9 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
+    # Watchers are started by default (rewind.snapshot.autoWatchSeconds); one per test repository
+    # would outlive its test by ten minutes. The tests of that default unset this.
+    monkeypatch.setenv("REWIND_AUTO_WATCH", "0")
     return home
 
 

@@ -237,8 +237,9 @@ def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | No
     repository the client would find), when one of this user's processes already serves them
     (it declined this client: another environment), or the process could not be started.
 
-    Opt-in (``rewind.snapshot.autoWatchSeconds``), as git's fsmonitor daemon is: a process that
-    outlives the command is never started by default. Safe to race: a second watcher of the
+    On by default (``rewind.snapshot.autoWatchSeconds``, 600 s; 0 turns it off), as git's
+    fsmonitor daemon and Watchman outlive their command, and visible (``rewind serve --status``,
+    ``rewind doctor``; ``rewind serve --stop``). Safe to race: a second watcher of the
     same repository refuses by itself (one holder of the serve lock), and the watcher ends after
     ``idle_exit_s`` seconds without a request."""
     if idle_exit_s <= 0 or not supported():

@@ -182,3 +182,39 @@ def test_a_first_capture_the_watcher_refuses_is_a_warning_with_its_hint_and_dele
     assert pi.close() == 0
     err = stop_watch(watching)
     assert _served_counts(err)[1] >= 2, "later captures still went to the watcher"
+
+
+def test_by_default_the_first_bridge_starts_a_watcher_that_serves_the_next_and_stops_on_demand(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fast without configuration (issue 26): no settings file, no REWIND_AUTO_WATCH.
+    monkeypatch.delenv("REWIND_AUTO_WATCH")
+    found = find_repository(repo)
+    assert found is not None
+    first = _bridge(repo, isolated_env)
+    _wait(lambda: serving(*found), "the first bridge to start a watcher by default")
+    prompts_stay_exact(first, 1, "first")
+    assert first.close() == 0
+    assert serving(*found), "the watcher outlives the bridge (idle exit: ten minutes)"
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "ledger", "serve", "--status", "--json"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    assert status["kind"] == "watcher" and status["hosting"]
+    second = _bridge(repo, isolated_env)
+    prompts_stay_exact(second, 1, "second")
+    assert second.close() == 0
+    stop = subprocess.run(
+        [sys.executable, "-m", "ledger", "serve", "--stop"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stop.returncode == 0 and "stopped the watcher" in stop.stdout, stop.stderr
+    assert not serving(*found)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ledger.settings import (
+    DEFAULT_AUTO_WATCH_SECONDS,
     DEFAULT_MAX_UNTRACKED_FILE_BYTES,
     DEFAULT_PROTECTED_DIRS,
     DEFAULT_RETENTION,
@@ -103,10 +106,16 @@ def test_wrong_shapes_never_crash(tmp_path: Path) -> None:
         assert warnings, document
 
 
-def test_auto_watch_seconds_is_off_by_default_and_must_be_a_whole_non_negative_number(
-    tmp_path: Path,
+def test_auto_watch_seconds_is_ten_minutes_by_default_and_must_be_a_whole_non_negative_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The suite sets REWIND_AUTO_WATCH=0 (tests/conftest.py); without it the default is on.
     assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == 0
+    monkeypatch.delenv("REWIND_AUTO_WATCH")
+    assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == DEFAULT_AUTO_WATCH_SECONDS
+    _write(tmp_path, {"rewind": {"snapshot": {"autoWatchSeconds": 0}}})
+    assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == 0, "off with one setting"
+    monkeypatch.setenv("REWIND_AUTO_WATCH", "0")
     _write(tmp_path, {"rewind": {"snapshot": {"autoWatchSeconds": 600}}})
     assert load_settings(tmp_path) == (load_settings(tmp_path)[0], [])
     assert load_settings(tmp_path)[0].snapshot.auto_watch_seconds == 600
