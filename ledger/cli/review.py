@@ -66,7 +66,10 @@ def register(
         "--side-by-side", action="store_true", help="two-column diffs instead of unified ones"
     )
     p.add_argument(
-        "--find-renames", action="store_true", help="detect renames (off by default, as git diff)"
+        "--find-renames",
+        "-M",
+        action="store_true",
+        help="detect renames (off by default, as git diff)",
     )
     p.set_defaults(run=run_report)
 
