@@ -58,6 +58,8 @@ suites and scripts that must not leave a watcher behind (``REWIND_AUTO_WATCH=0``
 def _auto_watch_default() -> int:
     value = os.environ.get(AUTO_WATCH_ENV, "")
     return int(value) if value.isdigit() else DEFAULT_AUTO_WATCH_SECONDS
+
+
 DEFAULT_PROTECTED_DIRS: tuple[str, ...] = (
     "node_modules",
     ".venv",

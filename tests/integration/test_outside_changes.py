@@ -185,10 +185,14 @@ def test_what_the_agent_wrote_is_never_called_the_users_even_after_a_restore_and
     first = users(agent)[0]
     assert cli(capsys, agent, "restore", "@", users(agent)[1], "--mode", "files", "--yes").code == 0
     assert cli(capsys, agent, "undo", "@", "--yes").code == 0  # f.txt is the agent's "agent 2"
-    plan = _json(cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json"))
+    plan = _json(
+        cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json")
+    )
     assert plan["deleted"] == ["f.txt"] and plan["changedOutsideAgent"] == []
     (repo / "f.txt").write_text("agent 1\n")  # by hand, but what the agent once wrote there
-    plan = _json(cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json"))
+    plan = _json(
+        cli(capsys, agent, "restore", "@", first, "--mode", "files", "--dry-run", "--json")
+    )
     assert plan["changedOutsideAgent"] == []
 
 

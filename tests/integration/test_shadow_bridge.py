@@ -34,7 +34,9 @@ def test_a_plain_directory_records_and_restores_through_a_shadow(
     fake = FakePi(plain, agent_dir)
     try:
         reply = fake.event("session_start", {"reason": "startup"})
-        assert reply.error is None and reply.status == "◆ 0 points / 0 snapshots · shadow repository"
+        assert (
+            reply.error is None and reply.status == "◆ 0 points / 0 snapshots · shadow repository"
+        )
         assert any("shadow repository" in n["text"] for n in reply.notices)
         prompts = [
             fake.prompt("create", lambda: _write(plain / "a.txt", "one\n")),
