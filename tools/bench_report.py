@@ -18,7 +18,8 @@ Timed, in the same run, on the same session:
   does (``write_report``), median of ``--runs``;
 - render only, with the review's diffs already computed (what this page's code costs, apart
   from ``ledger.review.diff``);
-- the old report: the same with ``render_report`` loaded from ``git show HEAD:ledger/review/html.py``
+- the old report: the same with ``render_report`` loaded from ``git show a1b0619^:ledger/review/html.py``
+  (the page before issue 25)
   (``--old-rev``) as a separate module;
 - both pages in headless Chromium driven over the DevTools protocol (``--remote-debugging-pipe``,
   no network): first contentful paint and the load event after navigation start, read from the
@@ -232,7 +233,11 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=400, help="files changed by the one big turn")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--chrome-runs", type=int, default=3)
-    parser.add_argument("--old-rev", default="HEAD", help="revision holding the old html.py")
+    parser.add_argument(
+        "--old-rev",
+        default="a1b0619^",
+        help="revision holding the old html.py (default: before issue 25's report)",
+    )
     parser.add_argument("--no-chrome", action="store_true")
     parser.add_argument("--quick", action="store_true", help="1k files, 20 prompts, a 60-file turn")
     parser.add_argument("--keep", metavar="DIR", help="copy both pages here")
