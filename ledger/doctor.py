@@ -18,6 +18,11 @@ Restore journals: one whose owner is gone is an interrupted restore (a problem, 
 as information only (``a restore is running (pid N)``), since its journal closes when it ends
 (docs/design.md#crash-safe-restore).
 
+Sessions here: the live Pi sessions of the work tree (the presence registry,
+:mod:`ledger.presence`) are listed as information (docs/design.md#sessions-here). Listing the
+registry removes the entries of dead sessions: our own bookkeeping files, the one thing the
+doctor writes.
+
 The doctor needs no settings: what a sweep dropped is told apart from what fell out by time,
 so a sweep run by hand with its own limits does not make the doctor fail. Given the settings, it
 also says what retention would drop now and about how many bytes that frees (a dry-run sweep),
@@ -39,6 +44,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
 from ledger.git.upkeep import Leftover
 from ledger.lineage import LineageReader
+from ledger.presence import Presence
 from ledger.recovery import interruption_error
 from ledger.session.discovery import repo_sessions
 from ledger.settings import Settings
@@ -93,6 +99,8 @@ class DoctorReport:
     """What retention would do now (a dry-run sweep), when settings were given."""
     server: dict[str, Any] | None = None
     """Which process serves the repository (``rewind serve --status``), when one does."""
+    live_sessions: list[Presence] = field(default_factory=list)
+    """The live Pi sessions of this work tree (information, not a problem)."""
 
     @property
     def unreachable(self) -> list[DanglingReference]:
@@ -184,6 +192,7 @@ class DoctorReport:
             "feedMismatch": self.feed_mismatch,
             "interruptedRestores": [j.to_json() for j in self.interrupted],
             "runningRestores": [j.to_json() for j in self.running],
+            "liveSessions": [entry.to_json() for entry in self.live_sessions],
             "brokenJournals": self.broken_journals,
             "storeLock": (
                 {
@@ -282,6 +291,9 @@ def diagnose(
     report.running = running
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
     report.feed = read_status_file(repo.git_dir)
+    from ledger.presence import live_sessions
+
+    report.live_sessions = live_sessions(repo.git_dir)
     from ledger.bridge.status import server_info
 
     served = server_info(repo.root, repo.git_dir)

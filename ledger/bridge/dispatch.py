@@ -15,6 +15,10 @@ Invariants:
 - Another writer of ledger records in this session (pi-rewind-hook, or a second copy of ours):
   after its first record we warn once and stand aside (no records, no menus, footer untouched;
   docs/defects.md#other-writer).
+- Each started engine announces its session in the presence registry (:mod:`ledger.presence`),
+  withdrawn when the next ``session_start`` replaces the engine, at ``session_shutdown`` (before
+  its sweep: Pi starts the next instance once it is answered) and when the bridge ends; the entry's "in a turn" flag is rewritten only at ``turn_start`` (when it was
+  idle) and ``agent_end``, after the engine handled the event, never on the capture path.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from ledger.records import FORK_PENDING, OP, TURN
 if TYPE_CHECKING:
     from ledger.engine.engine import Choose, Engine, EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
+    from ledger.presence import Announcement, Kind
     from ledger.retention.scheduler import SweepScheduler
     from ledger.settings import Settings
 
@@ -64,6 +69,10 @@ class BridgeState:
     intent: tuple[str, str] | None = None
     """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for that
     entry answers (:mod:`ledger.bridge.rewind_events`)."""
+    kind: Kind = "bridge"
+    """How this session is served: a bridge process of its own, or hosted by the watcher."""
+    presence: Announcement | None = None
+    """This session's entry in the presence registry while its engine is on."""
 
 
 @dataclass
@@ -119,6 +128,7 @@ def start_engine(
     from ledger.settings import load_settings
 
     state.engine = None
+    withdraw(state)
     agent_dir = resolve_agent_dir(state.agent_dir)
     try:
         # Outside git, a shadow repository (docs/shadow.md); a git init since is migrated.
@@ -140,7 +150,25 @@ def start_engine(
     state.engine = engine
     _absorb(state, engine.session_start(_REASONS.get(reason, "startup"), previous), outcome)
     state.host.watch_writers()
+    _announce(state, repo)
     _retention_notices(state, outcome)
+
+
+def _announce(state: BridgeState, repo: GitRepo) -> None:
+    from ledger.presence import announce
+
+    file = state.host.session_file
+    session_id = state.host.session_for_status().id
+    state.presence = announce(
+        repo.git_dir, session_id, str(file) if file else None, kind=state.kind
+    )
+
+
+def withdraw(state: BridgeState) -> None:
+    """This session is over (or replaced): its presence entry goes."""
+    presence, state.presence = state.presence, None
+    if presence is not None:
+        presence.withdraw()
 
 
 LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})
@@ -229,7 +257,10 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
 
 
 def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
-    return engine.turn_start(_int(message.payload, "turnIndex"))
+    result = engine.turn_start(_int(message.payload, "turnIndex"))
+    if state.presence is not None:
+        state.presence.set_busy(True)  # after the engine: not on the capture path
+    return result
 
 
 def _message_end(state: BridgeState, engine: Engine, message: EventMessage) -> None:
@@ -250,7 +281,10 @@ def _turn_end(state: BridgeState, engine: Engine, message: EventMessage) -> Even
 
 
 def _agent_end(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
-    return engine.agent_end()
+    result = engine.agent_end()
+    if state.presence is not None:
+        state.presence.set_busy(False)
+    return result
 
 
 def _session_compact(
@@ -343,6 +377,10 @@ def dispatch(state: BridgeState, message: EventMessage) -> Outcome:
     if engine is None:
         return outcome
     route = ROUTES[event]
+    if route.ends_session:
+        # First, and also when we stand aside: Pi starts the next instance (/new, /fork,
+        # /reload) once this event is answered, and it must not count this one as another.
+        withdraw(state)
     if route.records and _other_writer(state, outcome):
         return outcome
     result = route.handle(state, engine, message)

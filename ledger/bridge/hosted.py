@@ -283,7 +283,7 @@ class HostedSessions:
         with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
             # The agent dir as a bridge the extension starts finds it: from the environment
             # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
-            server = BridgeServer(reader, writer)
+            server = BridgeServer(reader, writer, kind="hosted")
             with self._guard:
                 if self._closed.is_set():
                     return  # stopping already: this session starts no event here

@@ -17,6 +17,12 @@ Invariants:
 - ``REWIND_TRACE=<file>`` appends one JSON line per event: the time the bridge spent on it, the
   part of it spent waiting for the host's replies, and the footer's share (for benchmarks and
   bug reports; nothing else reads it).
+- Sessions here (docs/design.md#sessions-here): while another live session shares the work tree
+  the footer ends with `` · N sessions here``, and each session is told once (a warning notice)
+  of every other session it learns of: at its ``session_start``, or at the first event after
+  the other one started (no push). The registry is listed for this at event time through a
+  :class:`~ledger.presence.PresenceView` (again only when its directory changed or a second
+  passed), never while a capture runs. The entry is withdrawn when the bridge ends.
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ from typing import IO, Any
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from ledger.bridge.dispatch import BridgeState, Outcome, dispatch
+from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.protocol import EVENT_NAMES, ErrorCode, EventMessage, ReplyMessage
 from ledger.errors import LedgerError
+from ledger.presence import Kind, PresenceView, footer_mark, others_notice
 
 _HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessage | ReplyMessage)
 
@@ -54,11 +61,17 @@ class BridgeServer:
         *,
         agent_dir: Path | None = None,
         on_first_event: Callable[[EventMessage], None] | None = None,
+        kind: Kind = "bridge",
     ) -> None:
+        """``kind``: ``bridge`` for a process of its own (:func:`serve_stdio`), ``hosted`` for the
+        watcher's sessions (:mod:`ledger.bridge.hosted`)."""
         self.reader = reader
         self.writer = writer
         self._on_first_event = on_first_event
-        self.state = BridgeState(BridgeHost(self._call), agent_dir)
+        self.state = BridgeState(BridgeHost(self._call), agent_dir, kind=kind)
+        self._presence = PresenceView()
+        self._told: set[str] = set()
+        """The other sessions (entry stems) this session was told of."""
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int, str | None] | None = None
@@ -200,13 +213,15 @@ class BridgeServer:
         }
         if not self.state.passive:
             started = time.perf_counter()
-            reply["status"] = self._footer(recount=message.event != "message_end")
+            others = self._others(outcome)
+            reply["status"] = self._footer(recount=message.event != "message_end", others=others)
             self._footer_s = time.perf_counter() - started
         if outcome.panel is not None:
             reply["panel"] = outcome.panel
         self._send(reply)
 
     def _finish(self) -> None:
+        withdraw(self.state)  # before waiting: the session is over for everyone else
         if self.state.scheduler is not None:
             self.state.scheduler.wait()  # the host is gone: finish a sweep in flight, start none
 
@@ -216,7 +231,25 @@ class BridgeServer:
         self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
         return dispatch(self.state, message)
 
-    def _footer(self, *, recount: bool = True) -> str | None:
+    def _others(self, outcome: Outcome) -> int:
+        """How many other live sessions share this work tree; adds the notice about the ones
+        this session was not told of yet to ``outcome``'s notices (already in the reply)."""
+        engine, own = self.state.engine, self.state.presence
+        if engine is None:
+            return 0
+        try:
+            live = self._presence.live(engine.repo.git_dir)
+        except OSError:
+            return 0  # the registry is a courtesy: never fail an event for it
+        stem = own.presence.stem if own is not None else None
+        others = [entry for entry in live if entry.stem != stem]
+        new = [entry for entry in others if entry.stem not in self._told]
+        if new:
+            self._told.update(entry.stem for entry in new)
+            outcome.notices.append({"level": "warning", "text": others_notice(new)})
+        return len(others)
+
+    def _footer(self, *, recount: bool = True, others: int = 0) -> str | None:
         """``◆ N points / M snapshots`` (docs/design.md#the-footer); None when silent or outside a
         repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
         live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
@@ -243,7 +276,8 @@ class BridgeServer:
                 self._status += " · shadow repository"
             self._status_key = key
         note = self.state.status_note
-        return f"{self._status} · {note}" if note and self._status else self._status
+        status = f"{self._status} · {note}" if note and self._status else self._status
+        return status + footer_mark(others + 1) if status else status
 
 
 def serve_stdio(
@@ -254,6 +288,10 @@ def serve_stdio(
     """Run the bridge on this process's stdin and stdout; ``on_first_event`` sees the first
     event before it is handled (``rewind serve`` learns from it whether Pi has a UI)."""
     server = BridgeServer(
-        sys.stdin.buffer, sys.stdout.buffer, agent_dir=agent_dir, on_first_event=on_first_event
+        sys.stdin.buffer,
+        sys.stdout.buffer,
+        agent_dir=agent_dir,
+        on_first_event=on_first_event,
+        kind="bridge",
     )
     return server.serve()

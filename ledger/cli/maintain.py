@@ -328,6 +328,7 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _doctor_text(report: DoctorReport) -> str:
+    from ledger.presence import status_line as presence_line
     from ledger.recovery import running_message
 
     chain = "ok" if not report.chain_problems else "BROKEN"
@@ -342,6 +343,13 @@ def _doctor_text(report: DoctorReport) -> str:
         f"capture index {report.index}"
         + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
     ]
+    if report.live_sessions:
+        count = len(report.live_sessions)
+        lines.append(
+            f"sessions here {count} live Pi session{'s' if count != 1 else ''} in this work tree"
+            + ("; a restore in one overwrites what the other's agent writes" if count > 1 else "")
+        )
+        lines += [presence_line(entry) for entry in report.live_sessions]
     for journal in report.running:
         lines.append(
             f"  {running_message(journal)} ({journal.id}; "

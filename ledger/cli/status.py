@@ -11,6 +11,11 @@ latest-snapshot record alone and writes no record to the session; the user's ind
 branches are never touched. Exit status 0 whether or not something changed. A path that is not
 UTF-8 or holds a control character is printed as git quotes it; ``--json`` carries it quoted
 with its exact bytes beside it (``pathBytes``, see :mod:`ledger.cli.context`).
+
+It also lists who else is here (docs/design.md#sessions-here): the live Pi sessions of the work
+tree from the presence registry (:mod:`ledger.presence`; listing it removes entries of dead
+sessions, our own bookkeeping files only) and the restores running now (open restore journals
+whose owner is alive; read without settling them).
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ from typing import Any
 
 from ledger.cli.context import CliContext, display_path
 from ledger.outside import OutsideChange, count_text, done_warning, files, plan_warning
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.git.journal import Journal
+    from ledger.presence import Presence
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
 
@@ -53,14 +64,20 @@ def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
             engine, captured.tree, skipped=[s.path for s in captured.skipped], point=point
         )
         changes = report.changes
+    live, restores = _here(engine.repo)
     payload: dict[str, Any] = {
         "session": session.id,
+        "liveSessions": [entry.to_json() for entry in live],
+        "runningRestores": [journal.to_json() for journal in restores],
         "point": point.to_json() if point is not None else None,
         "clean": not changes,
         "changes": [c.to_json() for c in changes],
     }
 
     def text() -> str:
+        return "\n".join([changes_text(), *here_lines(live, restores, session.id)])
+
+    def changes_text() -> str:
         if point is None:
             return "no rewind point on this branch yet: nothing to compare with"
         when = f" ({point.timestamp})" if point.timestamp else ""
@@ -76,6 +93,29 @@ def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
 
     ctx.emit(payload, text)
     return 0
+
+
+def _here(repo: Any) -> tuple[list[Presence], list[Journal]]:
+    from ledger.git.journal import open_journals
+    from ledger.presence import live_sessions
+
+    journals, _ = open_journals(repo)
+    return live_sessions(repo.git_dir), [j for j in journals if j.owner_alive()]
+
+
+def here_lines(live: list[Presence], restores: list[Journal], session_id: str) -> list[str]:
+    """``sessions here``: the live Pi sessions of this work tree and the running restores."""
+    from ledger.presence import status_line as presence_line
+    from ledger.recovery import running_message
+
+    if not live and not restores:
+        return []
+    lines = [f"sessions here: {len(live)} live Pi session{'s' if len(live) != 1 else ''}"]
+    lines += [presence_line(e, own=e.session_id == session_id) for e in live]
+    lines += [f"  {running_message(j)}" for j in restores]
+    if len(live) > 1:
+        lines.append("  a restore in one overwrites what the other's agent writes")
+    return lines
 
 
 def status_line(change: OutsideChange) -> str:

@@ -188,7 +188,7 @@ class Journal:
     def owner_alive(self) -> bool:
         """Whether the restore that wrote this journal is still running (module docstring)."""
         if self.lock:
-            held = _lock_held(self.lock_path)
+            held = lock_held(self.lock_path)
             if held is not None:
                 return held
         return self._identity_alive()
@@ -197,9 +197,9 @@ class Journal:
         if self.pid_start is None or self.boot_id is None or self.pid <= 0:
             return False
         # Another host's pids mean nothing here; another boot's process is gone.
-        if self.host != socket.gethostname() or self.boot_id != _boot_id():
+        if self.host != socket.gethostname() or self.boot_id != boot_id():
             return False
-        return _proc_start(self.pid) == self.pid_start  # a reused pid has another start time
+        return proc_start(self.pid) == self.pid_start  # a reused pid has another start time
 
     def release(self) -> None:
         """Let go of the liveness lock: from now on an open journal counts as interrupted."""
@@ -268,15 +268,15 @@ def open_journal(
         pid=os.getpid(),
         host=socket.gethostname(),
         recovering=recovering,
-        pid_start=_proc_start(os.getpid()),
-        boot_id=_boot_id(),
+        pid_start=proc_start(os.getpid()),
+        boot_id=boot_id(),
     )
     directory = journal_dir(repo)
     journal.path = directory / f"{now_ms}-{ident}.json"
     try:
         make_private_dir(repo.git_dir, directory.name)
         # The lock before the journal: no reader ever sees this journal without a live owner.
-        journal.lock_fd = _take_lock(journal.lock_path)
+        journal.lock_fd = take_lock(journal.lock_path)
         journal.lock = journal.lock_fd is not None
         _write(journal.path, journal)
     except OSError as exc:
@@ -415,7 +415,7 @@ def _is_int(value: object) -> bool:
 # --- the owner: lock and identity ------------------------------------------------------------
 
 
-def _take_lock(path: Path) -> int | None:
+def take_lock(path: Path) -> int | None:
     """Create ``path`` and hold an exclusive ``flock`` on it; ``None`` where the file system has
     no ``flock`` (the owner's identity is then the proof). ``O_CLOEXEC``: a git child that
     outlives a killed restore must not keep the lock (and so the restore) alive."""
@@ -430,7 +430,7 @@ def _take_lock(path: Path) -> int | None:
     return fd
 
 
-def _lock_held(path: Path) -> bool | None:
+def lock_held(path: Path) -> bool | None:
     """Whether some process holds ``path``'s lock; ``None`` when this cannot be told (no
     ``flock`` here, no permission), so that the identity decides."""
     try:
@@ -463,7 +463,7 @@ def _read_small(path: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def _proc_start(pid: int) -> int | None:
+def proc_start(pid: int) -> int | None:
     """Process ``pid``'s start time: ``/proc/<pid>/stat`` field 22; ``None`` if it is gone (or
     there is no ``/proc``)."""
     raw = _read_small(f"/proc/{pid}/stat", 4096)
@@ -477,7 +477,7 @@ def _proc_start(pid: int) -> int | None:
         return None
 
 
-def _boot_id() -> str | None:
+def boot_id() -> str | None:
     raw = _read_small("/proc/sys/kernel/random/boot_id", 128)
     if not raw:
         return None
@@ -517,13 +517,17 @@ __all__ = [
     "JournalWriteError",
     "RestoreIntent",
     "UnreadableJournal",
+    "boot_id",
     "current_intent",
     "held_journals",
     "journal_dir",
+    "lock_held",
     "open_journal",
     "open_journals",
     "pinned_snapshots",
+    "proc_start",
     "release_unless_held",
     "restore_intent",
     "settle",
+    "take_lock",
 ]
