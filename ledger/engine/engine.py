@@ -36,8 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
@@ -46,7 +45,16 @@ from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
 from ledger.engine.preview import choice_title
+from ledger.engine.results import (
+    CHECKPOINT_SOURCES,
+    FORK_PREFERENCE_SOURCES,
+    Collector,
+    EventResult,
+    RetentionHooks,
+    SessionStartReason,
+)
 from ledger.errors import LedgerError
+from ledger.git.journal import recording
 from ledger.git.repo import GitRepo
 from ledger.git.snapshot import LastExact, take_snapshot
 from ledger.ledgerview import BranchState, LedgerView
@@ -62,73 +70,6 @@ if TYPE_CHECKING:
     from ledger.git.trees import Change
 
 Choose = Callable[[str, list[str]], "str | None"]
-
-
-class RetentionHooks(Protocol):
-    """When the engine asks for retention sweeps (docs/design.md#when-sweeps-run): never raises."""
-
-    def on_session_start(self) -> None: ...
-
-    def on_snapshot_added(self, count: int) -> None: ...
-
-    def on_shutdown(self) -> None: ...
-
-
-SessionStartReason = Literal["startup", "resume", "new", "fork", "reload"]
-FORK_PREFERENCE_SOURCES = frozenset({"fork-from-first"})
-CHECKPOINT_SOURCES = frozenset({"pi-custom-compaction"})
-
-
-@dataclass
-class EventResult:
-    """What a handler tells the host: notices to show, and for ``before_*`` events the answer."""
-
-    notices: list[M.Notice] = field(default_factory=list)
-    cancel: bool = False
-    skip_conversation_restore: bool = False
-    panel: list[str] | None = None
-    """What a rewind action did, for a host to keep on screen until the next prompt (Pi redraws
-    its chat right after ``/tree`` and ``/fork``, so a notice alone is not seen). ``None`` = leave
-    the panel as it is, ``[]`` = clear it."""
-    panel_is_problem: bool = False
-    """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
-    status_note: str | None = None
-    data: dict[str, Any] | None = None
-    """For a query (``/rewind``'s list, preview, diff): the answer, as plain values."""
-    """A short note for the host's status line until the next prompt (an info: dropped with
-    ``silentCheckpoints``), e.g. that the pre-prompt snapshot keeps changes made outside the
-    agent (docs/design.md#outside-changes)."""
-
-    def info(self, text: str) -> None:
-        self.notices.append(M.Notice("info", text))
-
-    def warn(self, text: str) -> None:
-        self.notices.append(M.Notice("warning", text))
-
-    def error(self, text: str) -> None:
-        self.notices.append(M.Notice("error", text))
-
-    def show(self, *lines: str, problem: bool = False) -> None:
-        self.panel = list(lines)
-        self.panel_is_problem = problem
-
-    def failed(self, text: str) -> None:
-        """An error notice that also stays on screen."""
-        self.error(text)
-        self.show(f"Rewind: {text}", problem=True)
-
-
-@dataclass
-class _Collector:
-    """The snapshots of one prompt, from ``turn_start`` to ``agent_end``."""
-
-    leaf_at_start: str | None
-    pending_user_commit: str | None
-    pairs: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def bound(self) -> set[str]:
-        return {entry_id for entry_id, _ in self.pairs}
 
 
 class Engine:
@@ -152,7 +93,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.reader = reader or LineageReader()
         self.last_exact: LastExact | None = None
-        self._collector: _Collector | None = None
+        self._collector: Collector | None = None
         self._pending_tree: FileState | None = None
         self.tree_diff_cache: dict[tuple[str, str], list[Change]] = {}
         """Leaf changes between two recorded trees (ledger.engine.ownership): they never change."""
@@ -276,13 +217,6 @@ class Engine:
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
         return outcome
 
-    def _recording(self) -> contextlib.AbstractContextManager[object]:
-        """Around a restore and the append of its record: the restore counts as running (its
-        journal's liveness lock held) until the record is there (docs/design.md#crash-safe-restore)."""
-        from ledger.git.journal import current_intent, restore_intent
-
-        return restore_intent(current_intent())
-
     def _release_held(self) -> None:
         """The restore held by ``until_recorded`` is recorded now (or never will be)."""
         held, self._held_journals = self._held_journals, []
@@ -362,7 +296,7 @@ class Engine:
         if commit is None:
             self._collector = None
             return result
-        self._collector = _Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
+        self._collector = Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
         result.status_note = outside.prompt_status_note(self, before)
         return result
 
@@ -396,7 +330,7 @@ class Engine:
             # This engine started mid-prompt (a bridge restarted after the old one died): adopt
             # the prompt, so this turn's and later turns' points are still recorded; the files
             # before the prompt were the dead bridge's to record (docs/pi.md, healing).
-            self._collector = _Collector(self.host.leaf_id(), None)
+            self._collector = Collector(self.host.leaf_id(), None)
         self._bind_pending_user(final=False, result=result)
         if message is not None and message.get("role") != "assistant":
             return result
@@ -521,7 +455,7 @@ class Engine:
     def _undo_files(self, undo: str, stay: str, result: EventResult) -> None:
         """The menus' "Undo last file rewind": restore ``undo``, record it at the leaf (undoable
         again) and cancel the navigation or fork; ``stay`` says what became of the conversation."""
-        with self._recording():
+        with recording():
             outcome = self.restore_files(undo)
             self.append_op(current=undo, undo=outcome.undo_commit)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
@@ -603,7 +537,7 @@ class Engine:
                 elif choice == M.FORK_CODE_ONLY:
                     # Pi 0.73.1 ignores skipConversationRestore: forking would drop the user into a
                     # new, empty session (and lose the undo). "Keep conversation" means: stay here.
-                    with self._recording():
+                    with recording():
                         outcome = self.restore_files(target)
                         if outcome.changed or self.branch_state().current != target:
                             self.append_op(current=target, undo=outcome.undo_commit)
@@ -616,7 +550,7 @@ class Engine:
                         M.UNDO_HINT if outcome.undo_commit else M.NOTHING_TO_UNDO,
                     )
                 else:
-                    with self._recording():  # the fork-pending record is the restore's record
+                    with recording():  # the fork-pending record is the restore's record
                         outcome = self.restore_files(target)
                         self.prepare_fork(FileState(target, outcome.undo_commit))
                     result.info(M.FILES_RESTORED_FROM_POINT)

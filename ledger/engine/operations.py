@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,6 +24,7 @@ from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
 from ledger.engine.outside import overwritten_by
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
+from ledger.git.journal import recording
 from ledger.outside import OutsideChange
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
@@ -129,7 +129,7 @@ def restore(
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
-    with _recording():
+    with recording():
         outcome = engine.restore_files(target)
         report.changed = outcome.changed
         report.undo = outcome.undo_commit
@@ -155,7 +155,7 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
     _fill_plan(report, plan_for(engine, state.undo), engine)
     if dry_run:
         return report
-    with _recording():
+    with recording():
         outcome = engine.restore_files(state.undo)
         report.changed = outcome.changed
         report.undo = outcome.undo_commit
@@ -204,7 +204,7 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
         target = _point(engine, entry.id)
         restored = RestoreReport(mode=mode, entry=entry.id, target=target)
         _fill_plan(restored, plan_for(engine, target), engine)
-    with _recording():
+    with recording():
         if restored is not None:
             outcome = engine.restore_files(target)
             restored.changed, restored.undo = outcome.changed, outcome.undo_commit
@@ -304,12 +304,3 @@ def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
     return DiffReport(
         entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text
     )
-
-
-def _recording() -> AbstractContextManager[object]:
-    """Around a restore and the append of its record: the restore counts as running (its
-    journal's liveness lock held) until the record is there, so no other process calls it
-    interrupted in between (docs/design.md#crash-safe-restore)."""
-    from ledger.git.journal import current_intent, restore_intent
-
-    return restore_intent(current_intent())

@@ -131,6 +131,13 @@ def current_intent() -> RestoreIntent:
     return _INTENT.get() or RestoreIntent()
 
 
+def recording() -> contextlib.AbstractContextManager[RestoreIntent]:
+    """Around a restore and the append of its record: the restore counts as running (its
+    journal's liveness lock held) until the record is there, so no other process calls it
+    interrupted in between (docs/design.md#crash-safe-restore)."""
+    return restore_intent(current_intent())
+
+
 class JournalWriteError(LedgerError):
     """The journal could not be written: the restore did not start; nothing changed."""
 
@@ -526,6 +533,7 @@ __all__ = [
     "open_journals",
     "pinned_snapshots",
     "proc_start",
+    "recording",
     "release_unless_held",
     "restore_intent",
     "settle",
