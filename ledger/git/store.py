@@ -139,6 +139,19 @@ class Store:
                 times[sha] = commit.commit_time * 1000
         return times
 
+    def reachable(self) -> frozenset[str]:
+        """Every commit the store ref reaches (keepalives and snapshots): one ``git rev-list``
+        walk, for callers that ask about many commits (``rewind doctor``), where
+        :meth:`reaches` would walk the chain once per commit."""
+        head = self.head()
+        if head is None:
+            return frozenset()
+        try:
+            result = self.git.run(["rev-list", head], operation="git rev-list (store)")
+        except GitError:
+            return frozenset()
+        return frozenset(result.text.split())
+
     def reaches(self, commit: str) -> bool:
         """Whether ``commit`` is reachable from the store ref (so gc keeps it)."""
         head = self.head()
