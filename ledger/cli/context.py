@@ -203,25 +203,12 @@ def raw_bytes(value: str) -> bytes:
         return value.encode("utf-8", "surrogatepass")
 
 
-_C_ESCAPES = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 0x22: '"', 0x5C: "\\"}
-
-
 def git_quote(value: str | bytes) -> str:
     """git's C-style quoting of a path (``quote_c_style`` with ``core.quotePath`` on, its
-    default): unchanged when every byte is printable ASCII other than ``"`` and ``\\``, else in
-    double quotes with ``\\n``-style escapes and other bytes as three octal digits."""
-    raw = raw_bytes(value) if isinstance(value, str) else value
-    if all(0x20 <= b < 0x7F and b not in (0x22, 0x5C) for b in raw):
-        return raw.decode("ascii")
-    parts = []
-    for b in raw:
-        if b in _C_ESCAPES:
-            parts.append("\\" + _C_ESCAPES[b])
-        elif b < 0x20 or b >= 0x7F:
-            parts.append(f"\\{b:03o}")
-        else:
-            parts.append(chr(b))
-    return '"' + "".join(parts) + '"'
+    default): :func:`ledger.quoting.quote_c_style`."""
+    from ledger.quoting import quote_c_style
+
+    return quote_c_style(raw_bytes(value) if isinstance(value, str) else value)
 
 
 def display_path(path: str) -> str:

@@ -42,6 +42,7 @@ from pygments.lexers import TextLexer, get_lexer_for_filename  # type: ignore[im
 from pygments.token import Token  # type: ignore[import-untyped]
 from pygments.util import ClassNotFound  # type: ignore[import-untyped]
 
+from ledger.quoting import quote_c_style
 from ledger.review.diff import FileDiff
 
 FORMATTER = HtmlFormatter(nowrap=True, style="default")
@@ -66,7 +67,6 @@ _GLYPH = {
 """Glyphs in plain letters (every font has them; the U+240x pictures are often missing)."""
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)")
 _SYMLINK, _GITLINK, _EXEC = 0o120000, 0o160000, 0o100755
-_C_ESCAPES = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 34: '"', 92: "\\"}
 
 
 def _glyph(char: str) -> str:
@@ -95,36 +95,10 @@ def text_html(text: str) -> str:
 
 
 def git_quote(name: str) -> str:
-    """A path as git prints it: as is, or in double quotes with C escapes when it must be.
-
-    A name that is not UTF-8 (surrogate-escaped bytes) is quoted with every byte >= 0x80 in octal
-    (git's default ``core.quotepath``); a UTF-8 name only when it holds a control character, ``"``
-    or ``\\`` (its other characters stay readable).
-    """
-    raw = name.encode("utf-8", "surrogateescape")
-    not_utf8 = any(0xDC80 <= ord(c) <= 0xDCFF for c in name)
-    if not not_utf8 and not any(b < 0x20 or b in (0x22, 0x5C, 0x7F) for b in raw):
-        return name
-    out = ['"']
-    if not_utf8:
-        for b in raw:
-            if b in _C_ESCAPES:
-                out.append("\\" + _C_ESCAPES[b])
-            elif b < 0x20 or b >= 0x7F:
-                out.append(f"\\{b:03o}")
-            else:
-                out.append(chr(b))
-    else:
-        for c in name:
-            code = ord(c)
-            if code in _C_ESCAPES:
-                out.append("\\" + _C_ESCAPES[code])
-            elif code < 0x20 or code == 0x7F:
-                out.append(f"\\{code:03o}")
-            else:
-                out.append(c)
-    out.append('"')
-    return "".join(out)
+    """A path as git prints it, a UTF-8 name kept readable (:func:`ledger.quoting.quote_c_style`):
+    a name that is not UTF-8 is quoted with every byte >= 0x80 in octal (git's default
+    ``core.quotepath``); a UTF-8 name only when it holds a control character, ``"`` or ``\\``."""
+    return quote_c_style(name, keep_utf8=True)
 
 
 def display_name(f: FileDiff) -> str:
