@@ -9,7 +9,7 @@ three questions and one write:
   :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
 - :func:`reclaimable_objects` — how many objects (commits, trees, blobs) stop being reachable
   from any ref when the store keeps only ``kept`` instead of its old chain: what ``git gc`` may
-  reclaim.
+  reclaim; :func:`reclaimable_bytes`, the same objects' bytes on disk.
 - :func:`chain_started_ms` — when the current chain began: the commit time of its first
   keepalive, i.e. the last rewrite (or the first append). A referenced snapshot recorded after
   that and not kept by the store fell out by accident, not by a sweep.
@@ -81,6 +81,21 @@ def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]
     """Objects reachable from the old chain ``old_head`` and from nothing else once the store
     keeps only ``kept`` (and every other ref, HEAD and the empty tree stay): old keepalives,
     dropped snapshots and the trees and blobs only they use."""
+    return _rev_list_dropped(repo, old_head, kept, "--count")
+
+
+def reclaimable_bytes(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
+    """Approximate bytes on disk (``rev-list --disk-usage``: a loose file's size, a packed
+    object's share of its pack) of the same objects as :func:`reclaimable_objects`: what
+    dropping the others gives back (at once in a shadow; at the user's next gc in a
+    repository)."""
+    return _rev_list_dropped(repo, old_head, kept, "--disk-usage")
+
+
+def _rev_list_dropped(repo: GitRepo, old_head: str | None, kept: Iterable[str], mode: str) -> int:
+    """``git rev-list --objects <mode>`` over what ``old_head`` reaches and neither ``kept``,
+    the empty tree nor any ref but the store reaches; 0 when there is nothing to ask or git
+    cannot answer (doctor reports a broken store on its own)."""
     if old_head is None or not repo.commit_exists(old_head):
         return 0
     lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
@@ -88,8 +103,8 @@ def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]
         lines.append(f"^{EMPTY_TREE}")  # every chain uses it
     runner = GitRunner(repo.root, repo.git_dir)
     result = runner.run(
-        ["rev-list", "--objects", "--count", "--stdin", "--not", f"--exclude={STORE_REF}", "--all"],
-        operation="git rev-list --objects --count",
+        ["rev-list", "--objects", mode, "--stdin", "--not", f"--exclude={STORE_REF}", "--all"],
+        operation=f"git rev-list --objects {mode}",
         check=False,
         input=("\n".join(lines) + "\n").encode(),
     )
@@ -97,4 +112,11 @@ def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]
     return int(text) if text.isdigit() else 0
 
 
-__all__ = ["ChainShape", "chain_shape", "chain_started_ms", "reclaimable_objects", "rewrite_store"]
+__all__ = [
+    "ChainShape",
+    "chain_shape",
+    "chain_started_ms",
+    "reclaimable_bytes",
+    "reclaimable_objects",
+    "rewrite_store",
+]

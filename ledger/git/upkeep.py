@@ -50,7 +50,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ from typing import Any
 from ledger.errors import GitError
 from ledger.git.index import PrivateIndex, make_private_dir, private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.runner import EMPTY_TREE, GitRunner
+from ledger.git.runner import GitRunner
 from ledger.git.store import STORE_REF
 
 DEFAULT_GC_AUTO = 6700
@@ -175,35 +175,6 @@ def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
     if proc.wait() != 0:
         return []  # no store, or a broken one (doctor says so): nothing of ours to pack
     return found
-
-
-def reclaimable_bytes(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
-    """Approximate bytes on disk (``rev-list --disk-usage``: a loose file's size, a packed
-    object's share of its pack) of the objects the old chain ``old_head`` reaches and nothing
-    else does once the store keeps only ``kept``: what dropping the others gives back (at once
-    in a shadow; at the user's next gc in a repository)."""
-    if old_head is None or not repo.commit_exists(old_head):
-        return 0
-    lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
-    if repo.object(EMPTY_TREE) is not None:
-        lines.append(f"^{EMPTY_TREE}")  # every chain uses it
-    runner = GitRunner(repo.root, repo.git_dir)
-    result = runner.run(
-        [
-            "rev-list",
-            "--objects",
-            "--disk-usage",
-            "--stdin",
-            "--not",
-            f"--exclude={STORE_REF}",
-            "--all",
-        ],
-        operation="git rev-list --disk-usage",
-        check=False,
-        input=("\n".join(lines) + "\n").encode(),
-    )
-    text = result.stdout.decode().strip() if result.returncode == 0 else ""
-    return int(text) if text.isdigit() else 0
 
 
 def disk_usage(path: Path) -> int:
@@ -586,7 +557,6 @@ __all__ = [
     "loose_estimate",
     "mark_pending",
     "our_loose_objects",
-    "reclaimable_bytes",
     "run_upkeep",
     "too_many_loose",
     "upkeep_due",

@@ -222,10 +222,9 @@ def run_sweep(
     ``git rev-list``).
     Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
     from ledger.git.journal import pinned_snapshots
-    from ledger.git.rewrite import reclaimable_objects, rewrite_store
+    from ledger.git.rewrite import reclaimable_bytes, reclaimable_objects, rewrite_store
     from ledger.git.snapshot import load_last_exact, save_last_exact
     from ledger.git.store import Store
-    from ledger.git.upkeep import reclaimable_bytes
 
     clock = clock or SystemClock()
     started = time.perf_counter()
