@@ -254,6 +254,32 @@ class RestoreRunningError(LedgerError):
         )
 
 
+class OtherTurnRunningError(LedgerError):
+    """Another session's agent is in a turn in this work tree: a restore would write files under
+    it, so it is refused (after waiting ``waited_s``); nothing was changed
+    (docs/design.md#never-mid-turn)."""
+
+    def __init__(
+        self, repository: Path | str, sessions: list[tuple[str, int]], *, waited_s: float = 0.0
+    ) -> None:
+        self.repository = Path(repository)
+        self.sessions = sessions
+        """``(session id, pid)`` of each session the registry says is in a turn (may be empty:
+        a turn's hold is proof enough; the registry is only the words)."""
+        self.waited_s = waited_s
+        if sessions:
+            named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in sessions)
+            who = f"a turn of {named} is running"
+        else:
+            who = "another session's turn is running"
+        waited = f"; it did not end within {waited_s:.0f} s" if waited_s >= 1 else ""
+        super().__init__(
+            f"{who} in {self.repository}: its agent may be writing files right now{waited}",
+            hint="nothing was changed; try again once that turn has ended (or stop it in its own "
+            "terminal); 'rewind status' lists the sessions here",
+        )
+
+
 class InsufficientSpaceError(LedgerError):
     """A restore needs more free space than the file system has; nothing was changed."""
 
@@ -489,6 +515,7 @@ __all__ = [
     "NoShadowError",
     "NotARepositoryError",
     "NothingToUndoError",
+    "OtherTurnRunningError",
     "RestoreFailedError",
     "RestoreRunningError",
     "SessionAppendError",

@@ -236,6 +236,19 @@ def done_warning(changes: Sequence[OutsideChange], *, undo: str) -> str | None:
     )
 
 
+def others_warning(label: str, paths: Sequence[str], *, undo: str, done: bool = False) -> str:
+    """The plan's (``done``: the result's) line about files another session's agent wrote:
+    ``2 files written by session 01a2b3c4… (still running) will be overwritten: src/app.py,
+    api.ts; "Undo last file rewind" brings them back``. ``label`` names the session
+    (:attr:`ledger.engine.neighbours.Neighbour.label`)."""
+    them = "them" if len(paths) != 1 else "it"
+    if done:
+        head = f"overwrote {files(len(paths))} written by {label}: {short_list(paths)}"
+    else:
+        head = f"{files(len(paths))} written by {label} will be overwritten: {short_list(paths)}"
+    return f"{head}; {undo} brings {them} back"
+
+
 def prompt_note(changes: Sequence[OutsideChange]) -> str | None:
     """The status-line note at the start of a prompt whose pre-prompt snapshot keeps changes
     made outside the agent, or ``None``."""
@@ -260,6 +273,7 @@ __all__ = [
     "counts",
     "done_warning",
     "files",
+    "others_warning",
     "outside_skipped",
     "overwritten",
     "plan_counts",

@@ -179,7 +179,7 @@ def recover(engine: Engine, journal: Journal) -> RecoveryReport:
 
     session_file = engine.host.session_file
     intent = RestoreIntent(session=str(session_file) if session_file else None, operation="recover")
-    with restore_intent(intent):
+    with engine.turns.restoring(engine.repo.git_dir, engine.session().id), restore_intent(intent):
         outcome = restore_commit(
             engine.repo,
             journal.undo,

@@ -17,8 +17,14 @@ Invariants:
   docs/defects.md#other-writer).
 - Each started engine announces its session in the presence registry (:mod:`ledger.presence`),
   withdrawn when the next ``session_start`` replaces the engine, at ``session_shutdown`` (before
-  its sweep: Pi starts the next instance once it is answered) and when the bridge ends; the entry's "in a turn" flag is rewritten only at ``turn_start`` (when it was
-  idle) and ``agent_end``, after the engine handled the event, never on the capture path.
+  its sweep: Pi starts the next instance once it is answered) and when the bridge ends; the
+  entry's "in a turn" flag is rewritten only when a prompt starts (when it was idle) and at
+  ``agent_end``, never inside a capture.
+- Never mid-turn (:mod:`ledger.turngate`): from a prompt's start (before its pre-prompt
+  capture) to ``agent_end`` the session holds the work tree's turn gate shared; its engine's
+  restores take it exclusive through the same descriptor, so another session's restore waits
+  for (or, inside Pi, refuses during) this session's turn, and this turn waits for a restore in
+  progress. Let go with the presence entry.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
     from ledger.presence import Announcement, Kind
     from ledger.retention.scheduler import SweepScheduler
     from ledger.settings import Settings
+    from ledger.turngate import TurnGate
 
 
 @dataclass
@@ -73,6 +80,8 @@ class BridgeState:
     """How this session is served: a bridge process of its own, or hosted by the watcher."""
     presence: Announcement | None = None
     """This session's entry in the presence registry while its engine is on."""
+    gate: TurnGate | None = None
+    """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
 
 
 @dataclass
@@ -156,7 +165,11 @@ def start_engine(
 
 def _announce(state: BridgeState, repo: GitRepo) -> None:
     from ledger.presence import announce
+    from ledger.turngate import TurnGate, TurnPolicy
 
+    state.gate = TurnGate(repo.git_dir)
+    if state.engine is not None:
+        state.engine.turns = TurnPolicy(gate=state.gate)  # inside Pi: refuse, never wait
     file = state.host.session_file
     session_id = state.host.session_for_status().id
     state.presence = announce(
@@ -169,6 +182,24 @@ def withdraw(state: BridgeState) -> None:
     presence, state.presence = state.presence, None
     if presence is not None:
         presence.withdraw()
+    gate, state.gate = state.gate, None
+    if gate is not None:
+        gate.close()  # a turn still held (no agent_end came) ends with the session
+
+
+def _turn_begins(state: BridgeState) -> None:
+    """A prompt starts: the gate shared (waits for a restore in progress), then the word."""
+    if state.gate is not None:
+        state.gate.begin_turn()
+    if state.presence is not None:
+        state.presence.set_busy(True)
+
+
+def _turn_ends(state: BridgeState) -> None:
+    if state.gate is not None:
+        state.gate.end_turn()
+    if state.presence is not None:
+        state.presence.set_busy(False)
 
 
 LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})
@@ -248,6 +279,8 @@ def _choose(state: BridgeState, message: EventMessage) -> Choose | None:
 
 
 def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    if not state.passive:
+        _turn_begins(state)  # before the capture: it must see a restore in progress finished
     result = engine.before_agent_start(_str(message.payload, "prompt") or "")
     if not state.passive:
         result.panel = []  # a new prompt: the last rewind action's panel has been read
@@ -258,8 +291,7 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
 
 def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
     result = engine.turn_start(_int(message.payload, "turnIndex"))
-    if state.presence is not None:
-        state.presence.set_busy(True)  # after the engine: not on the capture path
+    _turn_begins(state)  # a host without before_agent_start; otherwise already held
     return result
 
 
@@ -282,8 +314,7 @@ def _turn_end(state: BridgeState, engine: Engine, message: EventMessage) -> Even
 
 def _agent_end(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
     result = engine.agent_end()
-    if state.presence is not None:
-        state.presence.set_busy(False)
+    _turn_ends(state)
     return result
 
 

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
     from ledger.engine.engine import Engine
     from ledger.engine.operations import RestoreReport
+    from ledger.engine.outside import Authors
     from ledger.git.journal import Journal
+    from ledger.turngate import TurnPolicy
 
     class Changes(Protocol):
         """What a plan or a report lists: the paths a restore adds, modifies and deletes."""
@@ -150,9 +152,33 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     for warning in warnings:
         ctx.warn(warning)
     engine = Engine(host, repo, settings=settings)
+    engine.turns = _turn_policy(ctx, engine)
     for notice in engine.session_start("startup").notices:
         ctx.warn(notice.text)
     return engine
+
+
+def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:
+    """On the command line a restore waits for other sessions' turns, visibly and cancellably
+    (Ctrl-C: nothing changed), up to ``$REWIND_TURN_WAIT`` seconds (default
+    :data:`~ledger.turngate.TURN_WAIT_S`; docs/design.md#never-mid-turn)."""
+    from ledger.turngate import TURN_WAIT_S, TurnPolicy, busy_sessions
+
+    try:
+        wait_s = float(os.environ.get("REWIND_TURN_WAIT", TURN_WAIT_S))
+    except ValueError:
+        wait_s = TURN_WAIT_S
+
+    def notify(timeout_s: float) -> None:
+        busy = busy_sessions(engine.repo.git_dir, engine.session().id)
+        named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in busy)
+        who = f"a turn of {named}" if named else "another session's turn"
+        ctx.warn(
+            f"{who} is running in this work tree; waiting for it to end before writing files "
+            f"(up to {timeout_s:.0f} s; Ctrl-C cancels, nothing is changed then)"
+        )
+
+    return TurnPolicy(wait_s=max(0.0, wait_s), notify=notify)
 
 
 @contextlib.contextmanager
@@ -430,9 +456,15 @@ def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal:
     return 0
 
 
+def _authors_namespace(authors: Authors) -> SimpleNamespace:
+    """A plan's :class:`~ledger.engine.outside.Authors` shaped as a report for
+    :func:`plan_outside_lines`."""
+    return SimpleNamespace(outside=authors.own, others=authors.others)
+
+
 def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
-    from ledger.engine.outside import overwritten_by
+    from ledger.engine.outside import plan_authors
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)
@@ -451,8 +483,7 @@ def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
                             f"Restore plan ({_summary(plan)}):",
                             *plan_lines(plan),
                             *plan_outside_lines(
-                                SimpleNamespace(outside=overwritten_by(engine, plan)),
-                                args.session,
+                                _authors_namespace(plan_authors(engine, plan)), args.session
                             ),
                         ]
                     ),

@@ -124,9 +124,16 @@ def status_line(change: OutsideChange) -> str:
 
 
 def plan_outside_lines(report: Any, session_name: str, *, done: bool = False) -> list[str]:
-    """The plan's (or, ``done``, the result's) line about files changed outside the agent that
-    the restore overwrites; empty when there are none."""
+    """The plan's (or, ``done``, the result's) lines about files another session's agent wrote
+    (one per session) and files changed outside any agent that the restore overwrites; empty
+    when there are none."""
+    from ledger.outside import others_warning
+
     changes: Sequence[OutsideChange] = getattr(report, "outside", ())
     undo = f"'rewind undo {session_name}'"
+    lines = [
+        others_warning(group.neighbour.label, group.paths, undo=undo, done=done)
+        for group in getattr(report, "others", ())
+    ]
     line = (done_warning if done else plan_warning)(changes, undo=undo)
-    return [line] if line else []
+    return [*lines, line] if line else lines

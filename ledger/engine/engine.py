@@ -63,6 +63,7 @@ from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.model import Session, is_restorable
 from ledger.session.store import UNSET, ParentRequest
 from ledger.settings import Settings
+from ledger.turngate import TurnPolicy
 
 if TYPE_CHECKING:
     from ledger.git.journal import Journal
@@ -103,6 +104,7 @@ class Engine:
         """A fork prepared here (its record written) that has not happened yet."""
         self.boomerang_collapse = False
         """The host collapses a navigation back and forth (boomerang): keep the files, no menu."""
+        self.turns = TurnPolicy()  # restores vs other sessions' turns (design.md#never-mid-turn)
         self.restore_fault: Callable[[str], None] | None = None
         """Test seam: called at each step of a restore; raising there injects a failure."""
 
@@ -180,11 +182,10 @@ class Engine:
 
     def restore_files(self, commit: str, *, until_recorded: bool = False) -> RestoreOutcome:
         """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure),
-        journaled with the session the op record goes to. Appends nothing.
-
-        The journal counts as a running restore until the caller's ``restore_intent`` block
-        ends; ``until_recorded``: until :meth:`_release_held` (the record comes in a later
-        event, as ``/tree``'s), so no other process calls it interrupted meanwhile."""
+        journaled with the session the op record goes to; appends nothing. The journal counts
+        as a running restore until the caller's ``restore_intent`` block ends;
+        ``until_recorded``: until :meth:`_release_held` (the record comes in a later event, as
+        ``/tree``'s), so no other process calls it interrupted meanwhile."""
         from ledger.git.journal import RestoreIntent, current_intent, held_journals, restore_intent
         from ledger.git.restore import restore_commit
 
@@ -202,7 +203,8 @@ class Engine:
         holding: contextlib.AbstractContextManager[list[Journal]] = (
             held_journals() if until_recorded else contextlib.nullcontext([])
         )
-        with holding as held, restore_intent(intent):
+        gate = self.turns.restoring(self.repo.git_dir, self.session().id)
+        with gate, holding as held, restore_intent(intent):
             outcome = restore_commit(
                 self.repo,
                 commit,

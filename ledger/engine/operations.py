@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ledger.engine.conversation import fork_path, rewind_parent
 from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
-from ledger.engine.outside import overwritten_by
+from ledger.engine.neighbours import WrittenByOther
+from ledger.engine.outside import plan_authors
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
 from ledger.git.journal import recording
 from ledger.outside import OutsideChange
@@ -55,6 +56,9 @@ class RestoreReport:
     outside: list[OutsideChange] = field(default_factory=list)
     """Paths changed since the latest rewind point (outside the agent) that this restore
     overwrites or deletes (docs/design.md#outside-changes)."""
+    others: list[WrittenByOther] = field(default_factory=list)
+    """Files whose state now another session's agent wrote, that this restore overwrites or
+    deletes, per session (docs/design.md#attribution)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,7 @@ class RestoreReport:
             "position": self.position,
             "warnings": self.warnings,
             "changedOutsideAgent": [c.to_json() for c in self.outside],
+            "writtenByOtherSessions": [group.to_json() for group in self.others],
         }
 
 
@@ -97,7 +102,8 @@ def _fill_plan(report: RestoreReport, plan: RestorePlan, engine: Engine | None =
     )
     report.warnings.extend(plan.warnings)
     if engine is not None:  # from the plan's own capture: no capture added
-        report.outside = list(overwritten_by(engine, plan))
+        authors = plan_authors(engine, plan)
+        report.outside, report.others = list(authors.own), list(authors.others)
 
 
 def plan_for(engine: Engine, target: str) -> RestorePlan:

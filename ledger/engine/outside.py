@@ -13,10 +13,11 @@ start of a prompt all compare the files now with the same point (docs/design.md#
 - **Changed outside the agent** = the leaf changes from that point's tree to a capture of the work
   tree now (:mod:`ledger.outside` classifies them).
 
-Invariants: no capture of its own except :func:`menu_title`, which runs only before a menu that
-offers a file restore (the restore captures again under its lock: a capture taken before the user
-chose cannot stand in for it, the files may change while the menu is open). Restore plans reuse
-the plan's capture (``RestorePlan.current_tree``); the prompt note reuses the pre-prompt snapshot.
+- **Whose work** a restore would overwrite: this session's agent's, another session's agent's
+  (:mod:`ledger.engine.neighbours`) or the user's own (:func:`plan_authors`), a partition.
+
+Invariants: no capture of its own: restore plans reuse the plan's capture
+(``RestorePlan.current_tree``); the prompt note reuses the pre-prompt snapshot.
 Nothing here appends records or raises for a missing point: no point means no changes to report.
 """
 
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledger.engine.neighbours import Neighbour, WrittenByOther, neighbours, written_by_others
 from ledger.engine.ownership import AgentWork, Step, agent_work, own_work, timeline
 from ledger.errors import LedgerError
 from ledger.git.trees import Change, leaf_changes
@@ -35,7 +37,6 @@ from ledger.outside import (
     OutsideChange,
     classify,
     outside_skipped,
-    plan_warning,
     prompt_note,
 )
 from ledger.records import OP, TURN
@@ -130,13 +131,31 @@ def changed_since(
     return OutsideReport(point, outside_skipped(classify(changes), skipped))
 
 
+@dataclass(frozen=True)
+class Authors:
+    """Who wrote what a restore would overwrite, besides this session's agent: the user's own
+    work and each other session's agent's (docs/design.md#attribution)."""
+
+    own: tuple[OutsideChange, ...] = ()
+    others: tuple[WrittenByOther, ...] = ()
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The ``writtenByOtherSessions`` list of a plan's JSON."""
+        return [group.to_json() for group in self.others]
+
+
 def overwritten_by(engine: Engine, plan: Any) -> tuple[OutsideChange, ...]:
     """The user's own work a restore plan (:class:`ledger.git.restore.RestorePlan`) would
     overwrite or delete, from the plan's own capture (no capture here)."""
+    return plan_authors(engine, plan).own
+
+
+def plan_authors(engine: Engine, plan: Any) -> Authors:
+    """:class:`Authors` of what a restore plan would overwrite or delete (no capture here)."""
     if plan.noop:
-        return ()
+        return Authors()
     touched = {*plan.added, *plan.modified, *plan.deleted}
-    return own_changes(engine, plan.current_tree, plan.target_tree, touched)
+    return authors_of(engine, plan.current_tree, plan.target_tree, touched)
 
 
 def own_changes(
@@ -150,17 +169,48 @@ def own_changes(
     steps: Sequence[Step] | None = None,
     work: AgentWork | None = None,
     changes: Sequence[Change] | None = None,
+    others: Sequence[Neighbour] | None = None,
 ) -> tuple[OutsideChange, ...]:
-    """The files a restore from ``current_tree`` to ``target_tree`` would overwrite or delete
-    whose state now is the user's own work (:mod:`ledger.engine.ownership`), sorted by path:
-    what changed since the latest point, classified exactly, and older work kept in an earlier
-    prompt's point (``since`` names that prompt). ``touched``: only these paths (a plan's, which
-    leaves skipped and ignored paths alone); ``skipped``: prefixes a restore never touches.
-    A file whose content now an agent step produced is never listed. ``changes``: that diff,
-    when the caller has it already (a tree diff costs what changed)."""
+    """The user's own work among what a restore would overwrite (:func:`authors_of`)."""
+    return authors_of(
+        engine,
+        current_tree,
+        target_tree,
+        touched,
+        skipped=skipped,
+        point=point,
+        steps=steps,
+        work=work,
+        changes=changes,
+        others=others,
+    ).own
+
+
+def authors_of(
+    engine: Engine,
+    current_tree: str,
+    target_tree: str,
+    touched: set[str] | None = None,
+    *,
+    skipped: Sequence[str] = (),
+    point: LatestPoint | None = None,
+    steps: Sequence[Step] | None = None,
+    work: AgentWork | None = None,
+    changes: Sequence[Change] | None = None,
+    others: Sequence[Neighbour] | None = None,
+) -> Authors:
+    """Of the files a restore from ``current_tree`` to ``target_tree`` would overwrite or
+    delete: those whose state now another session's agent wrote (``others``, default: this
+    work tree's :func:`~ledger.engine.neighbours.neighbours`), and the user's own work among
+    the rest (:mod:`ledger.engine.ownership`), sorted by path: what changed since the latest
+    point, classified exactly, and older work kept in an earlier prompt's point (``since``
+    names that prompt). ``touched``: only these paths (a plan's, which leaves skipped and
+    ignored paths alone); ``skipped``: prefixes a restore never touches. A file whose content
+    now an agent step of this branch produced is in neither list. ``changes``: that diff, when
+    the caller has it already (a tree diff costs what changed)."""
     diff = leaf_changes(engine.repo, current_tree, target_tree) if changes is None else changes
     if not diff:
-        return ()
+        return Authors()
     bare = [p.rstrip("/") for p in skipped]
     diff = [
         c
@@ -168,11 +218,20 @@ def own_changes(
         if (touched is None or c.path in touched)
         and not any(c.path == p or c.path.startswith(p + "/") for p in bare)
     ]
+    if not diff:
+        return Authors()
     steps = timeline(engine) if steps is None else steps
     work = agent_work(engine, steps) if work is None else work
-    mine = {w.path: w for w in own_work(engine, diff, steps=steps, work=work)}
+    others = neighbours(engine) if others is None else others
+    theirs = tuple(written_by_others(diff, others, own=work))
+    mine = {
+        w.path: w
+        for w in own_work(
+            engine, diff, steps=steps, work=work, other_agents=[n.work for n in others]
+        )
+    }
     if not mine:
-        return ()
+        return Authors((), theirs)
     recent = {c.path: c for c in changed_since(engine, current_tree, point=point).changes}
     found: list[OutsideChange] = []
     for path in sorted(mine):
@@ -188,45 +247,7 @@ def own_changes(
             else "modified"
         )
         found.append(OutsideChange(path, kind, since=own.since))
-    return tuple(found)
-
-
-def menu_title(engine: Engine, title: str, targets: Sequence[str | None]) -> str:
-    """``title``, followed by a line naming the files changed outside the agent that the menu's
-    file restores (to each of ``targets``) would overwrite. One capture, only when a target is
-    offered; any failure leaves the title as it is (the restore itself reports errors)."""
-    wanted = [t for t in targets if t]
-    if not wanted:
-        return title
-    try:
-        point = latest_point(engine)
-        if point is None:
-            return title
-        from ledger.git.capture import capture_tree
-
-        captured = capture_tree(engine.repo, engine.settings.snapshot)
-        skipped = [s.path for s in captured.skipped]
-        steps = timeline(engine)
-        work = agent_work(engine, steps)
-        mine: dict[str, OutsideChange] = {}
-        for target in wanted:
-            target_tree = engine.repo.tree_of(target)
-            if target_tree is None:
-                continue
-            for change in own_changes(
-                engine,
-                captured.tree,
-                target_tree,
-                skipped=skipped,
-                point=point,
-                steps=steps,
-                work=work,
-            ):
-                mine.setdefault(change.path, change)
-        warning = plan_warning([mine[p] for p in sorted(mine)], undo=MENU_UNDO)
-    except (LedgerError, OSError):
-        return title
-    return f"{title}\n{warning}" if warning else title
+    return Authors(tuple(found), theirs)
 
 
 def prompt_status_note(engine: Engine, before: LastExact | None) -> str | None:
@@ -245,12 +266,14 @@ def prompt_status_note(engine: Engine, before: LastExact | None) -> str | None:
 
 
 __all__ = [
+    "Authors",
     "LatestPoint",
     "OutsideReport",
+    "authors_of",
     "changed_since",
     "latest_point",
-    "menu_title",
     "overwritten_by",
     "own_changes",
+    "plan_authors",
     "prompt_status_note",
 ]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Literal
 from ledger.git.trees import Change, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
-from ledger.session.model import is_restorable
+from ledger.session.model import Session, is_restorable
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
@@ -96,6 +96,12 @@ def timeline(engine: Engine) -> list[Step]:
     """The recorded file states of the branch the engine's host is on, root → leaf, with
     consecutive repeats of one tree folded into the first."""
     session = engine.session()
+    return branch_timeline(engine, session, engine.host.leaf_id())
+
+
+def branch_timeline(engine: Engine, session: Session, leaf: str | None) -> list[Step]:
+    """:func:`timeline` of any session's branch ending at ``leaf`` (another session's too:
+    :mod:`ledger.engine.neighbours`), resolved through that session's own lineage."""
     view = LedgerView.of(session)
     records = {r.record_id: r for r in view.records}
     lineage = engine.reader.lineage(session)
@@ -110,7 +116,7 @@ def timeline(engine: Engine) -> list[Step]:
             return
         steps.append(Step(entry, commit, tree, kind))
 
-    for entry in session.branch(engine.host.leaf_id()):
+    for entry in session.branch(leaf):
         record = records.get(entry.id) if entry.type == "custom" else None
         if record is not None:
             if record.custom_type == OP and record.current:
@@ -168,16 +174,18 @@ def own_work(
     *,
     steps: Sequence[Step] | None = None,
     work: AgentWork | None = None,
+    other_agents: Sequence[AgentWork] = (),
 ) -> list[OwnWork]:
     """The user's own work among ``changes`` (a diff from the work tree now to a restore
     target: ``old`` is what is there now). A file the restore only adds is not listed unless
-    the user deleted it since the latest point."""
+    the user deleted it since the latest point. ``other_agents``: what other sessions' agents
+    wrote (:mod:`ledger.engine.neighbours`): their files are theirs, not the user's."""
     steps = timeline(engine) if steps is None else steps
     work = agent_work(engine, steps) if work is None else work
     latest = steps[-1].tree if steps else None
     found: list[OwnWork] = []
     for change in changes:
-        if work.wrote(change):
+        if work.wrote(change) or any(other.wrote(change) for other in other_agents):
             continue
         if change.old is None:
             # Absent now: the user's only if they deleted it after the latest point.
@@ -212,6 +220,7 @@ __all__ = [
     "OwnWork",
     "Step",
     "agent_work",
+    "branch_timeline",
     "own_work",
     "recorded_changes",
     "timeline",

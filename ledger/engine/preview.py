@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledger.engine import messages as M
-from ledger.engine.outside import MENU_UNDO, latest_point, own_changes
+from ledger.engine.neighbours import Neighbour, WrittenByOther, author, neighbours
+from ledger.engine.outside import MENU_UNDO, authors_of, latest_point
 from ledger.engine.ownership import (
     AgentWork,
     Step,
@@ -45,6 +46,7 @@ from ledger.outside import (
     ChangeKind,
     OutsideChange,
     count_words,
+    others_warning,
     plan_warning,
     short_list,
 )
@@ -108,6 +110,8 @@ class Point:
     """``None``: the snapshot was pruned (listed, but it cannot be restored)."""
     counts: Counts = Counts()
     own: tuple[OutsideChange, ...] = ()
+    others: tuple[str, ...] = ()
+    """Files another session's agent wrote that restoring this point would overwrite."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +122,7 @@ class Point:
             "pruned": self.snapshot is None,
             "counts": self.counts.to_json(),
             "own": [c.path for c in self.own],
+            "others": list(self.others),
         }
 
 
@@ -130,6 +135,7 @@ class UndoPoint:
     redo: bool
     counts: Counts
     own: tuple[OutsideChange, ...] = ()
+    others: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,6 +144,7 @@ class UndoPoint:
             "label": "Redo the last file rewind (undo the undo)" if self.redo else M.UNDO,
             "counts": self.counts.to_json(),
             "own": [c.path for c in self.own],
+            "others": list(self.others),
         }
 
 
@@ -170,6 +177,8 @@ class PreviewFile:
     deletions: int = 0
     binary: bool = False
     own: bool = False
+    by: str | None = None
+    """The id of the other session whose agent wrote the file's state now, if one did."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -179,6 +188,7 @@ class PreviewFile:
             "deletions": self.deletions,
             "binary": self.binary,
             "own": self.own,
+            "by": self.by,
         }
 
 
@@ -201,6 +211,8 @@ class Preview:
     counts: Counts = Counts()
     files: list[PreviewFile] = field(default_factory=list)
     own: tuple[OutsideChange, ...] = ()
+    others: tuple[WrittenByOther, ...] = ()
+    """Files another session's agent wrote that this restore would overwrite, per session."""
     warnings: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
     refused: str | None = None
@@ -220,6 +232,10 @@ class Preview:
             ),
             "own": [c.to_json() for c in self.own],
             "ownLine": plan_warning(self.own, undo=MENU_UNDO),
+            "others": [group.to_json() for group in self.others],
+            "otherLines": [
+                others_warning(g.neighbour.label, g.paths, undo=MENU_UNDO) for g in self.others
+            ],
             "warnings": self.warnings,
             "actions": [a.to_json() for a in self.actions],
             "refused": self.refused,
@@ -265,7 +281,8 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
         if e.type == "message" and e.role == "user" and is_restorable(e)
     ]
     result.more = max(0, len(users) - limit)
-    walk = _Walk(engine, now, bare, steps, work)
+    others = neighbours(engine)
+    walk = _Walk(engine, now, bare, steps, work, others)
     for entry in reversed(users[-limit:] if limit else users):
         found = lineage.resolve(entry.id, engine.repo.commit_exists)
         text = prompt_text(entry_text(entry))
@@ -274,12 +291,13 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
         if found is None or tree is None:
             result.points.append(Point(entry.id, text, stamp, None))
             continue
-        counts, own = walk.back_to(tree)
-        result.points.append(Point(entry.id, text, stamp, found[0], counts, own))
+        counts, own, theirs = walk.back_to(tree)
+        result.points.append(Point(entry.id, text, stamp, found[0], counts, own, theirs))
     undo = engine.undo_point()
     if undo is not None:
-        counts, own = _compare(engine, now, undo, bare, point, steps, work)
-        result.undo = UndoPoint(undo, _is_redo(engine), counts, own)
+        counts, own, others_wrote = _compare(engine, now, undo, bare, point, steps, work, others)
+        theirs = tuple(sorted(p for group in others_wrote for p in group.paths))
+        result.undo = UndoPoint(undo, _is_redo(engine), counts, own, theirs)
     result.ms = (time.perf_counter() - started) * 1000
     return result
 
@@ -296,15 +314,18 @@ class _Walk:
         skipped: Sequence[str],
         steps: Sequence[Step],
         work: AgentWork,
+        others: Sequence[Neighbour] = (),
     ) -> None:
         self.engine, self.newer, self.skipped = engine, now, skipped
-        self.steps, self.work = steps, work
+        self.steps, self.work, self.others = steps, work, others
         self.first = True
         self.now: dict[str, Entry | None] = {}
         self.at: dict[str, Entry | None] = {}
         self.kinds: dict[str, set[str]] = {"added": set(), "modified": set(), "deleted": set()}
         self.mine: dict[str, bool] = {}
         self.own: set[str] = set()
+        self.theirs: dict[str, bool] = {}
+        self.by_others: set[str] = set()
 
     def _kind(self, path: str) -> str | None:
         before, after = self.now[path], self.at[path]
@@ -316,11 +337,25 @@ class _Walk:
         found = self.mine.get(path)
         if found is None:
             change = Change(path, self.now[path], self.at[path])
-            found = bool(own_work(self.engine, [change], steps=self.steps, work=self.work))
+            others = [n.work for n in self.others]
+            found = bool(
+                own_work(
+                    self.engine, [change], steps=self.steps, work=self.work, other_agents=others
+                )
+            )
             self.mine[path] = found
         return found
 
-    def back_to(self, tree: str) -> tuple[Counts, tuple[OutsideChange, ...]]:
+    def _is_theirs(self, path: str) -> bool:
+        """Another session's agent wrote the path's state now (and this one's did not)."""
+        found = self.theirs.get(path)
+        if found is None:
+            change = Change(path, self.now[path], self.at[path])
+            found = not self.work.wrote(change) and author(change, self.others) is not None
+            self.theirs[path] = found
+        return found
+
+    def back_to(self, tree: str) -> tuple[Counts, tuple[OutsideChange, ...], tuple[str, ...]]:
         # The first pair holds the capture now (new at every list): not memoised.
         changes = (
             leaf_changes(self.engine.repo, tree, self.newer) or []
@@ -342,10 +377,13 @@ class _Walk:
             kind = self._kind(path)
             if kind is None:
                 self.own.discard(path)
+                self.by_others.discard(path)
                 continue
             self.kinds[kind].add(path)
             if self._is_mine(path):
                 self.own.add(path)
+            elif self._is_theirs(path):
+                self.by_others.add(path)
         k = self.kinds
         counts = Counts(
             tuple(heapq.nsmallest(4, k["added"])),
@@ -358,7 +396,7 @@ class _Walk:
             OutsideChange(path, kinds.get(self._kind(path) or "", "modified"))
             for path in sorted(self.own)
         )
-        return counts, own
+        return counts, own, tuple(sorted(self.by_others))
 
 
 def _compare(
@@ -369,20 +407,23 @@ def _compare(
     point: Any,
     steps: Sequence[Step],
     work: AgentWork,
-) -> tuple[Counts, tuple[OutsideChange, ...]]:
-    """What restoring ``commit`` would change (by tree: the plan proper is the preview's), and
-    the user's own work among it."""
+    others: Sequence[Neighbour],
+) -> tuple[Counts, tuple[OutsideChange, ...], tuple[WrittenByOther, ...]]:
+    """What restoring ``commit`` would change (by tree: the plan proper is the preview's), the
+    user's own work among it, and what other sessions' agents wrote among it."""
     tree = engine.repo.tree_of(commit)
     if tree is None:
-        return Counts(), ()
+        return Counts(), (), ()
     changes = leaf_changes(engine.repo, now, tree) or []
     bare = [p.rstrip("/") for p in skipped]
     changes = [
         c for c in changes if not any(c.path == p or c.path.startswith(p + "/") for p in bare)
     ]
     added, modified, deleted = split_changes(changes)
-    own = own_changes(engine, now, tree, point=point, steps=steps, work=work, changes=changes)
-    return Counts(added, modified, deleted), own
+    authors = authors_of(
+        engine, now, tree, point=point, steps=steps, work=work, changes=changes, others=others
+    )
+    return Counts(added, modified, deleted), authors.own, authors.others
 
 
 def _is_redo(engine: Engine) -> bool:
@@ -435,14 +476,16 @@ def preview(engine: Engine, entry_id: str) -> Preview:
     result.counts = Counts(plan.added, plan.modified, plan.deleted)
     result.warnings = list(plan.warnings)
     touched = {*plan.added, *plan.modified, *plan.deleted}
-    result.own = own_changes(
+    authors = authors_of(
         engine,
         plan.current_tree,
         plan.target_tree,
         touched,
         changes=leaf_changes(engine.repo, plan.current_tree, plan.target_tree) or [],
     )
+    result.own, result.others = authors.own, authors.others
     mine = {c.path for c in result.own}
+    by = {p: g.neighbour.session_id for g in result.others for p in g.paths}
     change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
     change.update(dict.fromkeys(plan.deleted, "D"))
     # git's own counts (one process): a symlink↔file change is one entry with its lines, and
@@ -463,6 +506,7 @@ def preview(engine: Engine, entry_id: str) -> Preview:
                 f.deletions if f else 0,
                 bool(f and f.binary),
                 path in mine,
+                by.get(path),
             )
         )
     result.actions = _actions(engine, entry_id, has_files=True, refused=None)
@@ -473,6 +517,9 @@ def _actions(
     engine: Engine, entry_id: str, *, has_files: bool, refused: str | None
 ) -> list[Action]:
     why = refused or (None if has_files else _why_no_point(engine, entry_id))
+    if has_files and why is None:
+        why = _busy_elsewhere(engine)
+        has_files = why is None
     return [
         Action("files", "Restore files only (keep the conversation)", has_files, why),
         Action("both", "Restore files and conversation", has_files, why),
@@ -480,6 +527,18 @@ def _actions(
         Action("fork", "Fork from here (a new session with these files)", has_files, why),
         Action("cancel", "Cancel", True),
     ]
+
+
+def _busy_elsewhere(engine: Engine) -> str | None:
+    """Why no file restore is offered now: another session's turn is running (the registry's
+    word; the restore itself is refused by the turn gate, docs/design.md#never-mid-turn)."""
+    from ledger.turngate import busy_sessions
+
+    busy = busy_sessions(engine.repo.git_dir, engine.session().id)
+    if not busy:
+        return None
+    named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in busy)
+    return f"a turn of {named} is running here; choose again once it has ended"
 
 
 def _why_no_point(engine: Engine, entry_id: str) -> str:
@@ -538,16 +597,25 @@ def menu_title(
             steps = timeline(engine)
             work = agent_work(engine, steps)
             point = latest_point(engine)
+            others = neighbours(engine)
             mine: dict[str, OutsideChange] = {}
+            theirs: dict[str, tuple[Neighbour, set[str]]] = {}
             for label, commit in offered:
-                counts, own = _compare(engine, captured.tree, commit, skipped, point, steps, work)
+                counts, own, wrote = _compare(
+                    engine, captured.tree, commit, skipped, point, steps, work, others
+                )
                 lines.append(f"{label}: {_restores(counts)}")
                 for change in own:
                     mine.setdefault(change.path, change)
+                for group in wrote:
+                    entry = theirs.setdefault(group.neighbour.session_id, (group.neighbour, set()))
+                    entry[1].update(group.paths)
             # Undo is the way back from a restore, except when undo is the only file choice:
             # then choosing it again is.
             only_undo = [label for label, _ in offered] == [M.UNDO]
             undo = f"choosing {MENU_UNDO} again" if only_undo else MENU_UNDO
+            for neighbour, paths in theirs.values():
+                lines.append(others_warning(neighbour.label, sorted(paths), undo=undo))
             warning = plan_warning([mine[p] for p in sorted(mine)], undo=undo)
             if warning:
                 lines.append(warning)

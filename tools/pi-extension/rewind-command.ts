@@ -46,12 +46,14 @@ interface Point {
 	pruned: boolean;
 	counts: Counts;
 	own: string[];
+	others?: string[];
 }
 interface UndoItem {
 	label: string;
 	redo: boolean;
 	counts: Counts;
 	own: string[];
+	others?: string[];
 }
 interface PointList {
 	points: Point[];
@@ -66,6 +68,7 @@ interface PreviewFile {
 	deletions: number;
 	binary: boolean;
 	own: boolean;
+	by?: string | null;
 }
 interface Action {
 	id: string;
@@ -80,6 +83,7 @@ interface Preview {
 	files: PreviewFile[];
 	more: number;
 	ownLine: string | null;
+	otherLines?: string[];
 	warnings: string[];
 	actions: Action[];
 	refused: string | null;
@@ -270,12 +274,14 @@ class RewindOverlay {
 			if (item.kind === "undo") {
 				const undo = this.list.undo as UndoItem;
 				const own = undo.own.length ? `  ⚠ your own work: ${names(undo.own)}` : "";
-				text = `↶ ${undo.label} · ${undo.counts.words}${own}`;
+				const others = undo.others?.length ? `  ⚠ another session's: ${names(undo.others)}` : "";
+				text = `↶ ${undo.label} · ${undo.counts.words}${others}${own}`;
 			} else {
 				const p = item.point;
 				const what = p.pruned ? "snapshot pruned: cannot be restored" : p.counts.words;
 				const own = p.own.length ? `  ⚠ your own work: ${names(p.own)}` : "";
-				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${own}`;
+				const others = p.others?.length ? `  ⚠ another session's: ${names(p.others)}` : "";
+				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${others}${own}`;
 			}
 			lines.push(mark + (selected ? s("accent", truncateToWidth(text, inner - 2)) : text));
 		});
@@ -288,11 +294,12 @@ class RewindOverlay {
 		const p = this.preview as Preview;
 		const lines = [s("accent", `Rewind to before "${p.text}": ${p.counts.words}`)];
 		if (p.refused) lines.push(s("error", `Files cannot be restored: ${p.refused}`));
+		for (const line of p.otherLines ?? []) lines.push(s("warning", `⚠ ${line}`));
 		if (p.ownLine) lines.push(s("warning", `⚠ ${p.ownLine}`));
 		for (const warning of p.warnings) lines.push(s("dim", warning));
 		const rows: string[] = p.files.map((f) => {
 			const counts = f.binary ? "binary" : `+${f.additions} -${f.deletions}`;
-			return `${f.change} ${f.path}  ${counts}${f.own ? "  ⚠ your own work" : ""}`;
+			return `${f.change} ${f.path}  ${counts}${f.by ? `  ⚠ session ${f.by.slice(0, 8)}…'s agent` : ""}${f.own ? "  ⚠ your own work" : ""}`;
 		});
 		const actions = p.actions.map((a) => (a.available ? a.label : `${a.label} (not offered: ${a.why ?? "no rewind point"})`));
 		const height = Math.max(3, this.rows() - 10 - actions.length);

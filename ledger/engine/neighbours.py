@@ -1,0 +1,248 @@
+"""Other sessions' agents in this work tree: which of them wrote a file (docs/design.md#attribution).
+
+Why it exists: two Pi sessions (or Pi and a CLI restore) share one checkout. A restore in
+session A overwrites whatever session B's agent wrote since, and before this module A could only
+call that "your own work, not the agent's". B's ledger knows better: every prompt's pre-prompt
+snapshot and every turn's post-turn snapshot of B are recorded, so B's agent steps (the changes
+into an assistant entry's point) say exactly which ``(path, mode, blob)`` B's agent produced,
+by the same rule :mod:`ledger.engine.ownership` applies to A's own agent.
+
+Which sessions are neighbours (never this session itself, bounded):
+
+- every **live** session of the work tree, from the presence registry (:mod:`ledger.presence`),
+  with the session file it announced;
+- the **recent** siblings of this session's file (Pi keeps one directory of session files per
+  working directory): those changed within :data:`RECENT_S`, newest first, so that the work of a
+  session that ended an hour ago is still named (as ``ended``).
+
+At most :data:`MAX_NEIGHBOURS` in all; a file that cannot be read is skipped (it names nothing).
+
+The rule, a partition: a file a restore would change is **this session's agent's** when an agent
+step of this branch produced its current state (checked first, so inherited history stays
+ours); otherwise **another session's** when an agent step on any branch of that session
+produced it (the first such neighbour: live before ended, then newest first); otherwise the
+**user's** own. Content identity, as in :mod:`ledger.engine.ownership`: a rewind and its undo do
+not change authorship.
+
+Invariants: read-only; reads other session files through the engine's bounded, mtime-keyed
+:class:`~ledger.lineage.LineageReader`; no capture; a neighbour's work is memoised per file
+state (mtime, size), and each tree diff on the engine (they never change).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledger.engine.ownership import AgentWork, branch_timeline, recorded_changes
+from ledger.errors import LedgerError
+from ledger.git.trees import Change
+from ledger.session.model import Session
+
+if TYPE_CHECKING:
+    from ledger.engine.engine import Engine
+
+RECENT_S = 24 * 3600.0
+"""A sibling session file changed this recently is a neighbour (its agent's files may still be
+in the work tree)."""
+MAX_NEIGHBOURS = 8
+MAX_LEAVES = 32
+"""Branches of one neighbour whose agent steps are followed (newest leaves first)."""
+MAX_SIBLINGS_LISTED = 4096
+"""Names looked at in this session's directory (a listing, never the files themselves)."""
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """Another session of this work tree and what its agent wrote."""
+
+    session_id: str
+    session_file: str
+    running: bool
+    """Live now (the presence registry); ``False``: ended, its file changed recently."""
+    busy: bool
+    """A turn of it is in flight (the registry's word: advisory)."""
+    pid: int | None
+    work: AgentWork
+
+    @property
+    def short_id(self) -> str:
+        return self.session_id[:8] + ("…" if len(self.session_id) > 8 else "")
+
+    @property
+    def label(self) -> str:
+        """``session 01a2b3c4… (still running)``"""
+        state = "in a turn now" if self.busy else "still running" if self.running else "ended"
+        return f"session {self.short_id} ({state})"
+
+
+@dataclass(frozen=True)
+class WrittenByOther:
+    """The files a restore would change whose current state one neighbour's agent wrote."""
+
+    neighbour: Neighbour
+    paths: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.neighbour
+        return {
+            "sessionId": n.session_id,
+            "sessionFile": n.session_file,
+            "running": n.running,
+            "busy": n.busy,
+            "paths": list(self.paths),
+        }
+
+
+# The memo: per engine (weakly: an engine that ends takes its memo with it), per session file,
+# the file's state and the neighbour's work then.
+_MEMO: weakref.WeakKeyDictionary[Engine, dict[str, tuple[tuple[int, int], AgentWork]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
+    """The other sessions of this work tree whose agents may have written its files (see the
+    module): live ones first (oldest first), then recently ended ones (newest first)."""
+    from ledger.presence import live_sessions
+
+    own_id = engine.session().id
+    own_file = engine.host.session_file
+    own_path = os.path.realpath(own_file) if own_file is not None else None
+    seen: set[str] = {own_id}
+    found: list[Neighbour] = []
+    for entry in live_sessions(engine.repo.git_dir):
+        if entry.session_id in seen or entry.session_file is None:
+            continue
+        if own_path is not None and os.path.realpath(entry.session_file) == own_path:
+            continue
+        work = _work_of(engine, Path(entry.session_file))
+        if work is None:
+            continue
+        seen.add(entry.session_id)
+        found.append(
+            Neighbour(entry.session_id, entry.session_file, True, entry.busy, entry.pid, work[1])
+        )
+        if len(found) >= MAX_NEIGHBOURS:
+            return found
+    if own_path is None:
+        return found
+    for path in _recent_siblings(Path(own_path), now if now is not None else time.time()):
+        if len(found) >= MAX_NEIGHBOURS:
+            break
+        work = _work_of(engine, path)
+        if work is None or work[0] in seen:
+            continue
+        seen.add(work[0])
+        found.append(Neighbour(work[0], str(path), False, False, None, work[1]))
+    return found
+
+
+def _recent_siblings(own: Path, now: float) -> list[Path]:
+    """The ``*.jsonl`` files beside ``own`` changed within :data:`RECENT_S`, newest first."""
+    dated: list[tuple[float, Path]] = []
+    try:
+        with os.scandir(own.parent) as listing:
+            for count, item in enumerate(listing):
+                if count >= MAX_SIBLINGS_LISTED:
+                    break
+                if not item.name.endswith(".jsonl") or item.path == str(own):
+                    continue
+                try:
+                    stat = item.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if item.is_file(follow_symlinks=False) and now - stat.st_mtime <= RECENT_S:
+                    dated.append((stat.st_mtime, Path(item.path)))
+    except OSError:
+        return []
+    dated.sort(key=lambda d: d[0], reverse=True)
+    return [path for _, path in dated[:MAX_NEIGHBOURS]]
+
+
+def _work_of(engine: Engine, path: Path) -> tuple[str, AgentWork] | None:
+    """``(session id, what its agent wrote)`` for the session file at ``path``; ``None`` when it
+    cannot be read as a session (it then names nothing)."""
+    try:
+        stat = os.stat(path)
+        ledger = engine.reader.load(path, full=True)
+    except (OSError, LedgerError):
+        return None
+    session = ledger.session
+    if session is None:
+        return None
+    memo = _MEMO.setdefault(engine, {})
+    key = (stat.st_mtime_ns, stat.st_size)
+    cached = memo.get(str(path))
+    if cached is not None and cached[0] == key:
+        return session.id, cached[1]
+    work = session_agent_work(engine, session)
+    memo[str(path)] = (key, work)
+    return session.id, work
+
+
+def session_agent_work(engine: Engine, session: Session) -> AgentWork:
+    """What the agent steps on every branch of ``session`` produced (its newest
+    :data:`MAX_LEAVES` branches)."""
+    parents = {e.parent_id for e in session.entries if e.parent_id}
+    leaves = [e.id for e in session.entries if e.id not in parents][-MAX_LEAVES:]
+    work = AgentWork()
+    for leaf in leaves:
+        try:
+            steps = branch_timeline(engine, session, leaf)
+        except LedgerError:
+            continue
+        for before, after in pairwise(steps):
+            if after.kind != "agent":
+                continue
+            for change in recorded_changes(engine, before.tree, after.tree):
+                if change.new is None:
+                    work.deleted.add(change.path)
+                else:
+                    work.made.add((change.path, change.new.mode, change.new.oid))
+    return work
+
+
+def author(change: Change, others: Sequence[Neighbour]) -> Neighbour | None:
+    """The first neighbour whose agent wrote the current state of ``change`` (a diff from the
+    work tree now to a restore target), if any."""
+    return next((n for n in others if n.work.wrote(change)), None)
+
+
+def written_by_others(
+    changes: Iterable[Change], others: Sequence[Neighbour], *, own: AgentWork
+) -> list[WrittenByOther]:
+    """The changes whose current state another session's agent wrote (and this session's agent
+    did not), grouped by neighbour in the order of ``others``, paths sorted."""
+    if not others:
+        return []
+    grouped: dict[str, list[str]] = {}
+    for change in changes:
+        if own.wrote(change):
+            continue
+        found = author(change, others)
+        if found is not None:
+            grouped.setdefault(found.session_id, []).append(change.path)
+    return [
+        WrittenByOther(n, tuple(sorted(grouped[n.session_id])))
+        for n in others
+        if n.session_id in grouped
+    ]
+
+
+__all__ = [
+    "MAX_NEIGHBOURS",
+    "RECENT_S",
+    "Neighbour",
+    "WrittenByOther",
+    "author",
+    "neighbours",
+    "session_agent_work",
+    "written_by_others",
+]
