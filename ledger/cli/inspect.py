@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from ledger.cli.context import CliContext
+from ledger.cli.sessions import resolve_session_path
 
 
 def register(
@@ -66,23 +67,6 @@ def _add_log_detail_options(p: argparse.ArgumentParser) -> None:
     from ledger.cli.review import add_diff_options
 
     add_diff_options(p, default=None, log=True)
-
-
-def resolve_session_path(ctx: CliContext, name: str) -> Path:
-    """SESSION → a file path. Paths need no repository; ids and ``@`` search the repo's sessions."""
-    from ledger.session.discovery import looks_like_path, repo_sessions, resolve_session
-
-    if looks_like_path(name):
-        return ctx.path(name)
-    repo = ctx.repo()
-    agent_dir = ctx.agent_dir()
-    candidates = repo_sessions(agent_dir, repo.root)
-    return resolve_session(
-        name,
-        candidates,
-        scope=f"the sessions of {repo.root} (agent dir {agent_dir})",
-        cwd=ctx.cwd,
-    )
 
 
 def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:

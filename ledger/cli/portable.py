@@ -59,10 +59,10 @@ def register(
 
 
 def run_export(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.cli.review import _session_repo
+    from ledger.cli.sessions import session_repo
     from ledger.portable import export_archive, export_remote
 
-    path, repo = _session_repo(ctx, args.session)
+    path, repo = session_repo(ctx, args.session)
     if args.remote:
         report = export_remote(repo, path, args.remote)
     else:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ledger.cli.context import CliContext
-from ledger.cli.status import plan_outside_lines
+from ledger.cli.sessions import open_engine, plan_outside_lines
 from ledger.errors import LedgerError, SessionAppendError
 from ledger.outside import plan_counts
 
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ledger.engine.operations import RestoreReport
     from ledger.engine.outside import Authors
     from ledger.git.journal import Journal
-    from ledger.turngate import TurnPolicy
 
     class Changes(Protocol):
         """What a plan or a report lists: the paths a restore adds, modifies and deletes."""
@@ -128,57 +127,6 @@ def register(
 
 
 # --- shared ---------------------------------------------------------------------------------
-
-
-def open_engine(ctx: CliContext, session_name: str) -> Engine:
-    """The engine on a session file, in the repository of the session's cwd."""
-    from ledger.cli.inspect import resolve_session_path
-    from ledger.engine.engine import Engine
-    from ledger.engine.host import FileHost
-    from ledger.settings import load_settings
-
-    path = resolve_session_path(ctx, session_name)
-    agent_dir = ctx.agent_dir()
-    host = FileHost(path, agent_dir / "sessions")
-    session = host.session()
-    cwd = Path(session.cwd) if session.cwd else None
-    repo = ctx.repo(near=cwd if cwd is not None and cwd.is_dir() else None, create=True)
-    if session.cwd is not None and not repo.contains(session.cwd):
-        raise LedgerError(
-            f"session {session.id} belongs to {session.cwd}, not to the repository {repo.root}",
-            hint="run the command inside that repository or pass --repo",
-        )
-    settings, warnings = load_settings(agent_dir, repo.root)
-    for warning in warnings:
-        ctx.warn(warning)
-    engine = Engine(host, repo, settings=settings)
-    engine.turns = _turn_policy(ctx, engine)
-    for notice in engine.session_start("startup").notices:
-        ctx.warn(notice.text)
-    return engine
-
-
-def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:
-    """On the command line a restore waits for other sessions' turns, visibly and cancellably
-    (Ctrl-C: nothing changed), up to ``$REWIND_TURN_WAIT`` seconds (default
-    :data:`~ledger.turngate.TURN_WAIT_S`; docs/design.md#never-mid-turn)."""
-    from ledger.turngate import TURN_WAIT_S, TurnPolicy, busy_sessions
-
-    try:
-        wait_s = float(os.environ.get("REWIND_TURN_WAIT", TURN_WAIT_S))
-    except ValueError:
-        wait_s = TURN_WAIT_S
-
-    def notify(timeout_s: float) -> None:
-        busy = busy_sessions(engine.repo.git_dir, engine.session().id)
-        named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in busy)
-        who = f"a turn of {named}" if named else "another session's turn"
-        ctx.warn(
-            f"{who} is running in this work tree; waiting for it to end before writing files "
-            f"(up to {timeout_s:.0f} s; Ctrl-C cancels, nothing is changed then)"
-        )
-
-    return TurnPolicy(wait_s=max(0.0, wait_s), notify=notify)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ledger.cli.context import CliContext
+from ledger.cli.sessions import session_repo
 from ledger.errors import LedgerError
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the library
@@ -233,22 +234,12 @@ def _tolerate_raw_bytes(stream: IO[str]) -> None:
 # --- commands -----------------------------------------------------------------------------------
 
 
-def _session_repo(ctx: CliContext, session_name: str) -> tuple[Path, GitRepo]:
-    from ledger.cli.inspect import resolve_session_path
-    from ledger.session.store import read_header
-
-    path = resolve_session_path(ctx, session_name)
-    cwd = read_header(path).get("cwd")
-    near = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else None
-    return path, ctx.repo(near=near)
-
-
 def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.review.show import render_step, show_entry
     from ledger.session.discovery import resolve_entry
     from ledger.session.store import read_session
 
-    path, repo = _session_repo(ctx, args.session)
+    path, repo = session_repo(ctx, args.session)
     session = read_session(path)
     entry = resolve_entry(session, args.entry)
     if args.entry == "@":  # the leaf is often a record: show the branch's latest prompt
@@ -313,7 +304,7 @@ def run_log_detail(args: argparse.Namespace, ctx: CliContext, path: Path) -> int
 def run_report(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.review.html import write_report
 
-    path, repo = _session_repo(ctx, args.session)
+    path, repo = session_repo(ctx, args.session)
     output = ctx.path(args.output)
     if output.is_dir():
         raise LedgerError(f"{output} is a directory", hint="pass a file name such as review.html")

@@ -21,11 +21,10 @@ whose owner is alive; read without settling them).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from ledger.cli.context import CliContext, display_path
-from ledger.outside import OutsideChange, count_text, done_warning, files, plan_warning
+from ledger.outside import OutsideChange, count_text, files
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
@@ -50,7 +49,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.cli.restore import open_engine
+    from ledger.cli.sessions import open_engine
     from ledger.engine.outside import changed_since, latest_point
     from ledger.git.capture import capture_tree
 
@@ -121,19 +120,3 @@ def here_lines(live: list[Presence], restores: list[Journal], session_id: str) -
 def status_line(change: OutsideChange) -> str:
     detail = f" ({change.detail})" if change.detail else ""
     return f"  {change.letter} {display_path(change.path)}{detail}"
-
-
-def plan_outside_lines(report: Any, session_name: str, *, done: bool = False) -> list[str]:
-    """The plan's (or, ``done``, the result's) lines about files another session's agent wrote
-    (one per session) and files changed outside any agent that the restore overwrites; empty
-    when there are none."""
-    from ledger.outside import others_warning
-
-    changes: Sequence[OutsideChange] = getattr(report, "outside", ())
-    undo = f"'rewind undo {session_name}'"
-    lines = [
-        others_warning(group.neighbour.label, group.paths, undo=undo, done=done)
-        for group in getattr(report, "others", ())
-    ]
-    line = (done_warning if done else plan_warning)(changes, undo=undo)
-    return [*lines, line] if line else lines
