@@ -1,0 +1,207 @@
+"""What a rewind would do, as values: the ``/rewind`` list, a point's preview, its files and
+actions (docs/pi.md#rewind), and their JSON as the bridge sends it to the extension.
+
+Why it exists: the values and their wire shape are one thing to read and pin (the extension's
+TypeScript types mirror them); how they are computed is :mod:`ledger.engine.preview`'s.
+
+Invariants: plain values, no I/O; ``to_json`` is the wire format (field names are the
+extension's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.engine import messages as M
+from ledger.engine.neighbours import WrittenByOther
+from ledger.engine.outside import MENU_UNDO
+from ledger.outside import OutsideChange, count_words, others_warning, plan_warning
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a restore would change. ``added``/``modified``/``deleted`` hold every path, or for a
+    listed point only the first few names of each (then ``sizes`` holds the real counts)."""
+
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    sizes: tuple[int, int, int] | None = None
+
+    @property
+    def numbers(self) -> tuple[int, int, int]:
+        if self.sizes is not None:
+            return self.sizes
+        return len(self.added), len(self.modified), len(self.deleted)
+
+    @property
+    def words(self) -> str:
+        return count_words(*self.numbers)
+
+    def to_json(self) -> dict[str, Any]:
+        a, m, d = self.numbers
+        # As plan_files words it: the first four, added first (the samples hold at least the
+        # first four of each kind), then how many more.
+        named = [
+            *(f"A {p}" for p in self.added),
+            *(f"M {p}" for p in self.modified),
+            *(f"D {p}" for p in self.deleted),
+        ][:4]
+        more = a + m + d - len(named)
+        shown = "  ".join(named) + (f" (+{more} more)" if more > 0 else "")
+        return {"added": a, "modified": m, "deleted": d, "words": self.words, "files": shown}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One prompt's rewind point on the branch, compared with the files now."""
+
+    entry: str
+    text: str
+    timestamp: str | None
+    snapshot: str | None
+    """``None``: the snapshot was pruned (listed, but it cannot be restored)."""
+    counts: Counts = Counts()
+    own: tuple[OutsideChange, ...] = ()
+    others: tuple[str, ...] = ()
+    """Files another session's agent wrote that restoring this point would overwrite."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entryId": self.entry,
+            "text": self.text,
+            "timestamp": self.timestamp,
+            "snapshot": self.snapshot,
+            "pruned": self.snapshot is None,
+            "counts": self.counts.to_json(),
+            "own": [c.path for c in self.own],
+            "others": list(self.others),
+        }
+
+
+@dataclass(frozen=True)
+class UndoPoint:
+    """What "Undo last file rewind" would bring back (``redo``: the last file action was itself
+    an undo, so this swaps back again)."""
+
+    snapshot: str
+    redo: bool
+    counts: Counts
+    own: tuple[OutsideChange, ...] = ()
+    others: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot,
+            "redo": self.redo,
+            "label": "Redo the last file rewind (undo the undo)" if self.redo else M.UNDO,
+            "counts": self.counts.to_json(),
+            "own": [c.path for c in self.own],
+            "others": list(self.others),
+        }
+
+
+@dataclass
+class PointList:
+    points: list[Point] = field(default_factory=list)
+    undo: UndoPoint | None = None
+    more: int = 0
+    """Older points not listed (beyond :data:`MAX_POINTS`)."""
+    shadow: str | None = None
+    """The shadow repository's git dir, when the directory is protected through one."""
+    ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "points": [p.to_json() for p in self.points],
+            "undo": self.undo.to_json() if self.undo else None,
+            "more": self.more,
+            "shadow": self.shadow,
+            "ms": round(self.ms, 1),
+        }
+
+
+@dataclass(frozen=True)
+class PreviewFile:
+    path: str
+    change: str
+    """``A`` (the restore creates it), ``M`` (writes other content), ``D`` (deletes it)."""
+    additions: int = 0
+    deletions: int = 0
+    binary: bool = False
+    own: bool = False
+    by: str | None = None
+    """The id of the other session whose agent wrote the file's state now, if one did."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "change": self.change,
+            "additions": self.additions,
+            "deletions": self.deletions,
+            "binary": self.binary,
+            "own": self.own,
+            "by": self.by,
+        }
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str
+    label: str
+    available: bool
+    why: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "available": self.available, "why": self.why}
+
+
+@dataclass
+class Preview:
+    entry: str
+    text: str
+    snapshot: str | None
+    counts: Counts = Counts()
+    files: list[PreviewFile] = field(default_factory=list)
+    own: tuple[OutsideChange, ...] = ()
+    others: tuple[WrittenByOther, ...] = ()
+    """Files another session's agent wrote that this restore would overwrite, per session."""
+    warnings: list[str] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    refused: str | None = None
+    """Why the files of this point cannot be restored now (an unsafe plan), if so."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "entryId": self.entry,
+            "text": self.text,
+            "snapshot": self.snapshot,
+            "counts": self.counts.to_json(),
+            "files": [f.to_json() for f in self.files],
+            "more": max(
+                0,
+                len(self.counts.added + self.counts.modified + self.counts.deleted)
+                - len(self.files),
+            ),
+            "own": [c.to_json() for c in self.own],
+            "ownLine": plan_warning(self.own, undo=MENU_UNDO),
+            "others": [group.to_json() for group in self.others],
+            "otherLines": [
+                others_warning(g.neighbour.label, g.paths, undo=MENU_UNDO) for g in self.others
+            ],
+            "warnings": self.warnings,
+            "actions": [a.to_json() for a in self.actions],
+            "refused": self.refused,
+        }
+
+
+__all__ = [
+    "Action",
+    "Counts",
+    "Point",
+    "PointList",
+    "Preview",
+    "PreviewFile",
+    "UndoPoint",
+]
