@@ -140,14 +140,14 @@ def _configured_color(repo: GitRepo | None) -> str:
     """``color.diff``, else ``color.ui``, as git reads them (``true`` means ``auto``)."""
     if repo is None:
         return "auto"
-    import pygit2  # loaded already with the repository
+    from ledger.git.repo import ConfigValues
 
-    config = repo.pygit2.config
+    config = ConfigValues(repo)
     for key in ("color.diff", "color.ui"):
-        try:
-            value = str(config[key]).strip().lower()
-        except (KeyError, ValueError, pygit2.GitError):  # unset or unreadable: the next
+        raw = config.string(key)
+        if raw is None:  # unset or unreadable: the next
             continue
+        value = raw.strip().lower()
         if value in ("always", "never", "auto"):
             return value
         if value in ("false", "no", "off", "0", ""):

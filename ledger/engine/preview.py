@@ -127,7 +127,9 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
         result.points.append(Point(entry.id, text, stamp, found[0], counts, own, theirs))
     undo = engine.undo_point()
     if undo is not None:
-        counts, own, others_wrote = _compare(engine, now, undo, bare, point, steps, work, others)
+        counts, own, others_wrote = compare_point(
+            engine, now, undo, bare, point, steps, work, others
+        )
         theirs = tuple(sorted(p for group in others_wrote for p in group.paths))
         result.undo = UndoPoint(undo, _is_redo(engine), counts, own, theirs)
     result.ms = (time.perf_counter() - started) * 1000
@@ -231,7 +233,7 @@ class _Walk:
         return counts, own, tuple(sorted(self.by_others))
 
 
-def _compare(
+def compare_point(
     engine: Engine,
     now: str,
     commit: str,
@@ -433,7 +435,7 @@ def menu_title(
             mine: dict[str, OutsideChange] = {}
             theirs: dict[str, tuple[Neighbour, set[str]]] = {}
             for label, commit in offered:
-                counts, own, wrote = _compare(
+                counts, own, wrote = compare_point(
                     engine, captured.tree, commit, skipped, point, steps, work, others
                 )
                 lines.append(f"{label}: {_restores(counts)}")
@@ -487,6 +489,7 @@ __all__ = [
     "PreviewFile",
     "UndoPoint",
     "choice_title",
+    "compare_point",
     "file_diff",
     "list_points",
     "menu_title",

@@ -19,7 +19,10 @@ Modules (import them directly; this package imports only :class:`GitRepo` so tha
   serve`` :mod:`ledger.git.feed` with :mod:`ledger.git.watch_inotify`.
 - :mod:`ledger.git.snapshot` (capture + dedup + commit + store) and :mod:`ledger.git.store` (the
   keepalive chain ``refs/pi-rewind/store``); :mod:`ledger.git.rewrite`: retention's side of it.
-- :mod:`ledger.git.trees`: reading and diffing tree objects.
+- :mod:`ledger.git.trees`: reading and diffing tree objects; :mod:`ledger.git.treediff`: tree
+  diffs as values in-process, tree ids and object sizes (for :mod:`ledger.review.diff`).
+- :mod:`ledger.git.bundle_objects`: a quarantine's objects read and an export commit written as
+  plain values (for :mod:`ledger.portable`).
 - Restore: :mod:`ledger.git.restore` (entry point and orchestration),
   :mod:`ledger.git.restore_plan` (what to change, or a refusal), :mod:`ledger.git.restore_safety`
   (hostile trees, work-tree checks, no-follow deletes), :mod:`ledger.git.restore_apply` (delete,

@@ -4,7 +4,8 @@ Why it exists: the rest of the package needs to know where a work tree's root is
 snapshot commit still exists and what tree it holds, without importing pygit2 itself; and the git
 layer needs one place for the "look the id up, swallow a malformed or missing id, check the type"
 dance (:func:`lookup_commit`, :func:`peel_tree`) and for "is this path inside that root"
-(:func:`is_inside`).
+(:func:`is_inside`); and typed configuration reads that never raise (:class:`ConfigValues`,
+:func:`config_value`).
 
 Invariants: read-only. Opening a repository here never writes the index or any ref. A bare
 repository, or a directory outside any work tree, is a :class:`NotARepositoryError`. A missing or
@@ -119,6 +120,43 @@ class GitRepo:
             return bool(self._repo.config.get_bool(key))
         except (KeyError, ValueError, pygit2.GitError):
             return default
+
+
+class ConfigValues:
+    """Typed reads of a repository's git configuration, for code outside the git layer.
+
+    Every read gives ``None`` when the key is unset or its value is not of the type asked for
+    (or unreadable): callers treat an invalid value as unset, as git's porcelain does for the
+    settings they read. Read-only; one configuration snapshot serves any number of reads."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self._config = repo.pygit2.config
+
+    def string(self, key: str) -> str | None:
+        """The value as text (``key`` without ``=``: libgit2's rendering of it)."""
+        try:
+            return str(self._config[key])
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
+            return None
+
+    def integer(self, key: str) -> int | None:
+        """The value as git parses an integer (``k``/``m``/``g`` suffixes)."""
+        try:
+            return int(self._config.get_int(key))
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
+            return None
+
+    def boolean(self, key: str) -> bool | None:
+        """The value as git parses a boolean (a key without ``=`` is true, ``key =`` false)."""
+        try:
+            return bool(self._config.get_bool(key))
+        except (KeyError, ValueError, TypeError, pygit2.GitError):
+            return None
+
+
+def config_value(repo: GitRepo, key: str) -> str | None:
+    """One configuration value of ``repo`` as text, or ``None`` when unset or unreadable."""
+    return ConfigValues(repo).string(key)
 
 
 def _locate(probe: Path) -> tuple[Path, Path, Path] | None:

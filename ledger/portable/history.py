@@ -17,23 +17,20 @@ Invariants: read-only; reads at most the snapshots' commit messages (bounded by 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ledger.errors import UnrelatedRepositoryError
-from ledger.git.repo import GitRepo, lookup_commit
+from ledger.git.bundle_objects import ObjectView, has_commits
+from ledger.git.repo import GitRepo
 from ledger.portable.archive import Manifest
-
-if TYPE_CHECKING:
-    import pygit2
 
 _HEAD_LINE = "Head: "
 
 
-def recorded_heads(view: pygit2.Repository, snapshots: Sequence[str]) -> list[str]:
+def recorded_heads(view: ObjectView, snapshots: Sequence[str]) -> list[str]:
     """The HEAD commits the snapshots were taken on (their ``Head:`` lines), first seen first."""
     heads: dict[str, None] = {}
     for sha in snapshots:
-        commit = lookup_commit(view, sha)
+        commit = view.commit(sha)
         if commit is None:
             continue
         for line in commit.message.splitlines():
@@ -43,7 +40,7 @@ def recorded_heads(view: pygit2.Repository, snapshots: Sequence[str]) -> list[st
 
 
 def unrelated(
-    repo: GitRepo, view: pygit2.Repository, manifest: Manifest, snapshots: Sequence[str]
+    repo: GitRepo, view: ObjectView, manifest: Manifest, snapshots: Sequence[str]
 ) -> str | None:
     """Why the archive's repository shares no history with ``repo`` (``None``: it does).
     ``view`` sees the archive's snapshot commits (the import's quarantine)."""
@@ -51,7 +48,7 @@ def unrelated(
     heads = [h for h in known if h]
     if any(repo.commit_exists(h) for h in heads):
         return None
-    target_has_commits = not repo.pygit2.head_is_unborn
+    target_has_commits = has_commits(repo)
     if not heads and not target_has_commits:
         return None  # neither side has a commit: nothing to compare
     origin = manifest.original_repo
@@ -66,7 +63,7 @@ def unrelated(
 
 def check_history(
     repo: GitRepo,
-    view: pygit2.Repository,
+    view: ObjectView,
     manifest: Manifest,
     snapshots: Sequence[str],
     *,

@@ -35,14 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import pygit2
-
 from ledger.errors import (
     CorruptArchiveError,
     GitError,
     HostileArchiveError,
 )
-from ledger.git.repo import GitRepo, lookup_commit
+from ledger.git.bundle_objects import ObjectView
+from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
 from ledger.git.snapshot import git_identity
 from ledger.git.store import KEEPALIVE_MESSAGE, SNAPSHOT_SUBJECT, Store, offset_minutes
@@ -199,11 +198,9 @@ class Quarantine:
         ).stdout
         return [line.split()[0] for line in out.decode().splitlines() if line.endswith(" commit")]
 
-    def odb_repo(self) -> pygit2.Repository:
-        """A pygit2 view of the repository that also sees the quarantined objects."""
-        view = pygit2.Repository(str(self.repo.pygit2.path))
-        view.odb.add_disk_alternate(str(self.path))
-        return view
+    def object_view(self) -> ObjectView:
+        """A read-only view of the repository that also sees the quarantined objects."""
+        return ObjectView.with_objects(self.repo, self.path)
 
     def check_connected(self, tips: list[str]) -> None:
         if not tips:
@@ -257,16 +254,16 @@ def quarantine(repo: GitRepo) -> Iterator[Quarantine]:
         q.remove()
 
 
-def classify(view: pygit2.Repository, sha: str) -> str:
+def classify(view: ObjectView, sha: str) -> str:
     """``snapshot``, ``keepalive``, ``export`` or ``other`` for one commit."""
-    commit = lookup_commit(view, sha)
+    commit = view.commit(sha)
     if commit is None:
         return "other"
-    subject = commit.message.split("\n", 1)[0].strip()
-    parents = len(commit.parent_ids)
+    subject = commit.subject
+    parents = len(commit.parents)
     if subject == SNAPSHOT_SUBJECT and parents == 0:
         return "snapshot"
-    if subject == KEEPALIVE_MESSAGE and str(commit.tree_id) == EMPTY_TREE and parents in (1, 2):
+    if subject == KEEPALIVE_MESSAGE and commit.tree == EMPTY_TREE and parents in (1, 2):
         return "keepalive"
     if subject == EXPORT_SUBJECT and parents == 1:
         return "export"
@@ -274,7 +271,7 @@ def classify(view: pygit2.Repository, sha: str) -> str:
 
 
 def check_commits(
-    view: pygit2.Repository, commits: list[str], *, allowed: frozenset[str]
+    view: ObjectView, commits: list[str], *, allowed: frozenset[str]
 ) -> dict[str, str]:
     kinds = {}
     for sha in commits:

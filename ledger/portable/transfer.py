@@ -31,13 +31,20 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pygit2
 
 from ledger.errors import (
     CorruptArchiveError,
     HostileArchiveError,
     ImportConflictError,
     LedgerError,
+)
+from ledger.git.bundle_objects import (
+    ObjectView,
+    head_commit,
+    ref_target,
+    write_blob,
+    write_commit,
+    write_tree,
 )
 from ledger.git.repo import GitRepo
 from ledger.git.runner import ZERO_SHA, GitRunner
@@ -139,10 +146,7 @@ def _gather(repo: GitRepo, path: Path) -> _Gathered:
         )
     present = [sha for sha in wanted if repo.commit_exists(sha)]
     missing = [sha for sha in wanted if sha not in set(present)]
-    head = None
-    r = repo.pygit2
-    if not r.head_is_unborn:
-        head = str(r.head.target)
+    head = head_commit(repo)
     manifest = Manifest(
         session_id=chain.current.session_id,
         original_cwd=chain.current.cwd,
@@ -386,14 +390,14 @@ def _import_checked(
     if absent:
         with quarantine(repo) as q:
             q.index_pack_file(contents.bundle, bundle.pack_offset)
-            view = q.odb_repo()
+            view = q.object_view()
             check_commits(view, q.commits(), allowed=frozenset({"snapshot"}))
             check_commits(view, shas, allowed=frozenset({"snapshot"}))
             q.check_connected(shas)
             report.warnings += check_history(repo, view, manifest, shas, force=force)
             report.objects_moved = q.migrate()
     else:
-        view = repo.pygit2
+        view = ObjectView.of(repo)
         check_commits(view, shas, allowed=frozenset({"snapshot"}))
         report.warnings += check_history(repo, view, manifest, shas, force=force)
     return _finish(repo, planned, shas, manifest, report)
@@ -412,37 +416,39 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
             f"session {manifest.session_id} references no existing snapshot",
             hint="nothing to share; record some prompts first",
         )
-    r = repo.pygit2
     chain = keepalive_chain(repo, manifest.snapshots)
-    builder = r.TreeBuilder()
-    sessions = r.TreeBuilder()
-    for member, data in zip(manifest.sessions, gathered.files):
-        sessions.insert(
-            member.file.split("/", 1)[1], r.create_blob(data), pygit2.enums.FileMode.BLOB
-        )
-    builder.insert("manifest.json", r.create_blob(manifest.encode()), pygit2.enums.FileMode.BLOB)
-    builder.insert("sessions", sessions.write(), pygit2.enums.FileMode.TREE)
-    tree = builder.write()
+    sessions = write_tree(
+        repo,
+        [
+            (member.file.split("/", 1)[1], write_blob(repo, data), "blob")
+            for member, data in zip(manifest.sessions, gathered.files)
+        ],
+    )
+    tree = write_tree(
+        repo,
+        [
+            ("manifest.json", write_blob(repo, manifest.encode()), "blob"),
+            ("sessions", sessions, "tree"),
+        ],
+    )
     from ledger.git.snapshot import git_identity
     from ledger.git.store import offset_minutes
 
     when_s = int(time.time())
-    sig = git_identity(repo).signature(when_s, offset_minutes(when_s))
-    commit = str(
-        r.create_commit(
-            None,
-            sig,
-            sig,
-            f"{EXPORT_SUBJECT}\n\nSession: {manifest.session_id}\n",
-            tree,
-            [pygit2.Oid(hex=chain)],
-        )
+    commit = write_commit(
+        repo,
+        message=f"{EXPORT_SUBJECT}\n\nSession: {manifest.session_id}\n",
+        tree=tree,
+        parents=[chain],
+        identity=git_identity(repo),
+        when_s=when_s,
+        offset_min=offset_minutes(when_s),
     )
     ref = SESSION_REF_PREFIX + manifest.session_id
     runner = GitRunner(repo.root, repo.git_dir)
-    old = r.references.get(ref)
+    old = ref_target(repo, ref)
     runner.run(
-        ["update-ref", "--no-deref", ref, commit, str(old.target) if old is not None else ZERO_SHA],
+        ["update-ref", "--no-deref", ref, commit, old if old is not None else ZERO_SHA],
         operation=f"update {ref}",
         config=[("core.logAllRefUpdates", "false")],
     )
@@ -504,7 +510,7 @@ def import_remote(
                 ],
                 f"git fetch {remote}",
             )
-        view = q.odb_repo()
+        view = q.object_view()
         kinds = check_commits(
             view, q.commits(), allowed=frozenset({"snapshot", "keepalive", "export"})
         )
@@ -522,38 +528,37 @@ def import_remote(
     return _finish(repo, planned, shas, contents.manifest, report)
 
 
-def _kind(view: pygit2.Repository, sha: str) -> str:
+def _kind(view: ObjectView, sha: str) -> str:
     from ledger.portable.objects import classify
 
     return classify(view, sha)
 
 
-def _contents_from_commit(view: pygit2.Repository, tip: str) -> tuple[ArchiveContents, list[str]]:
-    commit = view.get(tip)
-    assert isinstance(commit, pygit2.Commit)
-    tree = commit.tree
+def _contents_from_commit(view: ObjectView, tip: str) -> tuple[ArchiveContents, list[str]]:
+    commit = view.commit(tip)
+    assert commit is not None
     try:
-        manifest = Manifest.decode(view.get(tree["manifest.json"].id).data)
-        sessions_tree = view.get(tree["sessions"].id)
+        manifest = Manifest.decode(view.blob_data(view.tree_entry(commit.tree, "manifest.json")))
+        sessions_tree = view.tree_entry(commit.tree, "sessions")
     except KeyError as exc:
         raise CorruptArchiveError("the remote export has no manifest or sessions") from exc
     files = []
     for member in manifest.sessions:
         name = member.file.split("/", 1)[1] if member.file.startswith("sessions/") else ""
         try:
-            blob = view.get(sessions_tree[name].id)
+            data = view.blob_data(view.tree_entry(sessions_tree, name))
         except KeyError as exc:
             raise CorruptArchiveError(f"the remote export lacks {member.file}") from exc
-        if sha256(blob.data) != member.sha256:
+        if sha256(data) != member.sha256:
             raise CorruptArchiveError(f"{member.file} does not match its checksum")
-        files.append(blob.data)
-    shas = _chain_snapshots(view, str(commit.parent_ids[0]))
+        files.append(data)
+    shas = _chain_snapshots(view, commit.parents[0])
     if sorted(shas) != sorted(manifest.snapshots):
         raise CorruptArchiveError("the remote export's snapshots do not match its manifest")
     return ArchiveContents(manifest, files, b""), shas
 
 
-def _chain_snapshots(view: pygit2.Repository, head: str) -> list[str]:
+def _chain_snapshots(view: ObjectView, head: str) -> list[str]:
     """The snapshots a keepalive chain keeps, oldest first (as :meth:`Store.snapshots`)."""
     found: list[str] = []
     sha: str | None = head
@@ -568,9 +573,9 @@ def _chain_snapshots(view: pygit2.Repository, head: str) -> list[str]:
             raise HostileArchiveError(
                 f"commit {sha[:12]} in the remote export is not a keepalive or a snapshot"
             )
-        commit = view.get(sha)
-        assert isinstance(commit, pygit2.Commit)
-        parents = [str(p) for p in commit.parent_ids]
+        commit = view.commit(sha)
+        assert commit is not None
+        parents = list(commit.parents)
         found.append(parents[-1])
         sha = parents[0] if len(parents) == 2 else None
     return list(dict.fromkeys(reversed(found)))

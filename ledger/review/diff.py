@@ -17,10 +17,13 @@ Two ways, one per need:
   ``diff.interHunkContext``, ``diff.algorithm``, ``diff.indentHeuristic``, ``diff.noprefix``,
   ``diff.statGraphWidth``) are passed as options (:func:`porcelain_options`). A process costs a
   few milliseconds; libgit2 cannot give these bytes (measured: ``tools/bench_review.py``).
-- :func:`diff_trees` without a patch computes values in-process with pygit2, for callers that
-  only need counts and should not spawn a process (the restore preview). libgit2's patch text
-  is never used: it differs from git's (index abbreviation, empty files, quoting, the TAB,
-  typechanges, binary detection).
+- :func:`diff_trees` without a patch computes values in-process with libgit2
+  (:func:`ledger.git.treediff.diff_values`), for callers that only need counts and should not
+  spawn a process (the restore preview). libgit2's patch text is never used: it differs from
+  git's (index abbreviation, empty files, quoting, the TAB, typechanges, binary detection).
+
+Only the git layer touches libgit2: tree ids, object sizes and configuration come from
+:mod:`ledger.git.treediff` and :mod:`ledger.git.repo` as plain values.
 
 Invariants:
 - Read-only: nothing here writes a ref or a file (only the empty tree object, when a side is
@@ -36,23 +39,18 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-import pygit2
-
-from ledger.errors import GitError, MissingCommitError
-from ledger.git.repo import GitRepo, peel_tree
-
-ZERO_HEX = "0" * 40
-_STATUS = {
-    pygit2.enums.DeltaStatus.ADDED: "added",
-    pygit2.enums.DeltaStatus.DELETED: "deleted",
-    pygit2.enums.DeltaStatus.MODIFIED: "modified",
-    pygit2.enums.DeltaStatus.RENAMED: "renamed",
-    pygit2.enums.DeltaStatus.COPIED: "copied",
-    pygit2.enums.DeltaStatus.TYPECHANGE: "typechange",
-}
+from ledger.errors import GitError
+from ledger.git.repo import ConfigValues, GitRepo
+from ledger.git.treediff import (
+    RepositoryLike,
+    as_git_repo,
+    diff_values,
+    object_size,
+    tree_id,
+)
 
 
 @dataclass(frozen=True)
@@ -193,17 +191,8 @@ def _scale(value: int, max_change: int, width: int) -> int:
     return 1 + math.floor((value * (width - 1)) / max_change) if max_change > 1 else 1
 
 
-def _peel_tree(repo: pygit2.Repository, sha: str | None) -> pygit2.Tree | None:
-    if sha is None or sha == ZERO_HEX:
-        return None
-    tree = peel_tree(repo, sha)
-    if tree is None:
-        raise MissingCommitError(sha)
-    return tree
-
-
 def diff_trees(
-    repo: pygit2.Repository,
+    repo: RepositoryLike,
     old: str | None,
     new: str | None,
     *,
@@ -218,46 +207,12 @@ def diff_trees(
     file with control bytes may count as binary where git counts lines). ``abbrev`` is
     ignored (git abbreviates the ``index`` line itself)."""
     if with_patch:
-        differ = GitDiffer(GitRepo(repo), find_renames=find_renames)
+        differ = GitDiffer(as_git_repo(repo), find_renames=find_renames)
         return differ.diff(old, new, files=True, texts=("patch",))
-    old_tree = _peel_tree(repo, old)
-    new_tree = _peel_tree(repo, new)
-    empty = repo.get(repo.TreeBuilder().write()) if old_tree is None or new_tree is None else None
-    a = old_tree if old_tree is not None else empty
-    b = new_tree if new_tree is not None else empty
-    assert isinstance(a, pygit2.Tree) and isinstance(b, pygit2.Tree)
-    result = TreeDiff(str(a.id), str(b.id))
-    if a.id == b.id:
-        return result
-    flags = pygit2.enums.DiffOption.NORMAL | pygit2.enums.DiffOption.INCLUDE_TYPECHANGE
-    diff = repo.diff(a, b, flags=flags)  # type: ignore[call-overload]  # pygit2's stubs omit trees
-    if find_renames:
-        diff.find_similar(flags=pygit2.enums.DiffFind.FIND_RENAMES)
-    for patch in diff:
-        if patch is not None:
-            result.files.append(_file_values(patch))
+    deltas = diff_values(repo, old, new, find_renames=find_renames)
+    result = TreeDiff(deltas.old_tree, deltas.new_tree)
+    result.files.extend(FileDiff(patch="", **asdict(delta)) for delta in deltas.files)
     return result
-
-
-def _file_values(patch: pygit2.Patch) -> FileDiff:
-    delta = patch.delta
-    binary = bool(delta.is_binary)
-    _context, additions, deletions = patch.line_stats
-    return FileDiff(
-        status=_STATUS.get(delta.status, "modified"),
-        old_path=delta.old_file.path,
-        new_path=delta.new_file.path,
-        old_mode=int(delta.old_file.mode),
-        new_mode=int(delta.new_file.mode),
-        old_id=str(delta.old_file.id),
-        new_id=str(delta.new_file.id),
-        binary=binary,
-        additions=0 if binary else additions,
-        deletions=0 if binary else deletions,
-        patch="",
-        old_size=int(delta.old_file.size),
-        new_size=int(delta.new_file.size),
-    )
 
 
 # --- git's own text and values (git diff-tree) ---------------------------------------------
@@ -283,18 +238,18 @@ _STATUS_LETTER = {
 _FMT_MASK = 0o170000
 
 
-def porcelain_options(config: pygit2.Config) -> tuple[list[str], list[tuple[str, str]]]:
+def porcelain_options(config: ConfigValues) -> tuple[list[str], list[tuple[str, str]]]:
     """The options and ``-c`` settings that make ``git diff-tree`` print what ``git diff``
     prints under this configuration (settings only the porcelain reads); invalid values are
     ignored as if unset."""
     args: list[str] = []
-    context = _config_int(config, "diff.context")
+    context = config.integer("diff.context")
     if context is not None and context >= 0:
         args.append(f"-U{context}")
-    inter = _config_int(config, "diff.interHunkContext")
+    inter = config.integer("diff.interHunkContext")
     if inter is not None and inter >= 0:
         args.append(f"--inter-hunk-context={inter}")
-    algorithm = _config_str(config, "diff.algorithm")
+    algorithm = config.string("diff.algorithm")
     if algorithm is not None and algorithm.lower() in (
         "myers",
         "default",
@@ -303,35 +258,14 @@ def porcelain_options(config: pygit2.Config) -> tuple[list[str], list[tuple[str,
         "histogram",
     ):
         args.append(f"--diff-algorithm={algorithm.lower()}")
-    if _config_bool(config, "diff.indentHeuristic") is False:
+    if config.boolean("diff.indentHeuristic") is False:
         args.append("--no-indent-heuristic")
-    if _config_bool(config, "diff.noprefix"):
+    if config.boolean("diff.noprefix"):
         args.append("--no-prefix")
-    quote = _config_bool(config, "core.quotePath")
+    quote = config.boolean("core.quotePath")
     # The git runner turns core.quotePath off for its own commands; a later -c wins.
     settings = [("core.quotePath", "false" if quote is False else "true")]
     return args, settings
-
-
-def _config_str(config: pygit2.Config, key: str) -> str | None:
-    try:
-        return str(config[key])
-    except (KeyError, ValueError, pygit2.GitError):
-        return None
-
-
-def _config_int(config: pygit2.Config, key: str) -> int | None:
-    try:
-        return int(config.get_int(key))
-    except (KeyError, ValueError, TypeError, pygit2.GitError):
-        return None
-
-
-def _config_bool(config: pygit2.Config, key: str) -> bool | None:
-    try:
-        return bool(config.get_bool(key))
-    except (KeyError, ValueError, TypeError, pygit2.GitError):
-        return None
 
 
 class GitDiffer:
@@ -363,17 +297,15 @@ class GitDiffer:
         """The tree id of a commit or tree (``None``: the empty tree), or MissingCommitError."""
         found = self._trees.get(sha)
         if found is None:
-            pygit = self.repo.pygit2
-            tree = _peel_tree(pygit, sha)
-            found = str(tree.id) if tree is not None else str(pygit.TreeBuilder().write())
+            found = tree_id(self.repo, sha)
             self._trees[sha] = found
         return found
 
     def _porcelain(self) -> tuple[list[str], list[tuple[str, str]]]:
         if self._options is None:
-            config = self.repo.pygit2.config
+            config = ConfigValues(self.repo)
             self._options = porcelain_options(config)
-            self._graph_width = _config_int(config, "diff.statGraphWidth")
+            self._graph_width = config.integer("diff.statGraphWidth")
         return self._options
 
     def fetch(
@@ -435,11 +367,11 @@ class GitDiffer:
                 self.fetch([(old, new)], "files")
                 raw = self._cache[("files", False, a, b)]
             patch = result.texts.get("patch")
-            result.files.extend(_parse_files(raw, patch, self.repo.pygit2))
+            result.files.extend(_parse_files(raw, patch, self.repo))
         return result
 
 
-def _parse_files(raw: bytes, patch: str | None, repo: pygit2.Repository) -> list[FileDiff]:
+def _parse_files(raw: bytes, patch: str | None, repo: GitRepo) -> list[FileDiff]:
     """``--raw --numstat -z`` records as values; each file's patch sections from ``patch``."""
     tokens = raw.split(b"\0")
     heads: list[tuple[list[bytes], list[bytes]]] = []
@@ -483,8 +415,8 @@ def _parse_files(raw: bytes, patch: str | None, repo: pygit2.Repository) -> list
                 additions=0 if binary else int(added or 0),
                 deletions=0 if binary else int(deleted or 0),
                 patch=text,
-                old_size=_size(repo, old_id) if binary else 0,
-                new_size=_size(repo, new_id) if binary else 0,
+                old_size=object_size(repo, old_id) if binary else 0,
+                new_size=object_size(repo, new_id) if binary else 0,
             )
         )
     if sections and out:  # never lose text: a section git printed that no record claimed
@@ -505,15 +437,6 @@ def _sections(patch: str) -> list[str]:
     if starts[0] != 0:
         starts.insert(0, 0)
     return [patch[s:e] for s, e in zip(starts, [*starts[1:], len(patch)])]
-
-
-def _size(repo: pygit2.Repository, oid: str) -> int:
-    if oid == ZERO_HEX or set(oid) == {"0"}:
-        return 0
-    try:
-        return int(repo.odb.read_header(oid)[1])
-    except (KeyError, ValueError, TypeError, pygit2.GitError):
-        return 0
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """``/rewind``'s list walks back through the points one neighbouring diff at a time
 (ledger/engine/preview.py ``list_points``): for every point it must say exactly what comparing
-the work tree with that point from scratch says (``_compare``, the oracle), on sessions with the
+the work tree with that point from scratch says (``compare_point``, the oracle), on sessions with the
 agent's changes, hand edits between prompts, a restore and its undo, deletes and re-adds."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from ledger.engine.operations import restore, undo
 from ledger.engine.outside import latest_point
 from ledger.engine.ownership import agent_work, timeline
-from ledger.engine.preview import _compare, list_points
+from ledger.engine.preview import compare_point, list_points
 from ledger.git.capture import capture_tree
 from tests.enginekit import Agent
 
@@ -23,7 +23,7 @@ def oracle(agent: Agent, snapshot: str) -> tuple[dict[str, object], list[str]]:
     captured = capture_tree(engine.repo, engine.settings.snapshot)
     skipped = [s.path for s in captured.skipped]
     steps = timeline(engine)
-    counts, own = _compare(
+    counts, own, _ = compare_point(
         engine,
         captured.tree,
         snapshot,
@@ -31,6 +31,7 @@ def oracle(agent: Agent, snapshot: str) -> tuple[dict[str, object], list[str]]:
         latest_point(engine),
         steps,
         agent_work(engine, steps),
+        [],
     )
     return counts.to_json(), [c.path for c in own]
 
