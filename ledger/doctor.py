@@ -3,7 +3,8 @@
 Why it exists: the ledger (session files) is authoritative and the store ref only keeps its
 snapshots reachable; the two can drift apart (a hand-edited ref, an old gc, a crash between a
 commit and its keepalive). The doctor reads both and says what is wrong and how to fix it. It
-changes nothing.
+changes nothing of the store, the ledgers or the user's repository (its only writes are our own
+bookkeeping files: the disk-use cache and dead presence entries, below).
 
 Problems (exit 1): a malformed keepalive chain, and referenced snapshots that exist but that
 the store does not reach although they were recorded after the chain began (after the last
@@ -20,8 +21,7 @@ as information only (``a restore is running (pid N)``), since its journal closes
 
 Sessions here: the live Pi sessions of the work tree (the presence registry,
 :mod:`ledger.presence`) are listed as information (docs/design.md#sessions-here). Listing the
-registry removes the entries of dead sessions: our own bookkeeping files, the one thing the
-doctor writes.
+registry removes the entries of dead sessions (our own bookkeeping files).
 
 The doctor needs no settings: what a sweep dropped is told apart from what fell out by time,
 so a sweep run by hand with its own limits does not make the doctor fail. Given the settings, it
@@ -30,6 +30,15 @@ and it always reports disk use: the bytes the store keeps alive, our loose objec
 ``gc.auto`` estimate, and leftovers of interrupted work (a killed upkeep, git temporary files),
 which are information, not problems: ``rewind sweep`` removes the ones that are safe to remove
 (docs/design.md#disk-upkeep).
+
+Bounded time: the store's disk use and what a sweep frees each need a walk of the whole store,
+whose cost grows with its history. The disk use is cached per store state
+(:mod:`ledger.git.usage`, ``<common-dir>/pi-rewind/store-usage.json``, the doctor's other
+write); on a miss both walks get a time budget (:data:`USAGE_BUDGET_S`,
+:data:`PREVIEW_BUDGET_S`) and, past it, the report gives the last exact figures of an earlier
+state marked as such, or none: the exact fields (``store.bytes``, ``exclusiveBytes``,
+``looseObjects``, ``retention.freedBytes``) are then ``null``, never an estimate.
+``exact=True`` (``rewind doctor --exact``) lifts the budgets.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from ledger.git.journal import Journal
 from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
 from ledger.git.upkeep import Leftover
+from ledger.git.usage import BUDGET_S, StoreUsage
 from ledger.lineage import LineageReader
 from ledger.presence import Presence
 from ledger.recovery import interruption_error
@@ -74,8 +84,9 @@ class DoctorReport:
     index: str = "missing"
     chain_started_ms: int | None = None
     """When the chain began (its last rewrite or first append); None without a keepalive chain."""
-    store_bytes: int = 0
-    exclusive_bytes: int = 0
+    usage: StoreUsage | None = None
+    """The store's disk use (exact, or an earlier state's figures: ``usage.exact``); None when
+    it was not measured (the walk ran out of time with nothing cached, or git failed)."""
     warnings: list[str] = field(default_factory=list)
     interrupted: list[Journal] = field(default_factory=list)
     """Open restore journals whose restore was interrupted (docs/design.md#crash-safe-restore)."""
@@ -89,8 +100,6 @@ class DoctorReport:
     store_lock: str | None = None
     store_lock_age_s: float | None = None
     """git's lock on the store ref, when one exists; stale from :data:`STALE_LOCK_S` on."""
-    loose_ours: int = 0
-    """Objects only the store reaches that are stored loose."""
     loose_estimate: int = 0
     """git's estimate of all loose objects (``objects/17`` × 256), against ``gc_auto``."""
     gc_auto: int = 0
@@ -101,6 +110,21 @@ class DoctorReport:
     """Which process serves the repository (``rewind serve --status``), when one does."""
     live_sessions: list[Presence] = field(default_factory=list)
     """The live Pi sessions of this work tree (information, not a problem)."""
+
+    @property
+    def store_bytes(self) -> int | None:
+        """Bytes the store keeps alive, when known exactly."""
+        return self.usage.bytes if self.usage and self.usage.exact else None
+
+    @property
+    def exclusive_bytes(self) -> int | None:
+        """Bytes of the objects only the store reaches, when known exactly."""
+        return self.usage.exclusive_bytes if self.usage and self.usage.exact else None
+
+    @property
+    def loose_ours(self) -> int | None:
+        """Objects only the store reaches that are stored loose, when known exactly."""
+        return self.usage.loose_ours if self.usage and self.usage.exact else None
 
     @property
     def unreachable(self) -> list[DanglingReference]:
@@ -168,6 +192,7 @@ class DoctorReport:
                 "bytes": self.store_bytes,
                 "exclusiveBytes": self.exclusive_bytes,
                 "looseObjects": self.loose_ours,
+                "usage": self.usage.to_json() if self.usage else None,
             },
             "looseEstimate": self.loose_estimate,
             "gcAuto": self.gc_auto,
@@ -206,11 +231,23 @@ class DoctorReport:
         }
 
 
+USAGE_BUDGET_S = BUDGET_S
+"""Time for the store's disk-use walk when its cache is stale (:mod:`ledger.git.usage`)."""
+PREVIEW_BUDGET_S = 0.3
+"""Time for counting what a sweep would free (when retention would drop anything)."""
+
+
 def preview_retention(
-    repo: GitRepo, agent_dir: Path, settings: Settings, start: Path | None
+    repo: GitRepo,
+    agent_dir: Path,
+    settings: Settings,
+    start: Path | None,
+    *,
+    budget_s: float | None = PREVIEW_BUDGET_S,
 ) -> dict[str, Any]:
     """What the configured retention would drop now, and about how many bytes it frees: a
-    dry-run sweep from ``start`` (changes nothing)."""
+    dry-run sweep from ``start`` (changes nothing). The count gets ``budget_s`` (None: no
+    limit); past it ``unreachableObjects`` and ``freedBytes`` are None (not measured)."""
     from ledger.retention.sweep import policy_from, run_sweep
 
     retention = settings.retention
@@ -232,6 +269,7 @@ def preview_retention(
             policy=policy_from(settings),
             dry_run=True,
             count_objects=True,
+            count_budget_s=budget_s,
         )
     except LedgerError as exc:
         return {**info, "error": exc.message}
@@ -239,8 +277,8 @@ def preview_retention(
     return {
         **info,
         "wouldDrop": dropped,
-        "unreachableObjects": report.unreachable_objects,
-        "freedBytes": report.freed_bytes,
+        "unreachableObjects": report.unreachable_objects if report.counted else None,
+        "freedBytes": report.freed_bytes if report.counted else None,
     }
 
 
@@ -250,20 +288,19 @@ def diagnose(
     *,
     settings: Settings | None = None,
     start: Path | None = None,
+    exact: bool = False,
 ) -> DoctorReport:
     """Read the store chain, the private index and every session of this repository; change
-    nothing. With ``settings``, also preview retention from ``start`` (:func:`preview_retention`)."""
+    nothing but the disk-use cache and dead presence entries. With ``settings``, also preview
+    retention from ``start`` (:func:`preview_retention`). ``exact``: walk the store however long
+    it takes rather than within the budgets."""
     from ledger.git.feed import MISMATCH_FILE, read_status_file
     from ledger.git.index import PrivateIndex, private_dir
     from ledger.git.journal import open_journals
     from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
-    from ledger.git.upkeep import (
-        find_leftovers,
-        gc_auto_threshold,
-        loose_estimate,
-        our_loose_objects,
-    )
+    from ledger.git.upkeep import find_leftovers, gc_auto_threshold, loose_estimate
+    from ledger.git.usage import measure
     from ledger.recovery import journal_states
 
     store = Store(repo)
@@ -271,7 +308,6 @@ def diagnose(
     _, broken = open_journals(repo)
     keepalives, chain_problems = store.check_chain()
     kept = set(store.snapshots())
-    total, exclusive = store.disk_usage()
     skipped: list[tuple[Path, str]] = []
     sessions = repo_sessions(agent_dir, repo.root, skipped=skipped)
     report = DoctorReport(
@@ -283,9 +319,11 @@ def diagnose(
         chain_problems,
         index=PrivateIndex(repo.git_dir).health(),
         chain_started_ms=chain_started_ms(repo),
-        store_bytes=total,
-        exclusive_bytes=exclusive,
     )
+    try:
+        report.usage = measure(repo, budget_s=None if exact else USAGE_BUDGET_S)
+    except LedgerError as exc:
+        report.warnings.append(f"store disk use not measured: {exc.message}")
     report.warnings.extend(f"skipped {path}: {reason}" for path, reason in skipped)
     report.interrupted = interrupted
     report.running = running
@@ -305,11 +343,12 @@ def diagnose(
             f"the change feed once disagreed with a full scan; that session switched to full "
             f"scans (captures stay exact). Evidence for a bug report: {mismatch}"
         )
-    report.loose_ours = len(our_loose_objects(repo)) if report.store_head else 0
     report.loose_estimate, report.gc_auto = loose_estimate(repo), gc_auto_threshold(repo)
     report.leftovers = find_leftovers(repo)
     if settings is not None:
-        report.retention = preview_retention(repo, agent_dir, settings, start)
+        report.retention = preview_retention(
+            repo, agent_dir, settings, start, budget_s=None if exact else PREVIEW_BUDGET_S
+        )
     age = store.lock_age_s()
     if age is not None:
         report.store_lock, report.store_lock_age_s = str(store.lock_path), age

@@ -7,6 +7,7 @@ Why it exists: thin commands over :mod:`ledger.retention.sweep`, :mod:`ledger.se
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,7 +80,16 @@ def register(
         help="check the store, the ledger references and the capture index",
         description="Check that refs/pi-rewind/store is a well-formed keepalive chain, list ledger "
         "references whose snapshots are missing or not kept by the store, check the "
-        "private capture index, and report sizes. Exit 1 when there is a problem.",
+        "private capture index, and report sizes. Exit 1 when there is a problem. Sizes that "
+        "need a walk of the whole store are cached until the store changes; a walk that would "
+        "take longer than about half a second is given up (the last figures are shown as "
+        "'about'), unless --exact.",
+    )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="measure the store's disk use and what a sweep would free however long the walk "
+        "takes (and cache the result)",
     )
     p.set_defaults(run=run_doctor)
 
@@ -206,7 +216,7 @@ def _upkeep_lines(
 def _start_session(ctx: CliContext, repo: GitRepo, name: str) -> Path | None:
     """SESSION as a path; ``@`` in a repository without sessions is no session (the sweep then
     reads nothing, or only the other files with ``repo-sessions``, and changes nothing)."""
-    from ledger.cli.inspect import resolve_session_path
+    from ledger.cli.sessions import resolve_session_path
     from ledger.session.discovery import repo_sessions
 
     if name == "@" and not repo_sessions(ctx.agent_dir(), repo.root):
@@ -311,6 +321,7 @@ def run_doctor(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.agent_dir(),
         settings=_settings(ctx, repo),
         start=_start_session(ctx, repo, "@"),
+        exact=bool(getattr(args, "exact", False)),
     )
     for warning in report.warnings:
         ctx.warn(warning)
@@ -335,8 +346,7 @@ def _doctor_text(report: DoctorReport) -> str:
     lines = [
         f"store        {chain}: {report.keepalives} keepalives, {report.snapshots} snapshots"
         + (f", head {report.store_head[:12]}" if report.store_head else " (no ref yet)"),
-        f"objects      {_mib(report.store_bytes)} kept alive by the store, {_mib(report.exclusive_bytes)} by nothing else; "
-        f"{report.loose_ours} of them loose (git's estimate of all loose objects: "
+        f"objects      {_usage_text(report)} (git's estimate of all loose objects: "
         f"{report.loose_estimate}, gc.auto {report.gc_auto})",
         *_retention_lines(report.retention),
         f"sessions     {report.sessions} of this repository, {report.ledgers} with rewind records",
@@ -408,6 +418,33 @@ def _doctor_text(report: DoctorReport) -> str:
     return "\n".join(lines)
 
 
+def _usage_text(report: DoctorReport) -> str:
+    """The store's disk use: exact, an earlier state's figures ("about", and when), or none."""
+    from ledger.doctor import USAGE_BUDGET_S
+
+    usage = report.usage
+    if usage is None:
+        return (
+            f"disk use not measured (no figures cached, and the walk of the store did not end "
+            f"within {USAGE_BUDGET_S:g} s: 'rewind doctor --exact' measures it and keeps it until "
+            "the store changes), so how many of them loose is not known"
+        )
+    about = "" if usage.exact else "about "
+    figures = (
+        f"{about}{_mib(usage.bytes)} kept alive by the store, {about}{_mib(usage.exclusive_bytes)} "
+        f"by nothing else; {about}{usage.loose_ours} of them loose"
+    )
+    if usage.exact:
+        return figures
+    age = max(0.0, time.time() - usage.measured_s)
+    when = f"{age / 3600:.1f} h" if age >= 3600 else f"{age / 60:.0f} min"
+    head = f" at store head {usage.head[:12]}" if usage.head else ""
+    return (
+        f"{figures} (measured {when} ago{head}; the store changed since and a new walk takes over "
+        f"{USAGE_BUDGET_S:g} s: 'rewind doctor --exact')"
+    )
+
+
 def _retention_lines(retention: dict[str, object] | None) -> list[str]:
     if retention is None:
         return []
@@ -421,9 +458,15 @@ def _retention_lines(retention: dict[str, object] | None) -> list[str]:
     if "error" in retention:
         return [f"retention    {policy}; preview failed: {retention['error']}"]
     freed = retention.get("freedBytes")
+    dropping = retention.get("wouldDrop", 0)
     return [
-        f"retention    {policy}; a sweep now would drop {retention.get('wouldDrop', 0)} snapshots"
+        f"retention    {policy}; a sweep now would drop {dropping} snapshots"
         + (f", about {_mib(freed)}" if isinstance(freed, int) and freed else "")
+        + (
+            " (what that frees not measured in time: 'rewind doctor --exact')"
+            if freed is None and dropping
+            else ""
+        )
     ]
 
 

@@ -7,9 +7,10 @@ three questions and one write:
 - :func:`rewrite_store` — the compare-and-swap rewrite (docs/formats.md#rewriting-the-store,
   docs/design.md#the-compare-and-swap-rewrite, with D7 fixed; the retry lives in
   :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
-- :func:`reclaimable_objects` — how many objects (commits, trees, blobs) stop being reachable
-  from any ref when the store keeps only ``kept`` instead of its old chain: what ``git gc`` may
-  reclaim; :func:`reclaimable_bytes`, the same objects' bytes on disk.
+- :func:`reclaimable` — how many objects (commits, trees, blobs) stop being reachable from any
+  ref when the store keeps only ``kept`` instead of its old chain (what ``git gc`` may reclaim),
+  and their bytes on disk, from one walk (it was two, ``--count`` and ``--disk-usage``, which
+  git does not combine: with both it prints a count of 0).
 - :func:`chain_started_ms` — when the current chain began: the commit time of its first
   keepalive, i.e. the last rewrite (or the first append). A referenced snapshot recorded after
   that and not kept by the store fell out by accident, not by a sweep.
@@ -20,9 +21,12 @@ objects; the other functions only read. No reflog, no hook, no gc.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledger.errors import GitError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
 from ledger.git.store import STORE_REF, RewriteResult, Store, is_keepalive, offset_minutes
@@ -77,46 +81,99 @@ def chain_started_ms(repo: GitRepo) -> int | None:
     return chain_shape(repo).started_ms
 
 
-def reclaimable_objects(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
-    """Objects reachable from the old chain ``old_head`` and from nothing else once the store
-    keeps only ``kept`` (and every other ref, HEAD and the empty tree stay): old keepalives,
-    dropped snapshots and the trees and blobs only they use."""
-    return _rev_list_dropped(repo, old_head, kept, "--count")
+@dataclass(frozen=True)
+class Reclaimable:
+    """What :func:`reclaimable` found; both 0 when there was nothing to ask or git could not
+    answer (doctor reports a broken store on its own)."""
+
+    objects: int
+    """Objects reachable from the old chain and from nothing else once the store keeps only
+    the kept set: old keepalives, dropped snapshots and the trees and blobs only they use."""
+    bytes: int
+    """Their bytes on disk (``%(objectsize:disk)``, what ``rev-list --disk-usage`` sums: a loose
+    file's size, a packed object's share of its pack): what dropping the others gives back (at
+    once in a shadow; at the user's next gc in a repository)."""
+    complete: bool = True
+    """False: the walk ran out of its time budget and was killed (both figures are 0)."""
 
 
-def reclaimable_bytes(repo: GitRepo, old_head: str | None, kept: Iterable[str]) -> int:
-    """Approximate bytes on disk (``rev-list --disk-usage``: a loose file's size, a packed
-    object's share of its pack) of the same objects as :func:`reclaimable_objects`: what
-    dropping the others gives back (at once in a shadow; at the user's next gc in a
-    repository)."""
-    return _rev_list_dropped(repo, old_head, kept, "--disk-usage")
+def reclaimable(
+    repo: GitRepo, old_head: str | None, kept: Iterable[str], *, budget_s: float | None = None
+) -> Reclaimable:
+    """What stops being reachable from any ref when the store keeps only ``kept`` instead of
+    its old chain ``old_head`` (every other ref, HEAD and the empty tree stay): what ``git gc``
+    may reclaim. One walk (``git rev-list --objects``, piped into ``git cat-file
+    --batch-check``) gives both the count and the bytes; ``budget_s`` kills it when it runs
+    longer (``complete`` False)."""
+    from ledger.git.usage import Deadline
 
-
-def _rev_list_dropped(repo: GitRepo, old_head: str | None, kept: Iterable[str], mode: str) -> int:
-    """``git rev-list --objects <mode>`` over what ``old_head`` reaches and neither ``kept``,
-    the empty tree nor any ref but the store reaches; 0 when there is nothing to ask or git
-    cannot answer (doctor reports a broken store on its own)."""
     if old_head is None or not repo.commit_exists(old_head):
-        return 0
+        return Reclaimable(0, 0)
     lines = [old_head, *(f"^{sha}" for sha in dict.fromkeys(kept) if repo.commit_exists(sha))]
     if repo.object(EMPTY_TREE) is not None:
         lines.append(f"^{EMPTY_TREE}")  # every chain uses it
     runner = GitRunner(repo.root, repo.git_dir)
-    result = runner.run(
-        ["rev-list", "--objects", mode, "--stdin", "--not", f"--exclude={STORE_REF}", "--all"],
-        operation=f"git rev-list --objects {mode}",
-        check=False,
-        input=("\n".join(lines) + "\n").encode(),
-    )
-    text = result.stdout.decode().strip() if result.returncode == 0 else ""
-    return int(text) if text.isdigit() else 0
+    args = ["rev-list", "--objects", "--no-object-names", "--stdin"]
+    args += ["--not", f"--exclude={STORE_REF}", "--all"]
+    deadline = Deadline(budget_s)
+    procs: list[subprocess.Popen[bytes]] = []
+    objects = size = 0
+    try:
+        listing = deadline.watch(
+            subprocess.Popen(
+                runner.command(args),
+                cwd=str(repo.root),
+                env=runner.env(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        procs.append(listing)
+        sizes = deadline.watch(
+            subprocess.Popen(
+                runner.command(["cat-file", "--batch-check=%(objectsize:disk)"]),
+                cwd=str(repo.root),
+                env=runner.env(),
+                stdin=listing.stdout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        procs.append(sizes)
+        assert listing.stdin is not None and listing.stdout is not None
+        assert sizes.stdout is not None
+        listing.stdout.close()  # cat-file holds it now
+        # rev-list reads all of its stdin before it writes a line: no deadlock.
+        with contextlib.suppress(BrokenPipeError), listing.stdin:
+            listing.stdin.write(("\n".join(lines) + "\n").encode())
+        with sizes.stdout:
+            for line in sizes.stdout:
+                text = line.strip()
+                if text.isdigit():
+                    objects += 1
+                    size += int(text)
+        codes = [proc.wait() for proc in procs]
+    except OSError as exc:
+        raise GitError("git rev-list --objects", str(exc)) from exc
+    finally:
+        deadline.cancel()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if deadline.expired:
+        return Reclaimable(0, 0, complete=False)
+    if any(codes):
+        return Reclaimable(0, 0)
+    return Reclaimable(objects, size)
 
 
 __all__ = [
     "ChainShape",
+    "Reclaimable",
     "chain_shape",
     "chain_started_ms",
-    "reclaimable_bytes",
-    "reclaimable_objects",
+    "reclaimable",
     "rewrite_store",
 ]

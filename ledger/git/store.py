@@ -197,22 +197,6 @@ class Store:
             sha = parents[0] if len(parents) == 2 else None
         return count, problems
 
-    def disk_usage(self) -> tuple[int, int]:
-        """``(bytes, exclusive bytes)`` on disk of the objects the store reaches, and of those
-        that nothing else (branches, tags, HEAD, other refs) reaches."""
-        if self.head() is None:
-            return 0, 0
-        sizes = []
-        for extra in ([], ["--not", f"--exclude={STORE_REF}", "--all"]):
-            result = self.git.run(
-                ["rev-list", "--disk-usage", "--objects", STORE_REF, *extra],
-                operation="git rev-list --disk-usage",
-                check=False,
-            )
-            text = result.stdout.decode().strip() if result.returncode == 0 else ""
-            sizes.append(int(text) if text.isdigit() else 0)
-        return sizes[0], sizes[1]
-
     # --- writing -------------------------------------------------------------------------
 
     @property

@@ -67,8 +67,10 @@ class SweepReport:
     ref reaches once the store keeps the live set: what ``git gc`` may reclaim. Counted only
     when asked (``count_objects``)."""
     freed_bytes: int = 0
-    """Approximate bytes on disk those objects take (``rev-list --disk-usage``); counted with
-    them. Given back at once in a shadow repository (its upkeep), at the next gc in a user's."""
+    """Approximate bytes on disk those objects take (``%(objectsize:disk)``, as ``rev-list
+    --disk-usage`` sums them); counted in the same walk. Given back at once in a shadow repository (its upkeep), at the next gc in a user's."""
+    counted: bool = True
+    """False: the count ran out of ``count_budget_s`` (the two figures above are 0, unknown)."""
     preserved: bool = False
     rewritten: bool = False
     old_head: str | None = None
@@ -212,17 +214,19 @@ def run_sweep(
     reader: LineageReader | None = None,
     progress: Progress | None = None,
     count_objects: bool = False,
+    count_budget_s: float | None = None,
 ) -> SweepReport:
     """One sweep from ``start`` (the current session: a Session, a path, or None for none).
 
     ``policy``: the limits (:func:`policy_from`); ``dry_run``: plan only; ``budget_ms``: abort
     with :class:`BudgetExceeded` (nothing changed) when the sweep takes longer; ``progress``:
     called as ``(files done, files)`` while a ``repo-sessions`` scan reads files;
-    ``count_objects``: also count what ``git gc`` may reclaim, and its bytes (two
-    ``git rev-list``).
+    ``count_objects``: also count what ``git gc`` may reclaim, and its bytes (one
+    ``git rev-list --objects`` walk, sized by ``git cat-file --batch-check``), given up after
+    ``count_budget_s`` seconds when set (``counted`` False, both figures 0).
     Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
     from ledger.git.journal import pinned_snapshots
-    from ledger.git.rewrite import reclaimable_bytes, reclaimable_objects, rewrite_store
+    from ledger.git.rewrite import reclaimable, rewrite_store
     from ledger.git.snapshot import load_last_exact, save_last_exact
     from ledger.git.store import Store
 
@@ -270,16 +274,18 @@ def run_sweep(
         pass  # the store already keeps exactly the live set: nothing to rewrite
     elif dry_run:
         if count_objects:
-            report.unreachable_objects = reclaimable_objects(repo, since, plan.live)
-            report.freed_bytes = reclaimable_bytes(repo, since, plan.live)
+            freed = reclaimable(repo, since, plan.live, budget_s=count_budget_s)
+            report.unreachable_objects, report.freed_bytes = freed.objects, freed.bytes
+            report.counted = freed.complete
     else:
         tick()
         result = rewrite_store(repo, plan.live, since=since, now_ms=clock.now_ms())
         report.rewritten, report.arrived, report.new_head = True, result.arrived, result.new_head
         report.old_head = result.old_head
         if count_objects:
-            report.unreachable_objects = reclaimable_objects(repo, result.old_head, result.kept)
-            report.freed_bytes = reclaimable_bytes(repo, result.old_head, result.kept)
+            freed = reclaimable(repo, result.old_head, result.kept, budget_s=count_budget_s)
+            report.unreachable_objects, report.freed_bytes = freed.objects, freed.bytes
+            report.counted = freed.complete
         last = load_last_exact(repo)
         if last is not None and last.commit not in result.kept:
             save_last_exact(repo, None)
