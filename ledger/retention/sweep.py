@@ -151,6 +151,22 @@ def collect_ledgers(
         for link in lineage.links:
             tick()
             take(link)
+    # Whatever the scan mode, the ledgers of the sessions live in this work tree right now (and
+    # their ancestors) are read too: a sweep run by one session never drops a point another
+    # live session can still restore to (docs/design.md#retention-across-sessions).
+    for path in _live_session_files(repo):
+        tick()
+        if os.path.realpath(path) in seen:
+            continue
+        try:
+            lineage = reader.lineage(path)
+        except LedgerError as exc:
+            seen.add(os.path.realpath(path))
+            parts.skipped.append((str(path), exc.message))
+            continue
+        parts.warnings.extend(lineage.warnings)
+        for link in lineage.links:
+            take(link)
     if scan_mode == "repo-sessions":
         directories = [agent_dir / "sessions"]
         start_file = start.path if isinstance(start, Session) else (Path(start) if start else None)
@@ -175,6 +191,14 @@ def collect_ledgers(
                 parts.sessions_read += 1
                 parts.skipped.append((str(path), exc.message))
     return ledgers, parts
+
+
+def _live_session_files(repo: GitRepo) -> list[Path]:
+    """The session files the presence registry names for this work tree's live sessions."""
+    from ledger.presence import live_sessions
+
+    files = [Path(e.session_file) for e in live_sessions(repo.git_dir) if e.session_file]
+    return [path for path in files if path.is_file()]
 
 
 def _may_belong(repo: GitRepo, path: Path, seen: set[str], parts: SweepReportParts) -> bool:
