@@ -29,11 +29,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.inspect import ledger_log
 from ledger.lineage import LineageReader
 from ledger.record_models import build_turn
 from ledger.records import TURN, custom_entry, serialize_entry
 from ledger.session.store import read_session
+from ledger.session_views import ledger_log
 
 
 def make_session(path: Path, entries: int, *, records: bool, parent: Path | None = None) -> None:

@@ -6,7 +6,7 @@ Setup: a git repository and an agent dir with --sessions real-looking sessions o
 newline in the same sessions folder.
 
 - ours, library: what ``rewind sessions`` does, called in-process
-  (:func:`ledger.session.discovery.repo_sessions` + :func:`ledger.inspect.summarize_sessions`);
+  (:func:`ledger.session.discovery.repo_sessions` + :func:`ledger.session_views.summarize_sessions`);
   the huge file is refused after 1 MiB (``MAX_HEADER_BYTES``);
 - ours, CLI: ``python -m ledger sessions`` as a real process (start-up included);
 - old method: the header read before issue 23 (``reference_read_head`` below: re-count the
@@ -35,13 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ledger.inspect import summarize_sessions
 from ledger.lineage import LineageReader
 from ledger.record_models import build_turn
 from ledger.records import TURN, custom_entry, serialize_entry
 from ledger.safe_read import MAX_SESSION_BYTES, open_regular, read_head
 from ledger.session.discovery import repo_sessions
 from ledger.session.store import HEADER_LINES, MAX_HEADER_BYTES, encode_cwd
+from ledger.session_views import summarize_sessions
 
 HUGE = 1500 << 20
 

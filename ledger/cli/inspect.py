@@ -1,6 +1,6 @@
 """``rewind sessions``, ``rewind log`` and ``rewind tree``: the read-only commands.
 
-Why it exists: formatting only. The answers come from :mod:`ledger.inspect`; this module turns
+Why it exists: formatting only. The answers come from :mod:`ledger.session_views`; this module turns
 them into grep-able text lines or JSON (one object per line where a command lists things).
 ``rewind log --patch|--stat|--numstat|--name-status`` (every prompt and turn with its diff) is
 formatted by :mod:`ledger.cli.review`, which owns the diff options, pager and colour rules.
@@ -70,9 +70,9 @@ def _add_log_detail_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.inspect import summarize_sessions
     from ledger.lineage import LineageReader
     from ledger.session.discovery import repo_sessions
+    from ledger.session_views import summarize_sessions
 
     repo = ctx.repo()
     skipped: list[tuple[Path, str]] = []
@@ -102,8 +102,8 @@ def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.inspect import ledger_log
     from ledger.lineage import LineageReader
+    from ledger.session_views import ledger_log
 
     path = resolve_session_path(ctx, args.session)
     if args.detail is not None:
@@ -121,9 +121,9 @@ def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def run_tree(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.inspect import session_tree
     from ledger.lineage import LineageReader
     from ledger.session.store import read_header
+    from ledger.session_views import session_tree
 
     path = resolve_session_path(ctx, args.session)
     header = read_header(path)

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from ledger.cli.context import CliContext
 from ledger.cli.sessions import open_engine, plan_outside_lines
 from ledger.errors import LedgerError, SessionAppendError
-from ledger.outside import plan_counts
+from ledger.outside_rules import plan_counts
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py); the engine
 # itself is imported when a command runs.
@@ -29,9 +29,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from ledger.engine.changes_since import Authors
     from ledger.engine.engine import Engine
     from ledger.engine.operations import RestoreReport
-    from ledger.engine.outside import Authors
     from ledger.git.journal import Journal
 
     class Changes(Protocol):
@@ -405,14 +405,14 @@ def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal:
 
 
 def _authors_namespace(authors: Authors) -> SimpleNamespace:
-    """A plan's :class:`~ledger.engine.outside.Authors` shaped as a report for
+    """A plan's :class:`~ledger.engine.changes_since.Authors` shaped as a report for
     :func:`plan_outside_lines`."""
     return SimpleNamespace(outside=authors.own, others=authors.others)
 
 
 def run_fork(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
-    from ledger.engine.outside import plan_authors
+    from ledger.engine.changes_since import plan_authors
 
     engine = open_engine(ctx, args.session)
     entry = resolve_entry_name(engine, args.entry)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
-from ledger.outside import OutsideChange, done_warning, others_warning, plan_warning
+from ledger.outside_rules import OutsideChange, done_warning, others_warning, plan_warning
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False

@@ -24,7 +24,7 @@ import argparse
 from typing import Any
 
 from ledger.cli.context import CliContext, display_path
-from ledger.outside import OutsideChange, count_text, files
+from ledger.outside_rules import OutsideChange, count_text, files
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.cli.sessions import open_engine
-    from ledger.engine.outside import changed_since, latest_point
+    from ledger.engine.changes_since import changed_since, latest_point
     from ledger.git.capture import capture_tree
 
     engine = open_engine(ctx, args.session)

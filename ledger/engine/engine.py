@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
-from ledger.engine import outside
+from ledger.engine.changes_since import prompt_status_note
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
@@ -299,7 +299,7 @@ class Engine:
             self._collector = None
             return result
         self._collector = Collector(leaf_at_start=self.host.leaf_id(), pending_user_commit=commit)
-        result.status_note = outside.prompt_status_note(self, before)
+        result.status_note = prompt_status_note(self, before)
         return result
 
     def _bind_pending_user(self, *, final: bool, result: EventResult) -> None:

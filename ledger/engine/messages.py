@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ledger.outside import plan_counts, plan_files
+from ledger.outside_rules import plan_counts, plan_files
 
 MENU_TITLE = "Restore Options"
 
@@ -60,7 +60,7 @@ STAY_CODE_ONLY = "no fork made, the conversation is unchanged"
 
 def changes(plan: object) -> str:
     """``1 added, 2 modified, 1 deleted`` (or ``no file changes``) for a restore plan: the one
-    wording and order of counts (:func:`ledger.outside.plan_counts`)."""
+    wording and order of counts (:func:`ledger.outside_rules.plan_counts`)."""
     return plan_counts(plan.added, plan.modified, plan.deleted)  # type: ignore[attr-defined]
 
 

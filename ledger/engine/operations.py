@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ledger.engine.changes_since import plan_authors
 from ledger.engine.conversation import fork_path, rewind_parent
 from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
 from ledger.engine.neighbours import WrittenByOther
-from ledger.engine.outside import plan_authors
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
 from ledger.git.journal import recording
-from ledger.outside import OutsideChange
+from ledger.outside_rules import OutsideChange
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
 

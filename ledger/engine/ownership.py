@@ -2,7 +2,7 @@
 
 Why it exists: before a restore, undo or fork overwrites or deletes files, the user is told which
 of them hold work that did not come from the agent. Comparing with the latest rewind point only
-(:mod:`ledger.engine.outside`) sees what changed since the agent's last turn; a file created by
+(:mod:`ledger.engine.changes_since`) sees what changed since the agent's last turn; a file created by
 hand before an earlier prompt was captured in that prompt's pre-prompt snapshot and is missed.
 The ledger knows more: along the branch, every prompt's pre-prompt snapshot and every turn's
 post-turn snapshot are recorded, so each change between two consecutive points has an author.

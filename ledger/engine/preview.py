@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger.engine import messages as M
+from ledger.engine.changes_since import MENU_UNDO, authors_of, latest_point
 from ledger.engine.neighbours import Neighbour, WrittenByOther, author, neighbours
-from ledger.engine.outside import MENU_UNDO, authors_of, latest_point
 from ledger.engine.ownership import (
     AgentWork,
     Step,
@@ -52,7 +52,7 @@ from ledger.engine.preview_model import (
 )
 from ledger.errors import LedgerError, NoRewindPointError
 from ledger.git.trees import Change, Entry, leaf_changes, split_changes
-from ledger.outside import (
+from ledger.outside_rules import (
     ChangeKind,
     OutsideChange,
     others_warning,

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.engine import messages as M
+from ledger.engine.changes_since import MENU_UNDO
 from ledger.engine.neighbours import WrittenByOther
-from ledger.engine.outside import MENU_UNDO
-from ledger.outside import OutsideChange, count_words, others_warning, plan_warning
+from ledger.outside_rules import OutsideChange, count_words, others_warning, plan_warning
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.engine import messages as M
 from ledger.git.capture import Capturer
-from ledger.outside import OutsideChange
+from ledger.outside_rules import OutsideChange
 from tests.bridgekit import FakePi
 from tests.cli.helpers import run_cli
 from tests.enginekit import Agent

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger.engine.changes_since import latest_point
 from ledger.engine.operations import restore, undo
-from ledger.engine.outside import latest_point
 from ledger.engine.ownership import agent_work, timeline
 from ledger.engine.preview import compare_point, list_points
 from ledger.git.capture import capture_tree

@@ -11,7 +11,7 @@ start of a prompt all compare the files now with the same point (docs/design.md#
   (a fork child whose hand-off was not imported) falls back to the newest entry on the branch
   with an exact point through lineage; a pruned snapshot does not count.
 - **Changed outside the agent** = the leaf changes from that point's tree to a capture of the work
-  tree now (:mod:`ledger.outside` classifies them).
+  tree now (:mod:`ledger.outside_rules` classifies them).
 
 - **Whose work** a restore would overwrite: this session's agent's, another session's agent's
   (:mod:`ledger.engine.neighbours`) or the user's own (:func:`plan_authors`), a partition.
@@ -32,7 +32,7 @@ from ledger.engine.ownership import AgentWork, Step, agent_work, own_work, timel
 from ledger.errors import LedgerError
 from ledger.git.trees import Change, leaf_changes
 from ledger.ledgerview import LedgerView
-from ledger.outside import (
+from ledger.outside_rules import (
     ChangeKind,
     OutsideChange,
     classify,
