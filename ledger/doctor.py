@@ -49,9 +49,9 @@ from typing import Any
 
 from ledger.errors import LedgerError
 from ledger.git.journal import Journal
+from ledger.git.leftovers import Leftover
 from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
-from ledger.git.upkeep import Leftover
 from ledger.git.usage import BUDGET_S, StoreUsage
 from ledger.lineage import LineageReader
 from ledger.presence import Presence
@@ -297,9 +297,10 @@ def diagnose(
     from ledger.git.feed import MISMATCH_FILE, read_status_file
     from ledger.git.index import PrivateIndex, private_dir
     from ledger.git.journal import open_journals
+    from ledger.git.leftovers import find_leftovers
     from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
-    from ledger.git.upkeep import find_leftovers, gc_auto_threshold, loose_estimate
+    from ledger.git.upkeep import gc_auto_threshold, loose_estimate
     from ledger.git.usage import measure
     from ledger.recovery import journal_states
 

@@ -370,7 +370,10 @@ STALE_LOCK_S = 10.0
 
 
 def stale_lock_remedy(path: Path) -> str:
-    return f"if no git or rewind process is running in this repository, remove the stale lock: rm '{path}'"
+    return (
+        f"if no git or rewind process is running in this repository, remove the stale lock: "
+        f"rm '{path}' ('rewind sweep' removes it too)"
+    )
 
 
 @dataclass(frozen=True)

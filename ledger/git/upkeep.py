@@ -26,7 +26,7 @@ Invariants:
   whose owner holds an ``flock`` on it. The pack moves in first and its ``.idx`` last (git sees a
   pack only through its index), both fsync'd; loose copies are deleted only after that. A killed
   upkeep leaves only its directory and perhaps a ``.pack`` without ``.idx`` that the directory's
-  ``move.json`` names: :func:`find_leftovers` names them, :func:`clean_leftovers` removes them
+  ``move.json`` names: :mod:`ledger.git.leftovers` names them and removes them
   once the owner's ``flock`` is free (the kernel releases it when the owner dies).
 - Why a grace of an hour and not ``--expire=now``: the capture lock covers the capture, but the
   snapshot commit and its keepalive are written after it is released (``commit_snapshot``,
@@ -57,20 +57,26 @@ from typing import Any
 
 from ledger.errors import GitError
 from ledger.git.index import PrivateIndex, make_private_dir, private_dir
+from ledger.git.leftovers import (
+    MOVE_FILE,
+    OWNER_FILE,
+    PRUNE_GRACE_S,
+    UPKEEP_PREFIX,
+    clean_leftovers,
+    disk_usage,
+    is_hex,
+    is_shadow,
+    objects_dir,
+)
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.store import STORE_REF
 
 DEFAULT_GC_AUTO = 6700
 """git's own default for ``gc.auto``."""
-PRUNE_GRACE_S = 3600
-"""Unreachable objects, old packs and temporary files younger than this are never removed."""
 LOCK_TIMEOUT_S = 2.0
-UPKEEP_PREFIX = "upkeep-"
 PENDING_FILE = "upkeep-pending"
 """In a shadow's private dir: a sweep dropped snapshots, repack at the next opportunity."""
-_OWNER = "owner.lock"
-_MOVE = "move.json"
 
 Stop = Callable[[], bool]
 
@@ -109,27 +115,13 @@ class UpkeepReport:
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def objects_dir(repo: GitRepo) -> Path:
-    return repo.common_dir / "objects"
-
-
-def is_shadow(repo: GitRepo) -> bool:
-    from ledger.git.shadow import ShadowRepo
-
-    return isinstance(repo, ShadowRepo)
-
-
-def _is_hex(name: str) -> bool:
-    return len(name) in (38, 62) and all(c in "0123456789abcdef" for c in name)
-
-
 def loose_estimate(repo: GitRepo) -> int:
     """Loose objects as ``git gc --auto`` estimates them: the files of ``objects/17`` × 256."""
     try:
         names = os.listdir(objects_dir(repo) / "17")
     except OSError:
         return 0
-    return sum(1 for name in names if _is_hex(name)) * 256
+    return sum(1 for name in names if is_hex(name)) * 256
 
 
 def gc_auto_threshold(repo: GitRepo) -> int:
@@ -170,157 +162,11 @@ def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
         for raw in proc.stdout:
             line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
             oid, _, name = line.partition(" ")
-            if _is_hex(oid[2:]) and (objects / oid[:2] / oid[2:]).is_file():
+            if is_hex(oid[2:]) and (objects / oid[:2] / oid[2:]).is_file():
                 found.append((oid, name))
     if proc.wait() != 0:
         return []  # no store, or a broken one (doctor says so): nothing of ours to pack
     return found
-
-
-def disk_usage(path: Path) -> int:
-    """Bytes allocated under ``path`` (no symlink followed)."""
-    total = 0
-    for directory, _subdirs, files in os.walk(path, followlinks=False):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
-    return total
-
-
-# --- leftovers -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Leftover:
-    path: Path
-    what: str
-    bytes: int
-    age_s: float
-    removable: bool
-    """``rewind sweep`` removes it: ours and its owner is gone, or a git temporary file in a
-    shadow (ours alone) older than :data:`PRUNE_GRACE_S`."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "what": self.what,
-            "bytes": self.bytes,
-            "ageSeconds": round(self.age_s),
-            "removable": self.removable,
-        }
-
-
-def _owner_gone(directory: Path) -> bool:
-    """Whether no live process holds the ``flock`` of an upkeep directory."""
-    try:
-        fd = os.open(directory / _OWNER, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True  # killed before it took the lock: the directory was just made
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
-
-
-def _age(path: Path, now: float) -> tuple[int, float]:
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return 0, 0.0
-    size = disk_usage(path) if path.is_dir() else st.st_blocks * 512
-    return size, max(0.0, now - st.st_mtime)
-
-
-def _moved_pack(directory: Path, objects: Path) -> Path | None:
-    """The pack an interrupted upkeep moved into ``objects/pack`` without its index, if any."""
-    try:
-        name = json.loads((directory / _MOVE).read_text())["pack"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if not isinstance(name, str) or not _is_hex(name[2:]):
-        return None
-    pack = objects / "pack" / f"pack-{name}.pack"
-    if pack.exists() and not pack.with_suffix(".idx").exists():
-        return pack
-    return None
-
-
-def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
-    """What an interrupted upkeep, repack or object write left: ours (removable once the owner
-    is gone) and git's temporary files (removable in a shadow once older than the grace; in a
-    user's repository only named: ``git gc`` removes them after ``gc.pruneExpire``)."""
-    now = time.time() if now is None else now
-    objects = objects_dir(repo)
-    found: list[Leftover] = []
-    home = private_dir(repo.common_dir)
-    with contextlib.suppress(OSError):
-        for name in sorted(os.listdir(home)):
-            directory = home / name
-            if not name.startswith(UPKEEP_PREFIX) or not directory.is_dir():
-                continue
-            if not _owner_gone(directory):
-                continue
-            size, age = _age(directory, now)
-            found.append(Leftover(directory, "interrupted rewind upkeep", size, age, True))
-            pack = _moved_pack(directory, objects)
-            if pack is not None:
-                size, age = _age(pack, now)
-                found.append(
-                    Leftover(
-                        pack, "pack without index (interrupted rewind upkeep)", size, age, True
-                    )
-                )
-    shadow = is_shadow(repo)
-    for path in _git_temporaries(objects):
-        size, age = _age(path, now)
-        found.append(
-            Leftover(path, "git temporary file", size, age, shadow and age >= PRUNE_GRACE_S)
-        )
-    return found
-
-
-def _git_temporaries(objects: Path) -> Iterator[Path]:
-    """``tmp_*`` and ``.tmp-*`` in ``objects/pack`` (an interrupted pack-objects, index-pack or
-    repack) and ``tmp_obj_*`` in ``objects/`` and its fan-out directories; in a shadow also packs
-    without an index."""
-    pack_dir = objects / "pack"
-    with contextlib.suppress(OSError):
-        for name in sorted(os.listdir(pack_dir)):
-            if name.startswith(("tmp_", ".tmp-")):
-                yield pack_dir / name
-    with contextlib.suppress(OSError):
-        for name in sorted(os.listdir(objects)):
-            if name.startswith("tmp_obj_"):
-                yield objects / name
-            elif len(name) == 2 and all(c in "0123456789abcdef" for c in name):
-                with contextlib.suppress(OSError):
-                    for inner in sorted(os.listdir(objects / name)):
-                        if inner.startswith("tmp_obj_"):
-                            yield objects / name / inner
-
-
-def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
-    """Remove the removable leftovers (see :func:`find_leftovers`); returns what was removed."""
-    removed = []
-    for item in find_leftovers(repo, now=now):
-        if not item.removable:
-            continue
-        try:
-            if item.path.is_dir() and not item.path.is_symlink():
-                shutil.rmtree(item.path)
-            else:
-                os.unlink(item.path)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            continue
-        removed.append(item)
-    return removed
 
 
 # --- the work directory ------------------------------------------------------------------------
@@ -333,7 +179,7 @@ def _work_dir(repo: GitRepo) -> Iterator[Path]:
     home = make_private_dir(repo.common_dir)
     directory = home / f"{UPKEEP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     directory.mkdir(mode=0o700)
-    fd = os.open(directory / _OWNER, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = os.open(directory / OWNER_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield directory
@@ -376,7 +222,7 @@ def _build_pack(
         operation="git index-pack",
     )
     name = result.stdout.decode().split()[-1] if result.stdout.strip() else ""
-    if not _is_hex(name[2:]):
+    if not is_hex(name[2:]):
         raise GitError("git index-pack", f"unexpected output {result.stdout[:80]!r}")
     return name
 
@@ -390,7 +236,7 @@ def _install_pack(repo: GitRepo, work: Path, name: str) -> bool:
     final_pack, final_idx = pack_dir / f"pack-{name}.pack", pack_dir / f"pack-{name}.idx"
     if final_pack.exists() and final_idx.exists():
         return False
-    move = work / _MOVE
+    move = work / MOVE_FILE
     move.write_text(json.dumps({"pack": name}))
     _fsync(move)
     for tmp in (work / "tmp.pack", work / "tmp.idx"):
@@ -548,11 +394,7 @@ def run_upkeep(
 
 __all__ = [
     "DEFAULT_GC_AUTO",
-    "PRUNE_GRACE_S",
-    "Leftover",
     "UpkeepReport",
-    "clean_leftovers",
-    "find_leftovers",
     "gc_auto_threshold",
     "loose_estimate",
     "mark_pending",

@@ -1,0 +1,271 @@
+"""What an interrupted upkeep, repack, object write or capture left behind, named and removed
+(docs/design.md#disk-upkeep).
+
+Why it exists: ``kill -9`` may land anywhere in rewind's disk work. Whatever it leaves must be
+something ``rewind doctor`` names and ``rewind sweep`` removes (issue 26): an upkeep's own work
+directory and a pack it moved without its index; git's and libgit2's temporary files in
+``objects/`` (``tmp_obj_*``, ``tmp_object_git2_*``, ``objects/pack/tmp_*``); git's
+``index.lock`` on rewind's private capture index; a stale lock on ``refs/pi-rewind/store``.
+The disk upkeep itself (:mod:`ledger.git.upkeep`) calls :func:`clean_leftovers` first.
+
+Invariants:
+- Ours are removed only once their owner is gone: an upkeep directory when nobody holds its
+  ``flock``; the private index's ``index.lock`` only under the capture lock (taking that lock is
+  what removes it, never from under a running capture); the store ref's lock only when older
+  than :data:`~ledger.git.store.STALE_LOCK_S` (git holds one for milliseconds).
+- git's temporary files are only named in a user's repository (``git gc`` removes them after
+  ``gc.pruneExpire``); in a shadow (ours alone) they are removed once older than
+  :data:`PRUNE_GRACE_S`.
+- Read-only apart from those removals; nothing outside the git dir is looked at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import GitError
+from ledger.git.index import VERIFY_DIR, PrivateIndex, VerifyIndex, private_dir
+from ledger.git.repo import GitRepo
+from ledger.git.store import STALE_LOCK_S, STORE_REF
+
+PRUNE_GRACE_S = 3600
+"""Unreachable objects, old packs and temporary files younger than this are never removed."""
+UPKEEP_PREFIX = "upkeep-"
+OWNER_FILE = "owner.lock"
+"""In an upkeep's work directory: the file its owner holds an ``flock`` on."""
+MOVE_FILE = "move.json"
+"""In an upkeep's work directory: the pack it is moving into ``objects/pack``."""
+
+
+def objects_dir(repo: GitRepo) -> Path:
+    return repo.common_dir / "objects"
+
+
+def is_shadow(repo: GitRepo) -> bool:
+    from ledger.git.shadow import ShadowRepo
+
+    return isinstance(repo, ShadowRepo)
+
+
+def is_hex(name: str) -> bool:
+    return len(name) in (38, 62) and all(c in "0123456789abcdef" for c in name)
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes allocated under ``path`` (no symlink followed)."""
+    total = 0
+    for directory, _subdirs, files in os.walk(path, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(directory, name)).st_blocks * 512
+    return total
+
+
+@dataclass(frozen=True)
+class Leftover:
+    path: Path
+    what: str
+    bytes: int
+    age_s: float
+    removable: bool
+    """``rewind sweep`` removes it: ours and its owner is gone, or a git temporary file in a
+    shadow (ours alone) older than :data:`PRUNE_GRACE_S`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "what": self.what,
+            "bytes": self.bytes,
+            "ageSeconds": round(self.age_s),
+            "removable": self.removable,
+        }
+
+
+def _owner_gone(directory: Path) -> bool:
+    """Whether no live process holds the ``flock`` of an upkeep directory."""
+    try:
+        fd = os.open(directory / OWNER_FILE, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True  # killed before it took the lock: the directory was just made
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _age(path: Path, now: float) -> tuple[int, float]:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return 0, 0.0
+    size = disk_usage(path) if path.is_dir() else st.st_blocks * 512
+    return size, max(0.0, now - st.st_mtime)
+
+
+def _moved_pack(directory: Path, objects: Path) -> Path | None:
+    """The pack an interrupted upkeep moved into ``objects/pack`` without its index, if any."""
+    try:
+        name = json.loads((directory / MOVE_FILE).read_text())["pack"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(name, str) or not is_hex(name[2:]):
+        return None
+    pack = objects / "pack" / f"pack-{name}.pack"
+    if pack.exists() and not pack.with_suffix(".idx").exists():
+        return pack
+    return None
+
+
+def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
+    """What an interrupted upkeep, repack or object write left: ours (removable once the owner
+    is gone) and git's temporary files (removable in a shadow once older than the grace; in a
+    user's repository only named: ``git gc`` removes them after ``gc.pruneExpire``)."""
+    now = time.time() if now is None else now
+    objects = objects_dir(repo)
+    found: list[Leftover] = []
+    home = private_dir(repo.common_dir)
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(home)):
+            directory = home / name
+            if not name.startswith(UPKEEP_PREFIX) or not directory.is_dir():
+                continue
+            if not _owner_gone(directory):
+                continue
+            size, age = _age(directory, now)
+            found.append(Leftover(directory, "interrupted rewind upkeep", size, age, True))
+            pack = _moved_pack(directory, objects)
+            if pack is not None:
+                size, age = _age(pack, now)
+                found.append(
+                    Leftover(
+                        pack, "pack without index (interrupted rewind upkeep)", size, age, True
+                    )
+                )
+    for index in _private_indexes(repo):
+        lock = index.dir / "index.lock"
+        if lock.exists():
+            size, age = _age(lock, now)
+            free = _capture_lock_free(index)
+            found.append(Leftover(lock, "git's lock on rewind's capture index", size, age, free))
+    shadow = is_shadow(repo)
+    for path in _git_temporaries(objects):
+        size, age = _age(path, now)
+        found.append(
+            Leftover(path, "git temporary file", size, age, shadow and age >= PRUNE_GRACE_S)
+        )
+    return found
+
+
+def _git_temporaries(objects: Path) -> Iterator[Path]:
+    """``tmp_*`` and ``.tmp-*`` in ``objects/pack`` (an interrupted pack-objects, index-pack or
+    repack) and ``tmp_*`` in ``objects/`` and its fan-out directories: git's ``tmp_obj_*`` and
+    libgit2's ``tmp_object_git2_*`` (a snapshot commit or keepalive written through pygit2 when
+    the process was killed); ``git prune`` removes the same names."""
+    pack_dir = objects / "pack"
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(pack_dir)):
+            if name.startswith(("tmp_", ".tmp-")):
+                yield pack_dir / name
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(objects)):
+            if name.startswith("tmp_"):
+                yield objects / name
+            elif len(name) == 2 and all(c in "0123456789abcdef" for c in name):
+                with contextlib.suppress(OSError):
+                    for inner in sorted(os.listdir(objects / name)):
+                        if inner.startswith("tmp_"):
+                            yield objects / name / inner
+
+
+def _private_indexes(repo: GitRepo) -> list[PrivateIndex]:
+    return [PrivateIndex(repo.git_dir), VerifyIndex(repo.git_dir)]
+
+
+def _capture_lock_free(index: PrivateIndex) -> bool:
+    """No capture holds ``index`` (a probe of its ``flock``; nothing is created)."""
+    try:
+        fd = os.open(index.lock_path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _store_lock(repo: GitRepo, now: float) -> Leftover | None:
+    """git's lock on ``refs/pi-rewind/store`` when it is stale (a writer holds one for
+    milliseconds; one left by a killed swap makes every capture fail until it goes)."""
+    path = Path(repo.common_dir) / (STORE_REF + ".lock")
+    size, age = _age(path, now)
+    if not path.exists() or age < STALE_LOCK_S:
+        return None
+    return Leftover(path, "stale lock on the rewind store ref", size, age, True)
+
+
+def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
+    """Remove the removable leftovers (see :func:`find_leftovers`) and a stale lock on the store
+    ref; returns what was removed."""
+    removed = []
+    stale = _store_lock(repo, time.time() if now is None else now)
+    for item in [*find_leftovers(repo, now=now), *([stale] if stale else [])]:
+        if not item.removable:
+            continue
+        if item.path.name == "index.lock" and item.path.parent.name in (
+            private_dir(repo.git_dir).name,
+            VERIFY_DIR,
+        ):
+            # Under the capture lock, which removes it: never from under a capture.
+            index = next(i for i in _private_indexes(repo) if i.dir == item.path.parent)
+            try:
+                with index.locked(timeout_s=0.0):
+                    pass
+            except GitError:
+                continue
+            removed.append(item)
+            continue
+        try:
+            if item.path.is_dir() and not item.path.is_symlink():
+                shutil.rmtree(item.path)
+            else:
+                os.unlink(item.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        removed.append(item)
+    return removed
+
+
+__all__ = [
+    "MOVE_FILE",
+    "OWNER_FILE",
+    "PRUNE_GRACE_S",
+    "UPKEEP_PREFIX",
+    "Leftover",
+    "clean_leftovers",
+    "disk_usage",
+    "find_leftovers",
+    "is_hex",
+    "is_shadow",
+    "objects_dir",
+]
