@@ -76,7 +76,7 @@ class CliContext:
         appeared there (``git init``). Raises ``NotARepositoryError``.
         """
         from ledger.errors import NoShadowError
-        from ledger.git.shadow import open_work_tree
+        from ledger.git.open_tree import open_work_tree
         from ledger.git.shadow_upkeep import migrate_if_needed
 
         writer = create or migrate

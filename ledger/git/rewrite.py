@@ -48,7 +48,7 @@ def rewrite_store(
     """Rewrite ``refs/pi-rewind/store`` to keep exactly ``live`` plus every snapshot appended on
     top of ``since`` meanwhile (compare-and-swap, retried). An empty ``live`` changes nothing.
     Raises :class:`~ledger.errors.StoreUpdateError` when the swap keeps failing."""
-    from ledger.git.snapshot import git_identity
+    from ledger.git.store import git_identity
 
     when_s = now_ms // 1000
     return Store(repo).rewrite(

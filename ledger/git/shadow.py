@@ -21,7 +21,7 @@ Invariants:
   directory containing the agent dir or lying inside it, anything inside a ``.git``, and any
   git directory (bare, ``--separate-git-dir``, any name) or directory inside one, also when a
   shadow for it was created by an older version.
-- A real repository always wins: :func:`open_work_tree` tries git's own discovery first.
+- A real repository always wins: :func:`ledger.git.open_tree.open_work_tree` tries git's own discovery first.
 - Only callers that may write (``create=True``: capture) create a shadow; a read-only open
   of a directory without one is a :class:`~ledger.errors.NoShadowError`.
 """
@@ -35,12 +35,12 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pygit2
 
-from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
+from ledger.errors import NotARepositoryError, ShadowRefusedError
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo, git_dir_at_or_above, is_inside
 from ledger.settings import SnapshotSettings, load_settings
@@ -99,18 +99,6 @@ class ShadowRepo(GitRepo):
         repo = cls(repository)
         repo.shadow = info
         return repo
-
-
-@dataclass
-class OpenedWorkTree:
-    """What :func:`open_work_tree` found, and what the user should be told once."""
-
-    repo: GitRepo
-    notices: list[str] = field(default_factory=list)
-
-    @property
-    def shadow(self) -> ShadowInfo | None:
-        return self.repo.shadow if isinstance(self.repo, ShadowRepo) else None
 
 
 # --- layout -------------------------------------------------------------------------------
@@ -183,11 +171,11 @@ def refusal(directory: Path | str, agent_dir: Path) -> str | None:
     # work-trees).
     git_dir = git_dir_at_or_above(real)
     if git_dir is not None:
-        return _git_dir_reason(real, git_dir)
+        return git_dir_reason(real, git_dir)
     return None
 
 
-def _git_dir_reason(directory: Path | str, git_dir: Path) -> str:
+def git_dir_reason(directory: Path | str, git_dir: Path) -> str:
     if os.path.realpath(directory) == str(git_dir):
         return "it is a git directory (a bare repository or a separate git dir: objects and refs)"
     return f"it lies inside the git directory {git_dir}"
@@ -208,64 +196,6 @@ def find_shadow(start: Path | str, agent_dir: Path) -> ShadowInfo | None:
         if parent == current:
             return None
         current = parent
-
-
-def open_work_tree(
-    start: Path | str,
-    agent_dir: Path,
-    *,
-    create: bool,
-    migrate: bool | None = None,
-) -> OpenedWorkTree:
-    """The repository for ``start``: the real one when git finds one, else the shadow serving
-    ``start`` (created for ``start`` itself when ``create`` and none exists).
-
-    ``migrate`` (default: ``create``): when the real repository's root has a shadow whose
-    snapshots it does not hold yet (``git init`` happened), copy them over
-    (:func:`ledger.git.shadow_upkeep.migrate_shadow`). Read-only callers pass neither.
-
-    Raises :class:`NotARepositoryError` (also :class:`UnsafeLayoutError`),
-    :class:`ShadowRefusedError` or :class:`NoShadowError`."""
-    path = Path(start)
-    probe = path if path.is_dir() else path.parent
-    try:
-        repo = GitRepo.discover(path)
-    except UnsafeLayoutError:
-        raise
-    except NotARepositoryError:
-        if not probe.is_dir():
-            raise
-    else:
-        opened = OpenedWorkTree(repo)
-        if create if migrate is None else migrate:
-            from ledger.git.shadow_upkeep import migrate_if_needed
-
-            opened.notices += migrate_if_needed(repo, agent_dir)
-        return opened
-    info = find_shadow(probe, agent_dir)
-    notices: list[str] = []
-    git_dir = git_dir_at_or_above(probe)
-    if git_dir is not None:
-        # Also for a shadow an older version made: never capture or restore git's own files.
-        raise ShadowRefusedError(probe, _git_dir_reason(probe, git_dir), git_dir=git_dir)
-    if info is None:
-        reason = refusal(probe, agent_dir)
-        if reason is not None:
-            raise ShadowRefusedError(probe, reason)
-        if not create:
-            raise NoShadowError(probe)
-        if not shadows_enabled(agent_dir, probe):
-            raise NotARepositoryError(probe)
-        info = create_shadow(probe, agent_dir)
-        notices.append(
-            f"{info.directory} is not a git repository: rewind keeps its snapshots in a shadow "
-            f"repository ({info.home}); nothing is written inside the directory"
-        )
-    elif info.migrated_to is not None and (create if migrate is None else migrate):
-        # The repository it was migrated into is gone (.git deleted): serve the directory again.
-        info = replace(info, migrated_to=None, migrated_head=None)
-        write_info(info)
-    return OpenedWorkTree(ShadowRepo.open(info), notices)
 
 
 def create_shadow(directory: Path | str, agent_dir: Path) -> ShadowInfo:
@@ -390,13 +320,12 @@ def shadows_enabled(agent_dir: Path, directory: Path | str) -> bool:
 
 
 __all__ = [
-    "OpenedWorkTree",
     "ShadowInfo",
     "ShadowRepo",
     "capture_settings",
     "create_shadow",
     "find_shadow",
-    "open_work_tree",
+    "git_dir_reason",
     "refusal",
     "reopen",
     "shadow_home",

@@ -76,7 +76,7 @@ def migrate_if_needed(repo: GitRepo, agent_dir: Path) -> list[str]:
 def migrate_shadow(shadow: ShadowRepo, repo: GitRepo) -> int:
     """Copy the shadow's objects into ``repo`` and append its snapshots to ``repo``'s store;
     mark the shadow migrated. Returns how many snapshots were appended."""
-    from ledger.git.snapshot import git_identity
+    from ledger.git.store import git_identity
 
     source = Store(shadow)
     head = source.head()

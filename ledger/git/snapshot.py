@@ -34,9 +34,8 @@ from ledger.git.capture import CaptureResult, capture_tree
 from ledger.git.capture_plan import SkippedPath
 from ledger.git.index import private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.runner import GitRunner
 from ledger.git.shadow import ShadowRepo
-from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, offset_minutes
+from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes
 from ledger.safe_read import read_regular_file
 from ledger.settings import SnapshotSettings
 
@@ -46,7 +45,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.clock import Clock
 
-FALLBACK_IDENTITY = Identity("pi-rewind", "pi-rewind@localhost", fallback=True)
 LAST_SNAPSHOT_FILE = "last-snapshot.json"
 
 
@@ -144,21 +142,6 @@ def save_last_exact(repo: GitRepo, last: LastExact | None) -> None:
 
 
 # --- identity and commits ------------------------------------------------------------------
-
-
-def git_identity(repo: GitRepo) -> Identity:
-    """The committer identity git would use (config and ``GIT_COMMITTER_*``), else the
-    fallback identity."""
-    runner = GitRunner(repo.root, repo.git_dir)
-    result = runner.run(["var", "GIT_COMMITTER_IDENT"], operation="git var", check=False)
-    text = result.text.strip()
-    if result.returncode != 0 or "<" not in text or ">" not in text:
-        return FALLBACK_IDENTITY
-    name = text[: text.index("<")].strip()
-    email = text[text.index("<") + 1 : text.rindex(">")].strip()
-    if not name or not email:
-        return FALLBACK_IDENTITY
-    return Identity(name, email)
 
 
 def _snapshot_message(repo: GitRepo) -> str:
@@ -292,13 +275,11 @@ def take_snapshot(
 
 
 __all__ = [
-    "FALLBACK_IDENTITY",
     "PERSISTED",
     "LastExact",
     "SnapshotCommit",
     "SnapshotReport",
     "commit_snapshot",
-    "git_identity",
     "load_last_exact",
     "save_last_exact",
     "take_snapshot",

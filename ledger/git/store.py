@@ -56,6 +56,25 @@ class Identity:
         return pygit2.Signature(self.name, self.email, when_s, offset_min)
 
 
+FALLBACK_IDENTITY = Identity("pi-rewind", "pi-rewind@localhost", fallback=True)
+"""Who a snapshot commit names when git knows no committer (no user.name/user.email)."""
+
+
+def git_identity(repo: GitRepo) -> Identity:
+    """The committer identity git would use (config and ``GIT_COMMITTER_*``), else the
+    fallback identity."""
+    runner = GitRunner(repo.root, repo.git_dir)
+    result = runner.run(["var", "GIT_COMMITTER_IDENT"], operation="git var", check=False)
+    text = result.text.strip()
+    if result.returncode != 0 or "<" not in text or ">" not in text:
+        return FALLBACK_IDENTITY
+    name = text[: text.index("<")].strip()
+    email = text[text.index("<") + 1 : text.rindex(">")].strip()
+    if not name or not email:
+        return FALLBACK_IDENTITY
+    return Identity(name, email)
+
+
 def offset_minutes(when_s: int) -> int:
     """The local time zone's offset from UTC at ``when_s``, in minutes (a signature's offset)."""
     return int(time.localtime(when_s).tm_gmtoff // 60)
@@ -389,12 +408,14 @@ class RewriteResult:
 
 
 __all__ = [
+    "FALLBACK_IDENTITY",
     "KEEPALIVE_MESSAGE",
     "SNAPSHOT_SUBJECT",
     "STORE_REF",
     "Identity",
     "RewriteResult",
     "Store",
+    "git_identity",
     "is_keepalive",
     "offset_minutes",
 ]

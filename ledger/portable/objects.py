@@ -43,8 +43,13 @@ from ledger.errors import (
 from ledger.git.bundle_objects import ObjectView
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
-from ledger.git.snapshot import git_identity
-from ledger.git.store import KEEPALIVE_MESSAGE, SNAPSHOT_SUBJECT, Store, offset_minutes
+from ledger.git.store import (
+    KEEPALIVE_MESSAGE,
+    SNAPSHOT_SUBJECT,
+    Store,
+    git_identity,
+    offset_minutes,
+)
 
 BUNDLE_SIGNATURE = b"# v2 git bundle\n"
 SNAPSHOT_REF_PREFIX = "refs/pi-rewind/snapshots/"

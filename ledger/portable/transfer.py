@@ -431,8 +431,7 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
             ("sessions", sessions, "tree"),
         ],
     )
-    from ledger.git.snapshot import git_identity
-    from ledger.git.store import offset_minutes
+    from ledger.git.store import git_identity, offset_minutes
 
     when_s = int(time.time())
     commit = write_commit(

@@ -18,9 +18,9 @@ import pytest
 
 from ledger.clock import FixedClock
 from ledger.git.leftovers import PRUNE_GRACE_S, disk_usage, find_leftovers
+from ledger.git.open_tree import open_work_tree
 from ledger.git.repo import GitRepo
 from ledger.git.restore import restore_commit
-from ledger.git.shadow import open_work_tree
 from ledger.git.snapshot import take_snapshot
 from ledger.git.store import STORE_REF, Store
 from ledger.git.upkeep import loose_estimate, our_loose_objects, run_upkeep

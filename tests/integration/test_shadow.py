@@ -21,12 +21,8 @@ from ledger.engine.host import FileHost
 from ledger.engine.operations import fork, restore, undo
 from ledger.errors import NoShadowError, ShadowRefusedError
 from ledger.git.capture import capture_tree
-from ledger.git.shadow import (
-    ShadowRepo,
-    find_shadow,
-    open_work_tree,
-    shadow_home,
-)
+from ledger.git.open_tree import open_work_tree
+from ledger.git.shadow import ShadowRepo, find_shadow, shadow_home
 from ledger.git.shadow_upkeep import list_shadows, remove_orphaned
 from ledger.git.snapshot import take_snapshot
 from ledger.git.store import Store

@@ -152,7 +152,7 @@ def test_case_14_a_rewrite_that_races_an_append_keeps_both(repo: Path, agent_dir
     since = store.head()
     appended = snapshot_file(repo, "a.txt", "appended during the sweep\n")  # moves the head
     assert store.head() != since
-    from ledger.git.snapshot import git_identity
+    from ledger.git.store import git_identity
 
     result = store.rewrite(
         [live], since=since, identity=git_identity(gitrepo), when_s=int(time.time()), offset_min=0
@@ -177,7 +177,7 @@ def test_rewrites_racing_processes_that_append_snapshots_lose_none(repo: Path) -
     """Real processes append snapshots while this one keeps rewriting the store to the set it
     read at the start of each rewrite: without D7's retry, an append that lands between the read
     and the swap would vanish."""
-    from ledger.git.snapshot import git_identity
+    from ledger.git.store import git_identity
 
     gitrepo = GitRepo.discover(repo)
     store = Store(gitrepo)
