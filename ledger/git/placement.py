@@ -27,9 +27,9 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger.git.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
 from ledger.git.runner import GitRunner, nul_join
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SPACE_MARGIN_BYTES = 4 << 20
 """Free space kept in hand beyond the bytes a restore stages (metadata, filters' growth)."""
 
@@ -103,28 +103,13 @@ class Placer:
             os.close(src_fd)
 
     def _open_dir(self, parts: Sequence[bytes], *, create: bool) -> int:
-        fd = os.open(self.root, _DIR_FLAGS)
         try:
-            for part in parts:
-                try:
-                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, 0o777, dir_fd=fd)
-                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise PlacementError(
-                            exc.errno, f"{os.fsdecode(part)} is not a directory (symlink?)"
-                        ) from None
-                    raise
-                os.close(fd)
-                fd = nfd
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = open_dir(self.root, parts, create=create)
+        except NotADirectoryOnPath as exc:
+            raise PlacementError(
+                exc.errno, f"{os.fsdecode(exc.part)} is not a directory (symlink?)"
+            ) from None
+        assert fd is not None  # only missing_ok gives None
         return fd
 
 
@@ -164,15 +149,15 @@ def remove_tree(root: bytes | str | Path, rel: str) -> None:
     symlink; a missing directory is fine."""
     base = os.fsencode(os.fspath(root))
     parts = os.fsencode(rel).split(b"/")
-    fd = os.open(base, _DIR_FLAGS)
     try:
-        for part in parts[:-1]:
-            try:
-                nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except (FileNotFoundError, NotADirectoryError):
-                return
-            os.close(fd)
-            fd = nfd
+        fd = open_dir(base, parts[:-1], missing_ok=True)
+    except NotADirectoryOnPath as exc:
+        if exc.errno == errno.ENOTDIR:
+            return  # a file where a directory was: nothing of the tree to remove
+        raise OSError(exc.errno, exc.strerror) from None
+    if fd is None:
+        return
+    try:
         _remove_at(fd, parts[-1])
     finally:
         os.close(fd)
@@ -186,7 +171,7 @@ def _remove_at(parent_fd: int, name: bytes) -> None:
     if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=parent_fd)
         return
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
     try:
         for child in os.listdir(fd):
             _remove_at(fd, os.fsencode(child))

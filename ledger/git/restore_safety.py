@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from pygit2.enums import FileMode
 
+from ledger.git.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
+
 VALID_MODES = frozenset(
     {FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.TREE, FileMode.COMMIT}
 )
@@ -252,8 +254,6 @@ class UnsafePathError(OSError):
 class SafeFs:
     """Deletes under the work tree root without following symlinks (see the module)."""
 
-    _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
     def __init__(self, root: os.PathLike[str] | str) -> None:
         self.root = os.fsencode(os.fspath(root))
 
@@ -261,25 +261,12 @@ class SafeFs:
         """A descriptor of ``rel``'s parent directory (``None`` if a component is missing)
         and ``rel``'s last component."""
         parts = os.fsencode(rel).split(b"/")
-        fd = os.open(self.root, self._DIR_FLAGS)
         try:
-            for part in parts[:-1]:
-                try:
-                    nfd = os.open(part, self._DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    os.close(fd)
-                    return None, parts[-1]
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                        raise UnsafePathError(
-                            exc.errno, f"{rel}: {os.fsdecode(part)} is not a directory (symlink?)"
-                        ) from None
-                    raise
-                os.close(fd)
-                fd = nfd
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = open_dir(self.root, parts[:-1], missing_ok=True)
+        except NotADirectoryOnPath as exc:
+            raise UnsafePathError(
+                exc.errno, f"{rel}: {os.fsdecode(exc.part)} is not a directory (symlink?)"
+            ) from None
         return fd, parts[-1]
 
     def unlink(self, rel: str) -> bool:
@@ -331,7 +318,7 @@ class SafeFs:
 
     def _remove_dir_at(self, parent_fd: int, name: bytes, rel: str) -> None:
         try:
-            fd = os.open(name, self._DIR_FLAGS, dir_fd=parent_fd)
+            fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
         except FileNotFoundError:
             return
         except OSError as exc:
