@@ -26,7 +26,7 @@ defaults) the bridge itself sweeps at session start, every 50 snapshots and at s
 (ledger/retention/scheduler.py).
 
 At each checkpoint (prompt 100, then every ``--every`` prompts, and the last) the session ends;
-then: the bridge's RSS (VmRSS/VmHWM, read just before it ends), cold ``rewind snapshot``
+then: the bridge's RSS (VmRSS/VmHWM, read just before it ends) and the shared watcher's, cold ``rewind snapshot``
 (``REWIND_SERVED=0``, a new process, ``--cli-samples`` times, one file changed before each),
 ``rewind restore SESSION ENTRY --mode files --yes`` to ~10 prompts back and ``rewind undo
 SESSION --yes``, ``rewind sweep SESSION``, ``rewind doctor``, and the store on disk: loose
@@ -74,14 +74,10 @@ sys.path.insert(0, str(ROOT))
 
 from ledger.engine import messages as M
 from tests.bridgekit import FakePi, fork_child
+from tools.soak_world import Mutator, build_tree
 
-PER_DIR = 20
 RESTORE_BACK = 10
 """A checkpoint restores the files to this many prompts back."""
-WORDS = (  # noqa: SIM905 (one line, not 32)
-    "def return self value index items result path data config error open close read write for "
-    "while if else import from class None True False list dict str int async await"
-).split()
 TMP_PREFIXES = ("tmp_pack_", "tmp_obj_", "tmp_idx_", ".tmp-", "tmp_rev_", "tmp_bitmap_")
 
 
@@ -97,103 +93,6 @@ class Knobs:
     keep: bool
     seed: int
     session_range: tuple[int, int]
-
-
-# --- the work tree --------------------------------------------------------------------------
-
-
-def text(rng: random.Random, lines: int) -> str:
-    return "".join(
-        f"{' ' * (4 * rng.randint(0, 2))}{' '.join(rng.choices(WORDS, k=rng.randint(2, 9)))}\n"
-        for _ in range(lines)
-    )
-
-
-def build_tree(work: Path, files: int, rng: random.Random) -> list[str]:
-    """``files`` text files of 10–60 lines, ``PER_DIR`` per directory, plus a 1 MB binary."""
-    paths = []
-    for i in range(files):
-        d = f"src/m{i // (PER_DIR * 40):03d}/p{(i // PER_DIR) % 40:02d}"
-        if i % PER_DIR == 0:
-            (work / d).mkdir(parents=True, exist_ok=True)
-        rel = f"{d}/f{i % PER_DIR:02d}.txt"
-        (work / rel).write_text(text(rng, rng.randint(10, 60)))
-        paths.append(rel)
-    (work / "assets").mkdir()
-    (work / "assets" / "blob.bin").write_bytes(rng.randbytes(1 << 20))
-    (work / ".gitignore").write_text("*.log\nbuild/\n")
-    return paths
-
-
-class Mutator:
-    """The agent's (and the user's) changes to the tree, seeded; keeps the list of text files."""
-
-    def __init__(self, work: Path, paths: list[str], rng: random.Random, gen_every: int) -> None:
-        self.work, self.paths, self.rng, self.gen_every = work, paths, rng, gen_every
-        self.counter = 0
-        self.generation = 0
-        self.gen_pending = False
-        self.avoid: set[int] = set()
-        """Prompts with no generated turn: those a checkpoint's restore goes back over."""
-
-    def _take(self) -> str:
-        i = self.rng.randrange(len(self.paths))
-        self.paths[i], self.paths[-1] = self.paths[-1], self.paths[i]
-        return self.paths.pop()
-
-    def edit(self, rel: str) -> None:
-        path = self.work / rel
-        lines = path.read_text().splitlines(keepends=True)
-        at = self.rng.randrange(len(lines) + 1)
-        if lines and at < len(lines) and self.rng.random() < 0.7:
-            lines[at] = text(self.rng, 1)
-        else:
-            lines.insert(at, text(self.rng, self.rng.randint(1, 4)))
-        path.write_text("".join(lines))
-
-    def turn(self, prompt: int) -> None:
-        rng = self.rng
-        for rel in rng.sample(self.paths, min(len(self.paths), rng.randint(1, 10))):
-            self.edit(rel)
-        if rng.random() < 0.30:
-            for _ in range(rng.randint(1, 3)):
-                self.counter += 1
-                d = Path(rng.choice(self.paths)).parent
-                rel = f"{d}/n{self.counter}.txt"
-                (self.work / rel).write_text(text(rng, rng.randint(5, 40)))
-                self.paths.append(rel)
-        if rng.random() < 0.10 and len(self.paths) > 10:
-            (self.work / self._take()).unlink()
-        if rng.random() < 0.08 and len(self.paths) > 10:
-            old = self._take()
-            self.counter += 1
-            new = f"{Path(rng.choice(self.paths)).parent}/r{self.counter}.txt"
-            (self.work / old).rename(self.work / new)
-            self.paths.append(new)
-        if rng.random() < 0.02:
-            (self.work / "assets" / "blob.bin").write_bytes(rng.randbytes(1 << 20))
-        if self.gen_every and prompt % self.gen_every == 0:
-            self.gen_pending = True
-        # Never within the prompts a checkpoint's restore goes back over: its time would then be
-        # that of 400 files; the turn comes right after the checkpoint instead.
-        if self.gen_pending and prompt not in self.avoid:
-            self.gen_pending = False
-            self.generated()
-
-    def generated(self) -> None:
-        """A turn that writes 400 files (a code generator): the previous generation replaced."""
-        self.generation += 1
-        gen = self.work / "gen"
-        shutil.rmtree(gen, ignore_errors=True)
-        for i in range(400):
-            d = gen / f"g{i // 50}"
-            if i % 50 == 0:
-                d.mkdir(parents=True)
-            body = text(random.Random(i), 20)  # mostly the same as last time, as generators are
-            (d / f"model{i:03d}.txt").write_text(f"// generation {self.generation}\n{body}")
-
-    def user_edit(self) -> None:
-        self.edit(self.rng.choice(self.paths))
 
 
 # --- the store on disk ----------------------------------------------------------------------
@@ -677,7 +576,7 @@ HEADER = (
     f"{'prompt':>6} {'min':>5} {'branch':>6} {'snaps':>6} {'loose':>7} {'looseMB':>7} {'du MB':>6} "
     f"{'packs':>5} {'packMB':>6} {'tmp':>4} {'privMB':>6} {'homeMB':>6} {'sessMB':>6} "
     f"{'B/prompt':>8} {'te50':>5} {'te99':>5} {'ts50':>5} {'cli':>5} {'rest':>5} {'undo':>5} "
-    f"{'sweep':>6} {'doctor':>6} {'start':>5} {'rssMB':>5} {'hwmMB':>5}"
+    f"{'sweep':>6} {'doctor':>6} {'start':>5} {'rssMB':>5} {'hwmMB':>5} {'wrssMB':>6}"
 )
 
 
@@ -693,8 +592,14 @@ def format_row(r: dict[str, Any]) -> str:
         f"{ms(r['turn_start_p50']):>5} {ms(r['cli_snapshot_p50']):>5} {ms(r['restore_ms']):>5} "
         f"{ms(r['undo_ms']):>5}{'' if r['restore_ok'] else '!'} {ms(r['sweep_ms']):>6} "
         f"{ms(r['doctor_ms']):>6} {ms(r['session_start_p50']):>5} {r['rss_kb'] / 1024:>5.0f} "
-        f"{r['hwm_kb'] / 1024:>5.0f}"
+        f"{r['hwm_kb'] / 1024:>5.0f} {watcher_mb(r):>6}"
     )
+
+
+def watcher_mb(r: dict[str, Any]) -> str:
+    """The shared watcher's VmRSS in MB (``-``: none ran; a sum if a restart left two)."""
+    found = r.get("watcher_rss_kb") or []
+    return f"{sum(found) / 1024:.0f}" if found else "-"
 
 
 LEGEND = """columns: prompt; min = minutes since the first prompt; branch = prompts on the
@@ -707,7 +612,9 @@ homeMB = disk use of the shadow's home (repo: of .git); sessMB = session files; 
 prompts since the last row); ts50 = turn_start p50 ms; cli = cold `rewind snapshot` p50 ms;
 rest/undo = `rewind restore --mode files --yes` / `rewind undo --yes` ms (! = one failed);
 sweep/doctor = `rewind sweep` / `rewind doctor` ms; start = session_start p50 ms; rssMB/hwmMB =
-the bridge's VmRSS / VmHWM just before its session ended."""
+the bridge's VmRSS / VmHWM just before its session ended; wrssMB = the VmRSS of the repository's
+shared watcher (`rewind serve --watch`, started by the first bridge: it serves the bridges'
+captures and lives on), read at the same moment."""
 
 
 def main(argv: list[str] | None = None) -> int:

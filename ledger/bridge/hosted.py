@@ -259,6 +259,8 @@ class HostedSessions:
                 self.failed[name] = self.failed.get(name, 0) + 1
         finally:
             self._forget(thread, conn, hosted)
+            if hosted:
+                release_memory()
 
     def _hello(self, line: bytes) -> str | None:
         """Why this hello is not hosted, or ``None`` to host it (never raises)."""
@@ -300,6 +302,22 @@ class HostedSessions:
                 self.last_end = self._clock()
 
 
+def release_memory() -> None:
+    """After a hosted session ended: free what it held, and give the freed heap back.
+
+    The session's engine, repository handle and parsed session hang together in reference
+    cycles (host, engine, lineage reader), which CPython frees only at a collection, maybe many
+    captures later; and what its thread freed stays in the process (RSS) until glibc is asked
+    to return it (:func:`ledger.git.watch_inotify.trim_heap`). Once per session, after its
+    last event: no prompt waits for it."""
+    import gc
+
+    from ledger.git.watch_inotify import trim_heap
+
+    gc.collect()
+    trim_heap()
+
+
 __all__ = [
     "HELLO_TIMEOUT_S",
     "HELLO_VERSION",
@@ -308,5 +326,6 @@ __all__ = [
     "MAX_SESSIONS",
     "HostedSessions",
     "bridge_env",
+    "release_memory",
     "socket_path",
 ]

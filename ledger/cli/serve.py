@@ -328,7 +328,9 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.errors import WatchRefusedError
     from ledger.git import feed
     from ledger.git.shadow import ShadowRepo
+    from ledger.git.watch_inotify import trim_heap
 
+    _few_malloc_arenas()
     repo = ctx.repo()
     if isinstance(repo, ShadowRepo) or not supported():
         raise WatchRefusedError(
@@ -372,8 +374,15 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
             f"rewind: watching {repo.root}; 'rewind snapshot' is served from here{not_hosting}\n"
         )
         ctx.stderr.flush()
+        answered, trimmed = 0, time.monotonic()
         while args.idle_exit <= 0 or idle_s() < args.idle_exit:
             time.sleep(min(1.0, args.idle_exit) if args.idle_exit > 0 else 1.0)
+            # Once a minute at most, and only after requests were served: give the heap they
+            # freed back to the system (trim_heap; the verifier and hosted sessions do it after
+            # their own bursts).
+            if service.served + service.captured != answered and time.monotonic() > trimmed + 60:
+                answered, trimmed = service.served + service.captured, time.monotonic()
+                trim_heap()
     except KeyboardInterrupt:
         pass
     finally:
@@ -399,3 +408,25 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
             + "\n"
         )
     return 0
+
+
+MALLOC_ARENAS = 2
+"""glibc malloc arenas of a watcher (glibc's default: 8 per core)."""
+
+
+def _few_malloc_arenas() -> None:
+    """Cap glibc's malloc arenas in the watcher, before its threads start.
+
+    Each thread that allocates while another holds an arena gets an arena of its own, and the
+    watcher runs many threads over its life (the change feed's reader and verifier, the
+    snapshot service, one per hosted session). Memory freed in an arena stays in the process
+    while anything above it in that arena is live, so the watcher's RSS crept up with the
+    number of sessions it hosted, not with what it held (docs/soak.md#watcher-memory). Its
+    threads take the GIL for nearly everything anyway, so two arenas cost no waiting. The same
+    as ``MALLOC_ARENA_MAX=2``; a no-op without glibc."""
+    import contextlib
+    import ctypes
+
+    m_arena_max = -8  # <malloc.h>
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(m_arena_max, MALLOC_ARENAS)

@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.git.feed_tree import KeptGit, NeedScan, fed_tree
+from ledger.git.feed_tree import KeptGit, NeedScan, bound_git_memory, fed_tree
 from ledger.git.index import VerifyIndex, private_dir
 from ledger.git.runner import idle_priority_git
-from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority
+from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority, trim_heap
 
 if TYPE_CHECKING:
     from ledger.git.capture import Capturer, CaptureResult
@@ -80,6 +80,7 @@ def enable(*, verify: bool = True) -> None:
     """Turn the feed on for this process (``rewind serve``)."""
     global _enabled, _verify
     _enabled, _verify = True, verify
+    bound_git_memory()
 
 
 def enabled() -> bool:
@@ -451,6 +452,9 @@ class Feed:
             except Exception as exc:
                 self._fallback(f"verification failed to run: {type(exc).__name__}: {exc}")
                 self.base = None
+            # A round's full scan parsed the whole status (tens of MB at 100k files) in this
+            # thread's malloc arena, freed now but kept by glibc: hand it back (idle time).
+            trim_heap()
 
     def verify_now(self) -> bool | None:
         """Compare a fed capture with a full scan now (or arm the feed if it has no base).

@@ -46,6 +46,38 @@ when the user's pipe quota is spent): that write never waits for git, so git, wh
 us to read its answers, cannot deadlock with us."""
 
 
+OBJECT_CACHE_BYTES = 1 << 20
+"""The bound of libgit2's object cache in a process that runs a feed (:func:`bound_git_memory`)."""
+PACK_WINDOW_BYTES = 8 << 20
+PACK_MAPPED_BYTES = 32 << 20
+"""How much of the packs libgit2 maps at once there, in windows of :data:`PACK_WINDOW_BYTES`."""
+
+
+def bound_git_memory() -> None:
+    """Bound what libgit2 keeps in memory in this long-lived process (process-wide settings:
+    they change how much is kept, never what is read).
+
+    The object cache: libgit2 keeps every tree and commit it parses (up to 4 KiB each) in a
+    per-repository cache whose total is capped process-wide at 256 MiB by default, a cap made
+    for short commands. Every fed capture writes and reads new trees (the changed directories
+    up to the root), and the watcher's snapshot service keeps one repository open for its whole
+    life, so the cache only grew: ~1.3 MB of accounted object bytes per 100 prompts, ~2.5× that
+    in the heap (the parsed entries); the watcher's RSS went 59 → 131 MB over 1,500 prompts
+    (docs/soak.md#watcher-memory). Worth caching here is what one capture or one engine
+    operation reads again (the directories on a changed path, a session's latest commits):
+    :data:`OBJECT_CACHE_BYTES`. Past it libgit2 evicts entries as it stores new ones; an evicted
+    object is read again from the object database.
+
+    The pack windows: libgit2 maps packs in windows of up to 1 GiB and unmaps them only past
+    8 GiB mapped, so each pack the disk upkeep writes (docs/design.md#disk-upkeep) added its
+    pages to the watcher's RSS for good (+1.4 MB a pack in the soak). Past
+    :data:`PACK_MAPPED_BYTES` the least recently used window is unmapped (the file stays open;
+    its pages stay in the page cache, a later read maps them again)."""
+    pygit2.settings.cache_max_size(OBJECT_CACHE_BYTES)
+    pygit2.settings.mwindow_size = PACK_WINDOW_BYTES
+    pygit2.settings.mwindow_mapped_limit = PACK_MAPPED_BYTES
+
+
 class NeedScan(Exception):
     """The dirty set holds something the feed does not model: scan fully. ``why`` is the kind of
     reason without the path (the feed counts fallbacks by it), ``str()`` the whole message."""
@@ -382,11 +414,52 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _entry(tree: pygit2.Tree, path: str) -> tuple[int, str] | None:
-    try:
-        obj = tree[path]
-    except (KeyError, ValueError):
+    """The base's entry at ``path`` as ``(mode, oid)``, or ``None``.
+
+    Not ``tree[path]``: pygit2 (1.21) keeps a reference to the key string whenever a lookup
+    takes its by-path branch (a path with ``/``, or a name that is not there), so the long-lived
+    watcher kept every dirty path it ever looked up (~55 B each, for good). One name at a time,
+    by binary search over the entries (:func:`_child`), nothing is kept."""
+    names = path.split("/")
+    want_tree = len(names) > 1 and not names[-1]  # "dir/": only a tree, as libgit2 reads it
+    if want_tree:
+        names.pop()
+    node: pygit2.Object = tree
+    for name in names:
+        if not isinstance(node, pygit2.Tree):
+            return None
+        found = _child(node, os.fsencode(name))
+        if found is None:
+            return None
+        node = found
+    if want_tree and not isinstance(node, pygit2.Tree):
         return None
-    return int(obj.filemode), str(obj.id)
+    return int(node.filemode), str(node.id)
+
+
+def _child(tree: pygit2.Tree, name: bytes) -> pygit2.Object | None:
+    """The entry ``name`` of ``tree`` (``None``: none), found by binary search in git's order:
+    byte-wise, a tree's name compared as if it ended with ``/``; so a file ``name`` sorts at
+    ``name`` and a tree ``name`` at ``name/``. Integer indexing keeps no reference to anything."""
+    size = len(tree)
+    for key in (name, name + b"/"):
+        lo, hi = 0, size
+        while lo < hi:  # the first entry whose key is not below ``key``
+            mid = (lo + hi) // 2
+            if _sort_key(tree[mid]) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < size:
+            entry = tree[lo]
+            if _sort_key(entry) == key:
+                return entry
+    return None
+
+
+def _sort_key(entry: pygit2.Object) -> bytes:
+    raw = entry.raw_name or b""
+    return raw + b"/" if entry.filemode == FileMode.TREE else raw
 
 
 def _base_leaves(repo: pygit2.Repository, tree_id: str, path: str) -> list[str]:
@@ -444,4 +517,13 @@ def _parent_state(root: str, parts: list[str], cache: dict[str, str]) -> str:
     return "ok"
 
 
-__all__ = ["FED_MAX_PATHS", "KeptGit", "NeedScan", "fed_tree"]
+__all__ = [
+    "FED_MAX_PATHS",
+    "OBJECT_CACHE_BYTES",
+    "PACK_MAPPED_BYTES",
+    "PACK_WINDOW_BYTES",
+    "KeptGit",
+    "NeedScan",
+    "bound_git_memory",
+    "fed_tree",
+]

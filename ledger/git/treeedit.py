@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -102,7 +103,9 @@ def edit_tree(
     try:
         for path, entry in changes.items():
             node = root
-            parts = path.split("/")
+            # pygit2 1.21 keeps a reference to every name a TreeBuilder is given: interned,
+            # they pile up on one string per distinct name (docs/soak.md#watcher-memory).
+            parts = [sys.intern(name) for name in path.split("/")]
             for name in parts[:-1]:
                 node = node.children.setdefault(name, _Node())
             leaf = node.children.setdefault(parts[-1], _Node())

@@ -134,8 +134,30 @@ def lower_thread_priority() -> None:
     """Make the calling thread, and the processes it starts, yield the CPU to the rest of the
     process (Linux applies ``setpriority`` to one thread, and children inherit it). On two cores
     a background full scan otherwise slows a concurrent capture several times over."""
+    from ledger.facilities import facilities
+
+    if not facilities().idle_scheduling:
+        return
     with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+
+
+_trim: list[Callable[[int], int] | None] = []
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim(0)``, every
+    arena; a few milliseconds). glibc keeps what a thread freed in its arena while anything
+    above it there is live, so a long-lived process's RSS otherwise keeps the high-water mark
+    of each burst: a verification's full scan, a hosted session. A no-op without glibc."""
+    if not _trim:
+        found: Callable[[int], int] | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            found = ctypes.CDLL(None).malloc_trim
+        _trim.append(found)
+    trim = _trim[0]
+    if trim is not None:
+        trim(0)
 
 
 class InotifyWatcher:
@@ -233,6 +255,11 @@ class InotifyWatcher:
             self.fail(f"watcher thread died: {type(exc).__name__}: {exc}")
 
     def _setup(self) -> None:
+        from ledger.facilities import facilities
+
+        if not facilities().change_feed:
+            self.fail("no change feed on this platform (inotify is Linux's); every capture scans")
+            return
         fs_type, below = filesystem_type(self.root)
         bad = [t for t in [fs_type, *below] if unsupported(t)]
         if bad:
