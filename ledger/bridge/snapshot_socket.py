@@ -77,7 +77,10 @@ Fields = dict[str, object]
 
 
 def supported() -> bool:
-    return sys.platform.startswith("linux") and hasattr(socket, "SO_PEERCRED")
+    """Served snapshots need a peer-credential check (:mod:`ledger.facilities`)."""
+    from ledger.facilities import facilities
+
+    return facilities().peer_credentials
 
 
 def relevant_env(env: Mapping[str, str]) -> dict[str, str]:

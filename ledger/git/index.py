@@ -381,6 +381,10 @@ def _lock_holder(fd: int) -> int:
         pid = int(os.pread(fd, 32, 0).decode("ascii").strip() or "0")
         if pid > 0 and os.path.exists(f"/proc/{pid}"):
             return pid
+    from ledger.facilities import facilities
+
+    if not facilities().process_table:
+        return 0
     with contextlib.suppress(OSError, ValueError):
         inode = str(os.fstat(fd).st_ino)
         with open("/proc/locks", encoding="ascii", errors="replace") as locks:

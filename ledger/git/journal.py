@@ -472,7 +472,9 @@ def _read_small(path: str, limit: int) -> bytes | None:
 
 def proc_start(pid: int) -> int | None:
     """Process ``pid``'s start time: ``/proc/<pid>/stat`` field 22; ``None`` if it is gone (or
-    there is no ``/proc``)."""
+    there is no ``/proc``: :mod:`ledger.facilities`)."""
+    if not _process_table():
+        return None
     raw = _read_small(f"/proc/{pid}/stat", 4096)
     if raw is None:
         return None
@@ -485,10 +487,18 @@ def proc_start(pid: int) -> int | None:
 
 
 def boot_id() -> str | None:
+    if not _process_table():
+        return None
     raw = _read_small("/proc/sys/kernel/random/boot_id", 128)
     if not raw:
         return None
     return raw.decode("ascii", "replace").strip() or None
+
+
+def _process_table() -> bool:
+    from ledger.facilities import facilities
+
+    return facilities().process_table
 
 
 def _write(path: Path, journal: Journal) -> None:

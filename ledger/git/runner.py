@@ -150,6 +150,10 @@ def _idle_prefix() -> list[str]:
 def _chrt() -> str | None:
     """``chrt``, once it has been seen to work here (a sandbox may refuse the policy change:
     then git runs at the thread's nice value only, never not at all)."""
+    from ledger.facilities import facilities
+
+    if not facilities().idle_scheduling:
+        return None
     found = resolve_executable("chrt")
     if os.sep not in found:
         return None  # not on PATH

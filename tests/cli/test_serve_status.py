@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from tests.bridgekit import FakePi
 from tests.cli.helpers import run_process
 from tests.watchkit import watch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
+pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 
 def test_status_names_the_watcher_and_stop_ends_it(repo: Path) -> None:

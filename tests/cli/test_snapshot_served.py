@@ -19,7 +19,7 @@ from tests.cli.helpers import run_process
 from tests.gitkit import ROOT, fresh_tree, git
 from tests.watchkit import start_watch, stop_watch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
+pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 
 def _run_snapshot(

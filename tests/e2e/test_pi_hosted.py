@@ -26,6 +26,8 @@ from tests.e2e.test_pi_print_mode import AFTER_EACH_ASSISTANT, files_at, three_p
 from tests.gitkit import ROOT
 from tests.watchkit import stop_watch, watch
 
+pytestmark = pytest.mark.needs("peer_credentials")
+
 
 class CountedRunner(PiRunner):
     """``pi -p`` runs whose bridge processes are counted (one line each in ``log``)."""

@@ -21,7 +21,7 @@ from tests.bridgekit import FakePi, prompts_stay_exact
 from tests.gitkit import git
 from tests.watchkit import stop_watch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets")
+pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 
 def _bridge(repo: Path, isolated_env: Path) -> FakePi:

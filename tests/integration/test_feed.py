@@ -34,6 +34,8 @@ from tests.bridgekit import FakePi
 from tests.gitkit import fresh_tree, git
 from tests.snapshotkit import NO_PROTECTION as NONE
 
+pytestmark = pytest.mark.needs("change_feed")
+
 
 def _arm(repo: Path, **kwargs: object) -> tuple[Feed, GitRepo]:
     gitrepo = GitRepo.discover(repo)

@@ -268,6 +268,7 @@ def test_entries_an_older_capture_holds_under_a_new_git_directory_are_dropped(
     assert not [p for p in tree_paths(gitrepo, again.tree) if p.startswith("later/")]
 
 
+@pytest.mark.needs("change_feed")
 def test_the_change_feed_leaves_a_pushed_git_directory_out(repo: Path) -> None:
     (repo / "a.txt").write_text("a\n")
     gitrepo = GitRepo.discover(repo)

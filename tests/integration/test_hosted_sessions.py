@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import stat
-import sys
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from tests.bridgekit import FakePi, HostedRefused, prompts_stay_exact
 from tests.gitkit import ROOT, fresh_tree, git
 from tests.watchkit import start_watch, stop_watch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
+pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 
 @pytest.fixture(autouse=True)

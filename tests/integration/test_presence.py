@@ -241,6 +241,7 @@ def test_entries_that_are_not_ours_or_dead_are_ignored_and_cleaned(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
+@pytest.mark.needs("peer_credentials")
 def test_a_session_hosted_by_the_watcher_counts_and_leaves_with_its_connection(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -279,6 +279,7 @@ def _interrupted(world: World) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.needs("process_table")
 def test_a_killed_restore_is_interrupted_even_when_its_pid_runs_another_process(
     world: World,
 ) -> None:

@@ -32,7 +32,7 @@ from ledger.bridge.snapshot_socket import socket_path as snapshot_path
 from tests.gitkit import ROOT, fresh_tree, one_commit_repo
 from tests.watchkit import start_watch, stop_watch, watch
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
+pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 OTHER_USER = "rewindother"
 
@@ -151,6 +151,7 @@ def shared_repo() -> Iterator[Path]:
 
 _SQUATTER = """
 import json, os, socket, sys, zlib
+
 root, git_dir, old_name = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3])
 private = os.path.join(git_dir, "pi-rewind")
 tried = {}

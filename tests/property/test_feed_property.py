@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,8 @@ from ledger.git.feed import Feed
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git
 from tests.snapshotkit import NO_PROTECTION as NONE
+
+pytestmark = pytest.mark.needs("change_feed")
 
 FILES = [
     "a.txt",

@@ -1,0 +1,80 @@
+"""The platform seam: what this machine offers rewind beyond POSIX, asked in one place
+(docs/design.md#platforms).
+
+Why it exists: rewind runs where Pi runs, and most Pi users are on macOS. Four things rewind uses
+exist on Linux only; each has a fallback that must keep rewind exact, only slower:
+
+- **a change feed** (inotify through ctypes): without it every capture scans the tree
+  (``git status`` over a private index), which is exact and O(files) instead of O(changed);
+- **peer credentials** on Unix sockets (``SO_PEERCRED``): without them the watcher serves no
+  snapshots and hosts no Pi session (a socket whose peer's uid cannot be checked is never
+  trusted), so each Pi session runs its own bridge process;
+- **idle scheduling** (``SCHED_IDLE`` through util-linux's ``chrt``, per-thread ``setpriority``):
+  without it background verification scans run at normal priority;
+- **the process table** (``/proc``: a process's start time, the boot id, the holders of a lock,
+  the mount table): without it liveness rests on ``flock`` alone, which every supported file
+  system has, and messages name fewer pids.
+
+(Linux abstract socket names are no longer used: every socket is a 0600 path in the private dir.)
+
+Every caller asks :func:`facilities` instead of probing for itself, so the answers can be turned
+off together: ``REWIND_PORTABLE=1`` reports all four absent, and CI runs the whole suite once that
+way, proving the fallback paths on every change.
+
+Invariants: no side effects; the answer is computed once per process (the environment variable
+is read then); probing never raises.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import sys
+from dataclasses import dataclass
+
+PORTABLE_ENV = "REWIND_PORTABLE"
+
+
+@dataclass(frozen=True)
+class Facilities:
+    change_feed: bool
+    """inotify: captures in O(changed) in a running watcher."""
+    peer_credentials: bool
+    """``SO_PEERCRED``: served snapshots and hosted Pi sessions."""
+    idle_scheduling: bool
+    """``SCHED_IDLE`` / per-thread priorities for background scans."""
+    process_table: bool
+    """``/proc``: process start times, the boot id, lock holders, mounts."""
+
+    def absent(self) -> list[str]:
+        """The names of what is missing, for ``rewind doctor``."""
+        names = {
+            "change_feed": "change feed (inotify)",
+            "peer_credentials": "peer credentials (SO_PEERCRED)",
+            "idle_scheduling": "idle scheduling (SCHED_IDLE)",
+            "process_table": "process table (/proc)",
+        }
+        return [text for key, text in names.items() if not getattr(self, key)]
+
+
+def portable() -> bool:
+    """Whether ``REWIND_PORTABLE`` asks to behave as on a machine with none of the four."""
+    return os.environ.get(PORTABLE_ENV, "") not in ("", "0")
+
+
+@functools.cache
+def facilities() -> Facilities:
+    """What this machine offers (see the module); all ``False`` under ``REWIND_PORTABLE=1``."""
+    if portable():
+        return Facilities(False, False, False, False)
+    linux = sys.platform.startswith("linux")
+    return Facilities(
+        change_feed=linux,
+        peer_credentials=linux and hasattr(socket, "SO_PEERCRED"),
+        idle_scheduling=linux and hasattr(os, "setpriority"),
+        process_table=linux and os.path.isdir("/proc/self"),
+    )
+
+
+__all__ = ["PORTABLE_ENV", "Facilities", "facilities", "portable"]
