@@ -110,6 +110,8 @@ class DoctorReport:
     """Which process serves the repository (``rewind serve --status``), when one does."""
     live_sessions: list[Presence] = field(default_factory=list)
     """The live Pi sessions of this work tree (information, not a problem)."""
+    platform_absent: list[str] = field(default_factory=list)
+    """Linux-only facilities this machine lacks (:mod:`ledger.facilities`): information."""
 
     @property
     def store_bytes(self) -> int | None:
@@ -218,6 +220,7 @@ class DoctorReport:
             "interruptedRestores": [j.to_json() for j in self.interrupted],
             "runningRestores": [j.to_json() for j in self.running],
             "liveSessions": [entry.to_json() for entry in self.live_sessions],
+            "platformAbsent": self.platform_absent,
             "brokenJournals": self.broken_journals,
             "storeLock": (
                 {
@@ -337,6 +340,9 @@ def diagnose(
 
     served = server_info(repo.root, repo.git_dir)
     report.server = served if served.get("serving") else None
+    from ledger.facilities import facilities
+
+    report.platform_absent = facilities().absent()
     mismatch = private_dir(repo.git_dir) / MISMATCH_FILE
     if mismatch.is_file():
         report.feed_mismatch = str(mismatch)

@@ -355,6 +355,12 @@ def _doctor_text(report: DoctorReport) -> str:
         f"capture index {report.index}"
         + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
     ]
+    if report.platform_absent:
+        lines.append(
+            f"platform     no {', no '.join(report.platform_absent)}: exact as everywhere, but "
+            "every capture scans the tree and each Pi session runs its own bridge "
+            "(docs/design.md#platforms)"
+        )
     if report.live_sessions:
         count = len(report.live_sessions)
         lines.append(

@@ -333,11 +333,17 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
     _few_malloc_arenas()
     repo = ctx.repo()
     if isinstance(repo, ShadowRepo) or not supported():
+        # Without peer credentials no socket's client can be checked (ledger/facilities.py).
+        why = (
+            "a shadow repository is not watched"
+            if isinstance(repo, ShadowRepo)
+            else "this platform cannot check who connects to a socket (no SO_PEERCRED)"
+        )
         raise WatchRefusedError(
             repo.root,
-            "not a git work tree on Linux",
+            why,
             hint="'rewind serve --watch' serves git repositories on Linux; "
-            "'rewind snapshot' works everywhere without it",
+            "'rewind snapshot' and Pi sessions work everywhere without it (each capture scans)",
         )
     feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
     # Takes the repository's serve lock (<git-dir>/pi-rewind/serve.lock): one server per
