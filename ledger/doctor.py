@@ -298,9 +298,10 @@ def diagnose(
     retention from ``start`` (:func:`preview_retention`). ``exact``: walk the store however long
     it takes rather than within the budgets."""
     from ledger.git.feed import MISMATCH_FILE, read_status_file
-    from ledger.git.index import PrivateIndex, private_dir
+    from ledger.git.index import PrivateIndex
     from ledger.git.journal import open_journals
     from ledger.git.leftovers import find_leftovers
+    from ledger.git.private import private_dir
     from ledger.git.rewrite import chain_started_ms
     from ledger.git.store import Store
     from ledger.git.upkeep import gc_auto_threshold, loose_estimate

@@ -48,8 +48,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ledger.git.index import make_private_dir, private_dir
 from ledger.git.journal import boot_id, lock_held, proc_start, take_lock
+from ledger.git.private import make_private_dir, private_dir
 
 PRESENCE_VERSION = 1
 SESSIONS_DIR_NAME = "sessions"

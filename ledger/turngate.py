@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import OtherTurnRunningError
-from ledger.git.index import make_private_dir
+from ledger.git.private import make_private_dir
 
 GATE_NAME = "turns.gate"
 TURN_WAIT_S = 120.0

@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_capture import _git, reference_capture, reference_tree, settle, tracked_files
 from bench_restore import reference_restore
 
-from ledger.git.index import private_dir
+from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.restore import restore_commit
 from ledger.git.runner import GitRunner

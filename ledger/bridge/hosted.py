@@ -35,7 +35,7 @@ Invariants:
   flight is finished, the next is not started; the extension then starts a bridge of its own),
   and waits for them.
 - One listener per repository: started only by the process that holds the repository's serve
-  lock (:class:`ledger.git.index.ServeLock`, taken by
+  lock (:class:`ledger.git.private.ServeLock`, taken by
   :class:`~ledger.bridge.snapshot_socket.SnapshotService`), so a stale socket file left by a
   crash is safely replaced.
 """
@@ -58,7 +58,7 @@ from ledger.bridge.private_socket import (
     listen_private,
     send_decline,
 )
-from ledger.git.index import private_dir, unsafe_private_dir
+from ledger.git.private import private_dir, unsafe_private_dir
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False

@@ -7,7 +7,7 @@ anyone up, is the same for both, so it lives here once.
 
 Invariants:
 - A socket lives in a directory that is this user's and writable by nobody else
-  (:func:`ledger.git.index.unsafe_private_dir` checks it before listening); it is created 0600
+  (:func:`ledger.git.private.unsafe_private_dir` checks it before listening); it is created 0600
   and replaced only by the holder of the repository's serve lock. A client checks the directory
   and the socket before it connects (:func:`connect_private`) and the server's uid after; a
   server checks the client's uid before it reads (:class:`LineGate`).
@@ -121,7 +121,7 @@ def read_line(conn: socket.socket, limit: int) -> bytes | None:
 def listen_private(path: Path, backlog: int = 64) -> socket.socket:
     """A listening socket at ``path`` (mode 0600; any length, :func:`address`), replacing
     whatever socket was there: only for the holder of the serve lock, in a private dir checked
-    by :func:`ledger.git.index.unsafe_private_dir`. Raises :class:`OSError`."""
+    by :func:`ledger.git.private.unsafe_private_dir`. Raises :class:`OSError`."""
     folder = open_dir(path.parent)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -14,8 +14,8 @@ Invariants:
   on any failure or timeout, the client captures by itself.
 - Only the same user, both ways, and no other user can keep us from serving: the socket is
   ``<git-dir>/pi-rewind/snapshot.sock`` (:func:`socket_path`), mode 0600, in a directory that
-  must be this user's and writable by nobody else (:func:`ledger.git.index.unsafe_private_dir`).
-  One process per repository serves: the holder of :class:`ledger.git.index.ServeLock`, which
+  must be this user's and writable by nobody else (:func:`ledger.git.private.unsafe_private_dir`).
+  One process per repository serves: the holder of :class:`ledger.git.private.ServeLock`, which
   alone replaces a socket left by a killed server. (It was a Linux abstract socket, whose name
   any local user could bind first, leaving the repository without a watcher.) The client checks
   the socket's and the directory's owner and mode before it connects, and the server's uid
@@ -94,7 +94,7 @@ def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def socket_path(git_dir: Path) -> Path:
     """Where the service of the repository with this git dir listens: in its private dir
-    (:func:`ledger.git.index.private_dir`, spelled out here: the client half imports only the
+    (:func:`ledger.git.private.private_dir`, spelled out here: the client half imports only the
     standard library)."""
     return Path(git_dir) / "pi-rewind" / SOCKET_NAME
 
@@ -355,7 +355,7 @@ class SnapshotService:
         """Take the repository's serve lock and listen; ``False`` (nothing started or held,
         :attr:`refusal` says why) when another process already serves this repository, the
         private dir is not safe for a socket, or not on Linux."""
-        from ledger.git.index import ServeLock, unsafe_private_dir
+        from ledger.git.private import ServeLock, unsafe_private_dir
 
         serve = "'rewind snapshot' captures by itself here, as without a watcher"
         if not supported():
@@ -405,7 +405,7 @@ class SnapshotService:
                 os.unlink(self.path)
             self._listener.close()
         if self._lock is not None:
-            from ledger.git.index import ServeLock
+            from ledger.git.private import ServeLock
 
             assert isinstance(self._lock, ServeLock)
             self._lock.release()

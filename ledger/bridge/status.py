@@ -2,7 +2,7 @@
 
 Why it exists: the watcher that makes captures fast outlives the command that started it (as
 git's fsmonitor daemon does), so a user must be able to see it and stop it. The serve lock's
-holder (:class:`ledger.git.index.ServeLock`) is the one process that serves a repository; this
+holder (:class:`ledger.git.private.ServeLock`) is the one process that serves a repository; this
 module names it (a watcher or a Pi session's bridge), says since when, whether it hosts Pi
 sessions, and its change feed's last status.
 
@@ -21,7 +21,7 @@ def server_info(root: Path, git_dir: Path) -> dict[str, object]:
     whether it hosts Pi sessions, and its change feed's last status. Read-only."""
     from ledger.bridge.hosted import socket_path as bridge_socket
     from ledger.git.feed import read_status_file
-    from ledger.git.index import serving_pid
+    from ledger.git.private import serving_pid
 
     pid = serving_pid(git_dir)
     info: dict[str, object] = {"root": str(root), "serving": pid is not None, "pid": pid}

@@ -263,7 +263,7 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
     import time
 
     from ledger.errors import LedgerError
-    from ledger.git.index import serving_pid
+    from ledger.git.private import serving_pid
 
     repo = ctx.repo()
     from ledger.bridge.status import owned, server_info

@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.git.feed_tree import KeptGit, NeedScan, bound_git_memory, fed_tree
-from ledger.git.index import VerifyIndex, private_dir
+from ledger.git.index import VerifyIndex
+from ledger.git.private import private_dir
 from ledger.git.runner import idle_priority_git
 from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority, trim_heap
 

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import LedgerError
-from ledger.git.index import make_private_dir
+from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
 
 JOURNAL_VERSION = 1

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
-from ledger.git.index import VERIFY_DIR, PrivateIndex, VerifyIndex, private_dir
+from ledger.git.index import VERIFY_DIR, PrivateIndex, VerifyIndex
+from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.store import STALE_LOCK_S, STORE_REF
 

@@ -42,9 +42,9 @@ from pygit2.enums import FileMode
 
 from ledger.errors import LedgerError
 from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult
-from ledger.git.index import make_private_dir, private_dir
 from ledger.git.journal import STAGING_PREFIX
 from ledger.git.placement import Placer
+from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.restore_plan import RestorePlan, Write, build_plan, unsafe_error
 from ledger.git.restore_safety import Problem, SafeFs, WorktreeGuard, parents

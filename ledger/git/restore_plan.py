@@ -33,9 +33,9 @@ from pygit2.enums import FileMode
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.capture import CaptureResult, capture_tree
-from ledger.git.index import make_private_dir, private_dir
 from ledger.git.journal import current_intent
 from ledger.git.placement import remove_tree
+from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
 from ledger.git.restore_safety import Problem, WorktreeGuard, parents, under
 from ledger.git.runner import GitRunner

@@ -41,7 +41,7 @@ from pathlib import Path
 import pygit2
 
 from ledger.errors import NotARepositoryError, ShadowRefusedError
-from ledger.git.index import private_dir
+from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo, git_dir_at_or_above, is_inside
 from ledger.settings import SnapshotSettings, load_settings
 

@@ -32,7 +32,7 @@ import pygit2
 from ledger.errors import CaptureIndexError, GitError
 from ledger.git.capture import CaptureResult, capture_tree
 from ledger.git.capture_plan import SkippedPath
-from ledger.git.index import private_dir
+from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.shadow import ShadowRepo
 from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
-from ledger.git.index import PrivateIndex, make_private_dir, private_dir
+from ledger.git.index import PrivateIndex
 from ledger.git.leftovers import (
     MOVE_FILE,
     OWNER_FILE,
@@ -68,6 +68,7 @@ from ledger.git.leftovers import (
     is_shadow,
     objects_dir,
 )
+from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.store import STORE_REF

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
-from ledger.git.index import make_private_dir, private_dir
+from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.store import STORE_REF, Store
