@@ -33,7 +33,7 @@ which are information, not problems: ``rewind sweep`` removes the ones that are 
 
 Bounded time: the store's disk use and what a sweep frees each need a walk of the whole store,
 whose cost grows with its history. The disk use is cached per store state
-(:mod:`ledger.git.usage`, ``<common-dir>/pi-rewind/store-usage.json``, the doctor's other
+(:mod:`ledger.git.store.usage`, ``<common-dir>/pi-rewind/store-usage.json``, the doctor's other
 write); on a miss both walks get a time budget (:data:`USAGE_BUDGET_S`,
 :data:`PREVIEW_BUDGET_S`) and, past it, the report gives the last exact figures of an earlier
 state marked as such, or none: the exact fields (``store.bytes``, ``exclusiveBytes``,
@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.git.journal import Journal
-from ledger.git.leftovers import Leftover
 from ledger.git.repo import GitRepo
-from ledger.git.store import STALE_LOCK_S, stale_lock_remedy
-from ledger.git.usage import BUDGET_S, StoreUsage
+from ledger.git.restore.journal import Journal
+from ledger.git.store.chain import STALE_LOCK_S, stale_lock_remedy
+from ledger.git.store.leftovers import Leftover
+from ledger.git.store.usage import BUDGET_S, StoreUsage
 from ledger.lineage import LineageReader
 from ledger.presence import Presence
 from ledger.recovery import interruption_error
@@ -235,7 +235,7 @@ class DoctorReport:
 
 
 USAGE_BUDGET_S = BUDGET_S
-"""Time for the store's disk-use walk when its cache is stale (:mod:`ledger.git.usage`)."""
+"""Time for the store's disk-use walk when its cache is stale (:mod:`ledger.git.store.usage`)."""
 PREVIEW_BUDGET_S = 0.3
 """Time for counting what a sweep would free (when retention would drop anything)."""
 
@@ -297,15 +297,15 @@ def diagnose(
     nothing but the disk-use cache and dead presence entries. With ``settings``, also preview
     retention from ``start`` (:func:`preview_retention`). ``exact``: walk the store however long
     it takes rather than within the budgets."""
-    from ledger.git.feed import MISMATCH_FILE, read_status_file
-    from ledger.git.index import PrivateIndex
-    from ledger.git.journal import open_journals
-    from ledger.git.leftovers import find_leftovers
+    from ledger.git.capture.index import PrivateIndex
+    from ledger.git.feed.service import MISMATCH_FILE, read_status_file
     from ledger.git.private import private_dir
-    from ledger.git.rewrite import chain_started_ms
-    from ledger.git.store import Store
-    from ledger.git.upkeep import gc_auto_threshold, loose_estimate
-    from ledger.git.usage import measure
+    from ledger.git.restore.journal import open_journals
+    from ledger.git.store.chain import Store
+    from ledger.git.store.leftovers import find_leftovers
+    from ledger.git.store.rewrite import chain_started_ms
+    from ledger.git.store.upkeep import gc_auto_threshold, loose_estimate
+    from ledger.git.store.usage import measure
     from ledger.recovery import journal_states
 
     store = Store(repo)

@@ -8,7 +8,7 @@ branch, and a capture of the work tree now) into values the plan, ``rewind statu
 Pi menus show, and words them.
 
 Invariants: pure (no I/O, no git): the trees are compared by the git layer
-(:func:`ledger.git.restore_safety.tree_changes`), whose leaf changes come in here as values with
+(:func:`ledger.git.restore.safety.tree_changes`), whose leaf changes come in here as values with
 ``path`` and ``old``/``new`` sides of ``mode``/``oid`` (``None`` for an absent side, or a
 directory there). Paths are repository-relative, ``/``-separated, sorted as they come in.
 """
@@ -41,7 +41,7 @@ SHOWN = 3
 
 
 class Side(Protocol):
-    """One side of a leaf change (``ledger.git.restore_safety.Entry`` is one)."""
+    """One side of a leaf change (``ledger.git.restore.safety.Entry`` is one)."""
 
     @property
     def mode(self) -> int: ...

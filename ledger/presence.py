@@ -9,7 +9,7 @@ doctor`` can list the others.
 The registry: ``<git-dir>/pi-rewind/sessions/<pid>-<session-id>-<token>.json`` (session id,
 session file, pid, the process's start time, the boot id, the host, when it started, whether a
 turn is in flight) next to ``<same stem>.lock``. Liveness is proven exactly as a restore
-journal's (:mod:`ledger.git.journal`): the owner takes an exclusive ``flock`` on the lock file
+journal's (:mod:`ledger.git.restore.journal`): the owner takes an exclusive ``flock`` on the lock file
 *before* the entry is first written and holds it for the session's life; the kernel drops it
 when the process dies (also on ``kill -9``), and a reused pid cannot hold it. A probe is one
 non-blocking shared ``flock`` on a new descriptor. Where the file system has no ``flock`` the
@@ -48,8 +48,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ledger.git.journal import boot_id, lock_held, proc_start, take_lock
 from ledger.git.private import make_private_dir, private_dir
+from ledger.git.restore.journal import boot_id, lock_held, proc_start, take_lock
 
 PRESENCE_VERSION = 1
 SESSIONS_DIR_NAME = "sessions"

@@ -1,12 +1,12 @@
 """Finding and finishing interrupted restores: the session side of the restore journal.
 
-Why it exists: :mod:`ledger.git.journal` knows which restores of a work tree started and did not
+Why it exists: :mod:`ledger.git.restore.journal` knows which restores of a work tree started and did not
 finish, but only the session's ledger can say whether a finished restore was *recorded*. This
 module joins the two (docs/design.md#crash-safe-restore):
 
 - :func:`settle_journals` closes every ``done`` journal whose session holds a record naming its
   undo snapshot, written at or after the journal started. What stays open and has no live owner
-  (:meth:`Journal.owner_alive <ledger.git.journal.Journal.owner_alive>`) is an interruption:
+  (:meth:`Journal.owner_alive <ledger.git.restore.journal.Journal.owner_alive>`) is an interruption:
   files possibly mixed (``writing``: killed, out of space, a failed rollback) or changed without
   a record (``done``: the append failed). What stays open with a live owner is a restore that is
   still *running*: :func:`journal_states` returns those too, and :func:`wait_for_running` waits
@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.errors import InterruptedRestoreError, LedgerError, RestoreRunningError
-from ledger.git.index import LOCK_TIMEOUT_S
-from ledger.git.journal import Journal, RestoreIntent, open_journals, restore_intent, settle
+from ledger.git.capture.index import LOCK_TIMEOUT_S
 from ledger.git.repo import GitRepo
+from ledger.git.restore.journal import Journal, RestoreIntent, open_journals, restore_intent, settle
 from ledger.ledgerview import LedgerView
 from ledger.session.store import read_session
 
@@ -175,7 +175,7 @@ class RecoveryReport:
 def recover(engine: Engine, journal: Journal) -> RecoveryReport:
     """Bring the work tree back to ``journal``'s undo snapshot and record it in the engine's
     session (see the module docstring)."""
-    from ledger.git.restore import restore_commit
+    from ledger.git.restore.run import restore_commit
 
     session_file = engine.host.session_file
     intent = RestoreIntent(session=str(session_file) if session_file else None, operation="recover")

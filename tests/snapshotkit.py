@@ -9,11 +9,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
-from ledger.git.restore import RestoreOutcome, restore_commit
-from ledger.git.snapshot import take_snapshot
-from ledger.git.store import STORE_REF
+from ledger.git.restore.run import RestoreOutcome, restore_commit
+from ledger.git.store.chain import STORE_REF
+from ledger.git.store.snapshot import take_snapshot
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.session.store import SessionAppender, create_session_file

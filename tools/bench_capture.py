@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
+from ledger.git.store.snapshot import take_snapshot
 from ledger.settings import SnapshotSettings
 
 FILES_PER_DIR = 100

@@ -12,12 +12,12 @@ Timed (median of ``--runs``):
 
 - doctor figures, old: ``rev-list --disk-usage`` of the store, of what only the store reaches,
   and ``rev-list --objects`` + one ``stat`` per object for the loose count (three walks);
-- doctor figures, new: :func:`ledger.git.usage.measure` cold (no cache, no budget: the exact
+- doctor figures, new: :func:`ledger.git.store.usage.measure` cold (no cache, no budget: the exact
   walk), on a cache hit (the state unchanged), and on a stale cache (the store moved on; walk
   killed at the doctor's budget);
 - the whole :func:`ledger.doctor.diagnose` (no sessions) with a cache hit, and cold;
 - the sweep's count, old: ``rev-list --objects --count`` and ``--disk-usage`` (two walks); new:
-  :func:`ledger.git.rewrite.reclaimable` (one walk), dropping every other snapshot.
+  :func:`ledger.git.store.rewrite.reclaimable` (one walk), dropping every other snapshot.
 
 ``--old-tree DIR``: also run ``python -m ledger doctor --json`` from an old checkout (e.g.
 ``git archive efeee1b | tar -x -C DIR``) against the new one, as real processes.
@@ -47,10 +47,10 @@ import pygit2
 
 from ledger.doctor import USAGE_BUDGET_S, diagnose
 from ledger.git.repo import GitRepo
-from ledger.git.rewrite import reclaimable, rewrite_store
 from ledger.git.runner import EMPTY_TREE
-from ledger.git.store import STORE_REF, Store
-from ledger.git.usage import cache_path, measure, usage_key, write_cache
+from ledger.git.store.chain import STORE_REF, Store
+from ledger.git.store.rewrite import reclaimable, rewrite_store
+from ledger.git.store.usage import cache_path, measure, usage_key, write_cache
 
 PER_DIR, CHANGES = 100, 5
 

@@ -2,7 +2,7 @@
 """Benchmark: captures through the change feed (as inside ``rewind serve``) vs the reference.
 
 Why it exists: issue 13's targets. Inside the bridge a snapshot is ``take_snapshot`` with the
-feed on (:mod:`ledger.git.feed`); this runs exactly that in-process, on a synthetic repository,
+feed on (:mod:`ledger.git.feed.service`); this runs exactly that in-process, on a synthetic repository,
 next to the reference pipeline (fresh ``GIT_INDEX_FILE`` + ``git add -A`` + ``write-tree`` +
 ``commit-tree``) measured in the same run, alternating ours and the reference run by run (the
 machine is shared: medians). Scenarios: nothing changed, 1 file modified, 100 files modified.
@@ -47,10 +47,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_capture import reference_capture
 
-from ledger.git import feed as feedmod
+from ledger.git.feed import service as feedmod
+from ledger.git.feed.inotify import InotifyWatcher
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
-from ledger.git.watch_inotify import InotifyWatcher
+from ledger.git.store.snapshot import take_snapshot
 from ledger.settings import SnapshotSettings
 
 TARGETS = {"nothing changed": 100.0, "1 file modified": 60.0, "100 files modified": 10.0}

@@ -59,9 +59,9 @@ from bench_restore import reference_restore
 
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.restore import restore_commit
+from ledger.git.restore.run import restore_commit
 from ledger.git.runner import GitRunner
-from ledger.git.snapshot import take_snapshot
+from ledger.git.store.snapshot import take_snapshot
 from ledger.settings import SnapshotSettings
 
 FILES_PER_DIR = 100

@@ -42,7 +42,7 @@ from bench_capture import build_repo, tracked_files
 
 from ledger.engine import Engine, FileHost, operations, outside
 from ledger.engine import messages as M
-from ledger.git.capture import Capturer
+from ledger.git.capture.scan import Capturer
 from ledger.git.repo import GitRepo
 from ledger.session.store import SessionAppender, create_session_file
 

@@ -194,7 +194,7 @@ def main() -> int:
             "(3 captures, round trips, the record)"
         )
         from ledger.git.repo import GitRepo
-        from ledger.git.snapshot import take_snapshot
+        from ledger.git.store.snapshot import take_snapshot
 
         git_repo = GitRepo.discover(str(repo))
         bridge = Bridge(repo, tmp / "agent-bridge")

@@ -178,7 +178,7 @@ def bridge_start(repo: Path, tmp: Path, runs: int) -> dict[str, list[float]]:
 
 
 def watcher_walk(repo: Path, runs: int) -> list[float]:
-    from ledger.git.watch_inotify import InotifyWatcher
+    from ledger.git.feed.inotify import InotifyWatcher
 
     times = []
     for _ in range(runs):

@@ -23,7 +23,7 @@ import pygit2
 
 from ledger.clock import SystemClock
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import commit_snapshot
+from ledger.git.store.snapshot import commit_snapshot
 from ledger.portable import export_archive, import_archive
 from ledger.record_models import build_turn
 from ledger.records import TURN

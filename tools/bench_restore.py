@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_capture import build_repo, tracked_files
 
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
-from ledger.git.restore import restore_commit
-from ledger.git.snapshot import take_snapshot
+from ledger.git.restore.run import restore_commit
+from ledger.git.store.snapshot import take_snapshot
 from ledger.settings import SnapshotSettings
 
 TARGET_RATIO = 0.2  # ours ≤ 1/5 of the reference

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ledger.cli import main
 from ledger.clock import SystemClock
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
+from ledger.git.store.snapshot import take_snapshot
 from ledger.record_models import build_turn
 from ledger.records import TURN
 from ledger.session.store import SessionAppender, create_session_file

@@ -296,8 +296,8 @@ def in_process_plans(engine: Any, users: list[str], runs: int) -> dict[str, list
     """Every point's counts the way ``rewind diff`` gets them: a restore plan per point (one
     capture each), and the cheapest variant: one capture, then ``build_plan`` per point."""
     from ledger.engine import operations
-    from ledger.git.capture import capture_tree
-    from ledger.git.restore_plan import build_plan, resolve_commit
+    from ledger.git.capture.scan import capture_tree
+    from ledger.git.restore.plan import build_plan, resolve_commit
 
     out: dict[str, list[float]] = {"plan per point": [], "one capture + build_plan": []}
     targets = [engine.resolve_point(u) for u in users]
@@ -319,8 +319,8 @@ def profile_list(repo: Path, agent: Path, session: Path, leaf: str, top: int) ->
     """One ``list_points`` in-process under cProfile, with the change feed on and warm (its
     walk over, a base taken), as in the bridge."""
     from ledger.engine.preview import list_points
-    from ledger.git import feed
-    from ledger.git.capture import capture_tree
+    from ledger.git.capture.scan import capture_tree
+    from ledger.git.feed import service as feed
 
     engine = open_engine(repo, agent, session)
     engine.host.leaf_id = lambda: leaf  # the branch the bridge was on

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_capture import FILES_PER_DIR, Scenario, _git, build_repo, report, settle
 from bench_capture import measure as measure_in_repo
 
-from ledger.git.open_tree import open_work_tree
-from ledger.git.shadow import ShadowRepo
-from ledger.git.snapshot import take_snapshot
+from ledger.git.shadow.layout import ShadowRepo
+from ledger.git.shadow.open import open_work_tree
+from ledger.git.store.snapshot import take_snapshot
 from ledger.settings import SnapshotSettings
 
 Rows = list[tuple[str, float, float]]

@@ -36,8 +36,8 @@ import pygit2
 
 from ledger.clock import iso_from_ms
 from ledger.git.repo import GitRepo
-from ledger.git.rewrite import rewrite_store
-from ledger.git.store import STORE_REF
+from ledger.git.store.chain import STORE_REF
+from ledger.git.store.rewrite import rewrite_store
 from ledger.record_models import build_turn
 from ledger.records import TURN, custom_entry, serialize_entry
 from ledger.retention.plan import Policy

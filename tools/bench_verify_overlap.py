@@ -76,7 +76,7 @@ def series(repo: Path, env: dict[str, str], captures: int) -> tuple[list[float],
         request_capture,
         serving,
     )
-    from ledger.git.feed import read_status_file
+    from ledger.git.feed.service import read_status_file
     from ledger.settings import SnapshotSettings
 
     found = find_repository(repo)

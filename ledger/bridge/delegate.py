@@ -17,7 +17,7 @@ Invariants:
   delegating for good and runs its own feed instead (``on_lost``): no flapping between the two.
   A watcher that ended because it was idle for ``autoWatchSeconds`` is started again.
 - One instance per process, set once by ``rewind serve --stdio``; one-shot commands never
-  import this module (:mod:`ledger.git.capture` looks it up in ``sys.modules``).
+  import this module (:mod:`ledger.git.capture.scan` looks it up in ``sys.modules``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
 
-    from ledger.git.capture import CaptureResult
+    from ledger.git.capture.scan import CaptureResult
     from ledger.settings import SnapshotSettings
 
 EARLY_DEATH_S = 5.0
@@ -116,8 +116,8 @@ class Delegation:
 
 
 def _result(fields: dict[str, object]) -> CaptureResult:
-    from ledger.git.capture import CaptureResult
-    from ledger.git.capture_plan import SkippedPath
+    from ledger.git.capture.plan import SkippedPath
+    from ledger.git.capture.scan import CaptureResult
 
     skipped = fields["skipped"]
     assert isinstance(skipped, list)

@@ -132,7 +132,7 @@ def start_engine(
 ) -> None:
     from ledger.engine.engine import Engine
     from ledger.errors import ShadowRefusedError
-    from ledger.git.open_tree import open_work_tree
+    from ledger.git.shadow.open import open_work_tree
     from ledger.session.agent_dir import resolve_agent_dir
     from ledger.settings import load_settings
 

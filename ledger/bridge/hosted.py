@@ -308,11 +308,11 @@ def release_memory() -> None:
     The session's engine, repository handle and parsed session hang together in reference
     cycles (host, engine, lineage reader), which CPython frees only at a collection, maybe many
     captures later; and what its thread freed stays in the process (RSS) until glibc is asked
-    to return it (:func:`ledger.git.watch_inotify.trim_heap`). Once per session, after its
+    to return it (:func:`ledger.git.feed.inotify.trim_heap`). Once per session, after its
     last event: no prompt waits for it."""
     import gc
 
-    from ledger.git.watch_inotify import trim_heap
+    from ledger.git.feed.inotify import trim_heap
 
     gc.collect()
     trim_heap()

@@ -269,7 +269,7 @@ class BridgeServer:
                 points[entry.id][0] for entry in session.branch(leaf) if entry.id in points
             ]
             self._status = f"◆ {len(on_branch)} points / {len(set(on_branch))} snapshots"
-            from ledger.git.shadow import ShadowRepo  # loaded with the engine already
+            from ledger.git.shadow.layout import ShadowRepo  # loaded with the engine already
 
             if isinstance(engine.repo, ShadowRepo):
                 # Not a git repository: say where the points are kept (docs/shadow.md).

@@ -165,7 +165,7 @@ def request_capture(
 ) -> Fields | str:
     """Ask the service of ``(root, git_dir)`` to capture the work tree with ``settings`` (the
     capture-relevant snapshot settings, :func:`capture_settings_fields`) and return the
-    :class:`~ledger.git.capture.CaptureResult` as plain values; on failure, why: ``"absent"``
+    :class:`~ledger.git.capture.scan.CaptureResult` as plain values; on failure, why: ``"absent"``
     (nobody listens: a watcher still starting, or gone) or another reason (declined, broken)."""
     if not supported():
         return "unsupported"
@@ -457,7 +457,7 @@ class SnapshotService:
 
     def _answer(self, line: bytes) -> dict[str, object]:
         from ledger.git.repo import GitRepo
-        from ledger.git.snapshot import take_snapshot
+        from ledger.git.store.snapshot import take_snapshot
         from ledger.settings import load_settings
 
         try:
@@ -492,7 +492,7 @@ class SnapshotService:
         from dataclasses import replace
 
         from ledger.errors import CaptureTooLargeError
-        from ledger.git.capture import capture_tree
+        from ledger.git.capture.scan import capture_tree
         from ledger.git.repo import GitRepo
         from ledger.settings import SnapshotSettings
 

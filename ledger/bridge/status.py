@@ -20,7 +20,7 @@ def server_info(root: Path, git_dir: Path) -> dict[str, object]:
     pid, whether it is a watcher (``--watch``) or a Pi session's bridge (``--stdio``), since when,
     whether it hosts Pi sessions, and its change feed's last status. Read-only."""
     from ledger.bridge.hosted import socket_path as bridge_socket
-    from ledger.git.feed import read_status_file
+    from ledger.git.feed.service import read_status_file
     from ledger.git.private import serving_pid
 
     pid = serving_pid(git_dir)

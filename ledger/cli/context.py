@@ -76,8 +76,8 @@ class CliContext:
         appeared there (``git init``). Raises ``NotARepositoryError``.
         """
         from ledger.errors import NoShadowError
-        from ledger.git.open_tree import open_work_tree
-        from ledger.git.shadow_upkeep import migrate_if_needed
+        from ledger.git.shadow.open import open_work_tree
+        from ledger.git.shadow.upkeep import migrate_if_needed
 
         writer = create or migrate
         if self._repo is not None:

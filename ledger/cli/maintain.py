@@ -19,9 +19,9 @@ from ledger.cli.shadows import add_sweep_option, doctor_section, run_remove_orph
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.doctor import DoctorReport
-    from ledger.git.leftovers import Leftover
     from ledger.git.repo import GitRepo
-    from ledger.git.upkeep import UpkeepReport
+    from ledger.git.store.leftovers import Leftover
+    from ledger.git.store.upkeep import UpkeepReport
     from ledger.retention.sweep import SweepReport
     from ledger.settings import ScanMode, Settings
 
@@ -172,14 +172,15 @@ def run_sweep(args: argparse.Namespace, ctx: CliContext) -> int:
 def _give_back(repo: GitRepo, report: SweepReport) -> tuple[UpkeepReport | None, list[Leftover]]:
     """After a real sweep: the upkeep (docs/design.md#disk-upkeep), which also removes what
     interrupted work left. A dry run only lists what it would remove."""
-    from ledger.git.leftovers import find_leftovers
-    from ledger.git.upkeep import mark_pending, run_upkeep
+    from ledger.git.restore.journal import restore_open
+    from ledger.git.store.leftovers import find_leftovers
+    from ledger.git.store.upkeep import mark_pending, run_upkeep
 
     if report.dry_run:
         return None, [item for item in find_leftovers(repo) if item.removable]
     if report.rewritten:
         mark_pending(repo)
-    upkeep = run_upkeep(repo)
+    upkeep = run_upkeep(repo, restore_open=lambda: restore_open(repo))
     return upkeep, []
 
 
@@ -486,6 +487,6 @@ _size = _mib
 
 
 def is_shadow(repo: GitRepo) -> bool:
-    from ledger.git.leftovers import is_shadow as shadow
+    from ledger.git.store.leftovers import is_shadow as shadow
 
     return shadow(repo)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ledger.engine.changes_since import Authors
     from ledger.engine.engine import Engine
     from ledger.engine.operations import RestoreReport
-    from ledger.git.journal import Journal
+    from ledger.git.restore.journal import Journal
 
     class Changes(Protocol):
         """What a plan or a report lists: the paths a restore adds, modifies and deletes."""
@@ -136,7 +136,7 @@ def restoring(
     """Around an operation that may change files: the journal's intent (session, entry, agent
     dir), and SIGTERM/SIGHUP turned into an interruption so that the restore rolls back (and its
     git child is killed) instead of dying half-way."""
-    from ledger.git.journal import RestoreIntent, restore_intent
+    from ledger.git.restore.journal import RestoreIntent, restore_intent
 
     session_file = engine.host.session_file
     intent = RestoreIntent(
@@ -368,7 +368,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal: Journal) -> int:
     """``rewind undo`` after an interrupted restore: back to the state before it."""
-    from ledger.git.restore import plan_restore
+    from ledger.git.restore.run import plan_restore
     from ledger.recovery import recover
 
     what = (

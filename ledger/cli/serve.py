@@ -7,7 +7,7 @@ stdin/stdout (README, "Running inside Pi"; ``schemas/bridge.schema.json``). Thin
 This process lives as long as the session, so its captures touch only the paths changed since
 the previous one: they go to the repository's shared watcher when one runs (or is started with
 ``rewind.snapshot.autoWatchSeconds``; :mod:`ledger.bridge.delegate`), else to this process's own
-change feed (:mod:`ledger.git.feed`), whose watcher starts in the background at the first event,
+change feed (:mod:`ledger.git.feed.service`), whose watcher starts in the background at the first event,
 off the first prompt's path, when Pi has a UI (a ``pi -p`` run ends before a feed could arm).
 ``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
 captures in this process; ``REWIND_FEED_VERIFY=0`` skips the idle-time verification against
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     setup: _OwnFeed | None = None
     if use_feed:
         from ledger.bridge import delegate
-        from ledger.git import feed
+        from ledger.git.feed import service as feed
 
         start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
         setup = _OwnFeed(start, service)
@@ -171,7 +171,7 @@ class _OwnFeed:
             if self._started or not self._wanted or not self._has_ui:
                 return
             self._started = True
-        from ledger.git import feed
+        from ledger.git.feed import service as feed
 
         feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
         feed.start_for(self.start)
@@ -326,9 +326,9 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
 
     from ledger.bridge.snapshot_socket import SnapshotService, supported
     from ledger.errors import WatchRefusedError
-    from ledger.git import feed
-    from ledger.git.shadow import ShadowRepo
-    from ledger.git.watch_inotify import trim_heap
+    from ledger.git.feed import service as feed
+    from ledger.git.feed.inotify import trim_heap
+    from ledger.git.shadow.layout import ShadowRepo
 
     _few_malloc_arenas()
     repo = ctx.repo()

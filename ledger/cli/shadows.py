@@ -3,7 +3,7 @@
 Why it exists: the shadow repositories of plain directories (docs/shadow.md) live under the agent
 dir, not in any repository, so the doctor lists them whatever repository it was run in, and a
 sweep removes the orphaned ones only on request. Thin: the work is
-:mod:`ledger.git.shadow_upkeep`. Commands never print directly (``ctx.emit``).
+:mod:`ledger.git.shadow.upkeep`. Commands never print directly (``ctx.emit``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def add_sweep_option(parser: argparse.ArgumentParser) -> None:
 
 
 def run_remove_orphaned(args: argparse.Namespace, ctx: CliContext) -> int:
-    from ledger.git.shadow_upkeep import list_shadows, remove_orphaned
+    from ledger.git.shadow.upkeep import list_shadows, remove_orphaned
 
     agent_dir = ctx.agent_dir()
     if args.dry_run:
@@ -57,8 +57,8 @@ def run_remove_orphaned(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def doctor_section(ctx: CliContext, repo: GitRepo | None) -> tuple[dict[str, Any], list[str]]:
     """The doctor's JSON fields and text lines about shadow repositories."""
-    from ledger.git.shadow import ShadowRepo
-    from ledger.git.shadow_upkeep import list_shadows
+    from ledger.git.shadow.layout import ShadowRepo
+    from ledger.git.shadow.upkeep import list_shadows
 
     statuses = list_shadows(ctx.agent_dir())
     orphaned = [s for s in statuses if s.orphaned]

@@ -1,7 +1,7 @@
 """``rewind snapshot``: capture the work tree now and keep it in the store.
 
 Why it exists: a manual checkpoint, and the quickest way to see what a capture costs and what it
-leaves out. Thin: the work is :func:`ledger.git.snapshot.take_snapshot`, done by the running
+leaves out. Thin: the work is :func:`ledger.git.store.snapshot.take_snapshot`, done by the running
 ``rewind serve`` of the repository when there is one (:mod:`ledger.bridge.snapshot_socket`), else
 here.
 """
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     if served is not None:
         fields, warnings = served
     else:
-        from ledger.git.snapshot import take_snapshot
+        from ledger.git.store.snapshot import take_snapshot
         from ledger.settings import load_settings
 
         repo = ctx.repo(create=True)
@@ -79,7 +79,7 @@ def _start_watching(ctx: CliContext, repo: GitRepo, seconds: int) -> None:
     import os
 
     from ledger.bridge.snapshot_socket import start_watcher
-    from ledger.git.shadow import ShadowRepo
+    from ledger.git.shadow.layout import ShadowRepo
 
     if os.environ.get("REWIND_SERVED", "1") == "0" or isinstance(repo, ShadowRepo):
         return

@@ -5,7 +5,7 @@ sees what a restore would overwrite that the agent did not write (docs/design.md
 It also words the outside-changes lines of the restore plans (``rewind restore/undo/fork``).
 
 Invariants: read-only. It captures the work tree with the same private capture a snapshot uses
-(:func:`ledger.git.capture.capture_tree`: the private index under ``.git/pi-rewind/`` and git
+(:func:`ledger.git.capture.scan.capture_tree`: the private index under ``.git/pi-rewind/`` and git
 objects), but makes no commit, appends nothing to ``refs/pi-rewind/store``, leaves the
 latest-snapshot record alone and writes no record to the session; the user's index, HEAD and
 branches are never touched. Exit status 0 whether or not something changed. A path that is not
@@ -29,7 +29,7 @@ from ledger.outside_rules import OutsideChange, count_text, files
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ledger.git.journal import Journal
+    from ledger.git.restore.journal import Journal
     from ledger.presence import Presence
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.cli.sessions import open_engine
     from ledger.engine.changes_since import changed_since, latest_point
-    from ledger.git.capture import capture_tree
+    from ledger.git.capture.scan import capture_tree
 
     engine = open_engine(ctx, args.session)
     session = engine.session()
@@ -95,7 +95,7 @@ def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _here(repo: Any) -> tuple[list[Presence], list[Journal]]:
-    from ledger.git.journal import open_journals
+    from ledger.git.restore.journal import open_journals
     from ledger.presence import live_sessions
 
     journals, _ = open_journals(repo)

@@ -44,7 +44,7 @@ from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
-    from ledger.git.snapshot import LastExact
+    from ledger.git.store.snapshot import LastExact
 
 MENU_UNDO = '"Undo last file rewind"'
 
@@ -145,7 +145,7 @@ class Authors:
 
 
 def overwritten_by(engine: Engine, plan: Any) -> tuple[OutsideChange, ...]:
-    """The user's own work a restore plan (:class:`ledger.git.restore.RestorePlan`) would
+    """The user's own work a restore plan (:class:`ledger.git.restore.run.RestorePlan`) would
     overwrite or delete, from the plan's own capture (no capture here)."""
     return plan_authors(engine, plan).own
 

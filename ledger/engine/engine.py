@@ -54,9 +54,9 @@ from ledger.engine.results import (
     SessionStartReason,
 )
 from ledger.errors import LedgerError
-from ledger.git.journal import recording
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import LastExact, take_snapshot
+from ledger.git.restore.journal import recording
+from ledger.git.store.snapshot import LastExact, take_snapshot
 from ledger.ledgerview import BranchState, LedgerView
 from ledger.lineage import LineageReader
 from ledger.records import FORK_PENDING, OP, TURN
@@ -66,8 +66,8 @@ from ledger.settings import Settings
 from ledger.turngate import TurnPolicy
 
 if TYPE_CHECKING:
-    from ledger.git.journal import Journal
-    from ledger.git.restore import RestoreOutcome
+    from ledger.git.restore.journal import Journal
+    from ledger.git.restore.run import RestoreOutcome
     from ledger.git.trees import Change
 
 Choose = Callable[[str, list[str]], "str | None"]
@@ -186,14 +186,14 @@ class Engine:
         as a running restore until the caller's ``restore_intent`` block ends;
         ``until_recorded``: until :meth:`_release_held` (the record comes in a later event, as
         ``/tree``'s), so no other process calls it interrupted meanwhile."""
-        from ledger.git.journal import RestoreIntent, current_intent, held_journals, restore_intent
-        from ledger.git.restore import restore_commit
+        from ledger.git.restore import journal as J
+        from ledger.git.restore.run import restore_commit
 
         # The restore journal names the session the op record goes to, so that an interrupted
         # restore can be found and undone from it (docs/design.md#crash-safe-restore).
-        intent = current_intent()
+        intent = J.current_intent()
         if intent.session is None and self.host.session_file is not None:
-            intent = RestoreIntent(
+            intent = J.RestoreIntent(
                 session=os.path.realpath(self.host.session_file),
                 entry=intent.entry,
                 operation=intent.operation,
@@ -201,10 +201,10 @@ class Engine:
             )
         self._release_held()
         holding: contextlib.AbstractContextManager[list[Journal]] = (
-            held_journals() if until_recorded else contextlib.nullcontext([])
+            J.held_journals() if until_recorded else contextlib.nullcontext([])
         )
         gate = self.turns.restoring(self.repo.git_dir, self.session().id)
-        with gate, holding as held, restore_intent(intent):
+        with gate, holding as held, J.restore_intent(intent):
             outcome = restore_commit(
                 self.repo,
                 commit,

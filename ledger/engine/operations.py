@@ -25,13 +25,13 @@ from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
 from ledger.engine.neighbours import WrittenByOther
 from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
-from ledger.git.journal import recording
+from ledger.git.restore.journal import recording
 from ledger.outside_rules import OutsideChange
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
 
 if TYPE_CHECKING:
-    from ledger.git.restore import RestorePlan
+    from ledger.git.restore.run import RestorePlan
 
 RestoreMode = Literal["both", "files", "conversation"]
 ForkMode = Literal["conversation", "all", "code"]
@@ -107,7 +107,7 @@ def _fill_plan(report: RestoreReport, plan: RestorePlan, engine: Engine | None =
 
 
 def plan_for(engine: Engine, target: str) -> RestorePlan:
-    from ledger.git.restore import plan_restore
+    from ledger.git.restore.run import plan_restore
 
     return plan_restore(engine.repo, target, engine.settings.snapshot)
 

@@ -63,7 +63,7 @@ from ledger.session.model import entry_text, is_restorable
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
-    from ledger.git.capture import CaptureResult
+    from ledger.git.capture.scan import CaptureResult
 
 MAX_POINTS = 200
 """Points listed at most (newest first): a list a person can scroll, bounded work."""
@@ -78,7 +78,7 @@ TEXT_CHARS = 80
 
 
 def _capture(engine: Engine) -> CaptureResult:
-    from ledger.git.capture import capture_tree
+    from ledger.git.capture.scan import capture_tree
 
     return capture_tree(engine.repo, engine.settings.snapshot)
 
@@ -279,7 +279,7 @@ def _is_redo(engine: Engine) -> bool:
 
 
 def _shadow(engine: Engine) -> str | None:
-    from ledger.git.shadow import ShadowRepo
+    from ledger.git.shadow.layout import ShadowRepo
 
     return str(engine.repo.git_dir) if isinstance(engine.repo, ShadowRepo) else None
 
@@ -289,7 +289,7 @@ def _shadow(engine: Engine) -> str | None:
 
 def preview(engine: Engine, entry_id: str) -> Preview:
     """What restoring ``entry_id``'s point would change, file by file, and what can be done."""
-    from ledger.git.restore_plan import plan_restore
+    from ledger.git.restore.plan import plan_restore
     from ledger.review.diff import GitDiffer
 
     session = engine.session()

@@ -14,7 +14,7 @@ Invariants:
   diff-tree --stdin`` process for any number of tree pairs (git's bytes, see
   :mod:`ledger.review.diff`).
 - With a ``problems`` list, the target side is checked entry by entry by the safety rules of
-  :mod:`ledger.git.restore_safety` while it is read (names, modes, duplicates); problems are
+  :mod:`ledger.git.tree_names` while it is read (names, modes, duplicates); problems are
   collected, never partly acted on. Without one, modes are canonicalized as git does and a
   missing or corrupt tree raises ``KeyError``.
 """
@@ -31,8 +31,8 @@ from pygit2.enums import FileMode
 
 from ledger.errors import GitError, MissingCommitError
 from ledger.git.repo import GitRepo
-from ledger.git.restore_safety import EntryCheck, Problem
 from ledger.git.runner import GitRunner
+from ledger.git.tree_names import EntryCheck, Problem
 
 
 @dataclass(frozen=True)

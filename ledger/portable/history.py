@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledger.errors import UnrelatedRepositoryError
-from ledger.git.bundle_objects import ObjectView, has_commits
 from ledger.git.repo import GitRepo
+from ledger.git.store.bundle_objects import ObjectView, has_commits
 from ledger.portable.archive import Manifest
 
 _HEAD_LINE = "Head: "

@@ -40,10 +40,10 @@ from ledger.errors import (
     GitError,
     HostileArchiveError,
 )
-from ledger.git.bundle_objects import ObjectView
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
-from ledger.git.store import (
+from ledger.git.store.bundle_objects import ObjectView
+from ledger.git.store.chain import (
     KEEPALIVE_MESSAGE,
     SNAPSHOT_SUBJECT,
     Store,

@@ -38,7 +38,9 @@ from ledger.errors import (
     ImportConflictError,
     LedgerError,
 )
-from ledger.git.bundle_objects import (
+from ledger.git.repo import GitRepo
+from ledger.git.runner import ZERO_SHA, GitRunner
+from ledger.git.store.bundle_objects import (
     ObjectView,
     head_commit,
     ref_target,
@@ -46,8 +48,6 @@ from ledger.git.bundle_objects import (
     write_commit,
     write_tree,
 )
-from ledger.git.repo import GitRepo
-from ledger.git.runner import ZERO_SHA, GitRunner
 from ledger.lineage import LineageReader
 from ledger.portable.archive import (
     ArchiveContents,
@@ -431,7 +431,7 @@ def export_remote(repo: GitRepo, path: Path, remote: str) -> ExportReport:
             ("sessions", sessions, "tree"),
         ],
     )
-    from ledger.git.store import git_identity, offset_minutes
+    from ledger.git.store.chain import git_identity, offset_minutes
 
     when_s = int(time.time())
     commit = write_commit(

@@ -15,7 +15,7 @@ Contract:
 - Unlike the reference, no sweep runs ``git gc --auto``: gc rewrites ``packed-refs``, reflogs
   and packs of the user's repository, and we write nothing in ``.git`` but objects, our own
   files and our one ref. Instead, after a startup or 50-snapshot sweep, the same background
-  thread runs :func:`ledger.git.upkeep.run_upkeep` when it is due: our loose objects packed once
+  thread runs :func:`ledger.git.store.upkeep.run_upkeep` when it is due: our loose objects packed once
   git's ``gc.auto`` estimate is exceeded; in a shadow repository, a repack and prune after a
   sweep dropped snapshots (docs/design.md#disk-upkeep). Every ``UPKEEP_CHECK_EVERY`` new
   snapshots the hook checks (a ``listdir``) whether upkeep is due and, if no sweep is running,
@@ -38,8 +38,9 @@ from pathlib import Path
 
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
-from ledger.git.shadow import reopen
-from ledger.git.upkeep import UpkeepReport, mark_pending, run_upkeep, upkeep_due
+from ledger.git.restore.journal import restore_open
+from ledger.git.shadow.layout import reopen
+from ledger.git.store.upkeep import UpkeepReport, mark_pending, run_upkeep, upkeep_due
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 from ledger.session.model import Session
 from ledger.settings import Settings
@@ -168,7 +169,9 @@ class SweepScheduler:
         """Give space back when due (never raises; a failure is a warning)."""
         try:
             repo = repo or reopen(self.root, self.git_dir)
-            report = run_upkeep(repo, stop=self._stopping.is_set)
+            report = run_upkeep(
+                repo, restore_open=lambda: restore_open(repo), stop=self._stopping.is_set
+            )
         except Exception as exc:
             self._note("warning", f"Rewind upkeep failed: {exc}")
             return

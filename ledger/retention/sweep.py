@@ -2,8 +2,8 @@
 
 Why it exists: the plan (:mod:`ledger.retention.plan`) is pure; this module feeds it the ledgers
 the reference would read (docs/design.md#retention-discovery) and executes it with the store's
-compare-and-swap rewrite (:func:`ledger.git.rewrite.rewrite_store`; D7 fixed in
-:meth:`ledger.git.store.Store.rewrite`).
+compare-and-swap rewrite (:func:`ledger.git.store.rewrite.rewrite_store`; D7 fixed in
+:meth:`ledger.git.store.chain.Store.rewrite`).
 
 Invariants:
 - Session files are only read, never written; the store ref is the only thing that changes,
@@ -249,10 +249,10 @@ def run_sweep(
     ``git rev-list --objects`` walk, sized by ``git cat-file --batch-check``), given up after
     ``count_budget_s`` seconds when set (``counted`` False, both figures 0).
     Raises :class:`~ledger.errors.StoreUpdateError` when the compare-and-swap keeps failing."""
-    from ledger.git.journal import pinned_snapshots
-    from ledger.git.rewrite import reclaimable, rewrite_store
-    from ledger.git.snapshot import load_last_exact, save_last_exact
-    from ledger.git.store import Store
+    from ledger.git.restore.journal import pinned_snapshots
+    from ledger.git.store.chain import Store
+    from ledger.git.store.rewrite import reclaimable, rewrite_store
+    from ledger.git.store.snapshot import load_last_exact, save_last_exact
 
     clock = clock or SystemClock()
     started = time.perf_counter()

@@ -11,7 +11,7 @@ import pytest
 from ledger.clock import FixedClock
 from ledger.demo import DemoWorld, build_world, run_prompts
 from ledger.git.repo import GitRepo
-from ledger.git.store import Store
+from ledger.git.store.chain import Store
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.retention.plan import Policy

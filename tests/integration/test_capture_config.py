@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ledger.git.capture import Capturer
-from ledger.git.fingerprint import git_bool
-from ledger.git.index import PrivateIndex
+from ledger.git.capture.fingerprint import git_bool
+from ledger.git.capture.index import PrivateIndex
+from ledger.git.capture.scan import Capturer
 from ledger.git.repo import GitRepo
 from tests.gitkit import git, write
 

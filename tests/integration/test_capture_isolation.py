@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
+from ledger.git.store.snapshot import take_snapshot
 from tests.gitkit import fresh_tree, git, run_python, user_state
 from tests.snapshotkit import capture
 
@@ -93,7 +93,7 @@ def test_two_processes_capturing_at_once_do_not_corrupt_the_private_index(repo: 
     code = (
         "import sys\n"
         "from ledger.git.repo import GitRepo\n"
-        "from ledger.git.capture import capture_tree\n"
+        "from ledger.git.capture.scan import capture_tree\n"
         "repo = GitRepo.discover('.')\n"
         "trees = {capture_tree(repo).tree for _ in range(8)}\n"
         "print(' '.join(sorted(trees)))\n"

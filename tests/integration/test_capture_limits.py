@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import CaptureTooLargeError
-from ledger.git.capture import CaptureResult, capture_tree
-from ledger.git.capture_limits import heaviest_directories
-from ledger.git.index import PrivateIndex
+from ledger.git.capture.index import PrivateIndex
+from ledger.git.capture.limits import heaviest_directories
+from ledger.git.capture.scan import CaptureResult, capture_tree
 from ledger.git.repo import GitRepo
-from ledger.git.shadow import shadow_home
+from ledger.git.shadow.layout import shadow_home
 from ledger.session.agent_dir import resolve_agent_dir
 from ledger.settings import SnapshotSettings, resolve_settings
 from tests.cli.helpers import run_process

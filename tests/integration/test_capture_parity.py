@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import DirtySubmoduleError
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git, ls_tree
 from tests.snapshotkit import NO_PROTECTION, assert_parity, capture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
 from ledger.settings import SnapshotSettings
 from tests.gitkit import fresh_tree, git, ls_tree

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.git.capture import Capturer
+from ledger.git.capture.scan import Capturer
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git, ls_tree
 from tests.snapshotkit import NO_PROTECTION

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ledger.clock import FixedClock
-from ledger.git.journal import open_journals
 from ledger.git.repo import GitRepo
+from ledger.git.restore.journal import open_journals
 from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
 from tests.gitkit import ROOT, git
@@ -50,7 +50,7 @@ def _killed_at(world: object, step: str, *args: str) -> None:
     code = (
         "import os, signal, sys\n"
         "from ledger.cli import main\n"
-        "from ledger.git.restore_apply import Steps\n"
+        "from ledger.git.restore.apply import Steps\n"
         "original = Steps.reach\n"
         "def reach(self, step):\n"
         f"    if step == {step!r}:\n"

@@ -14,7 +14,7 @@ import pytest
 
 from ledger.errors import UnsafeLayoutError
 from ledger.git.repo import GitRepo
-from ledger.git.store import STORE_REF
+from ledger.git.store.chain import STORE_REF
 from tests.bridgekit import FakePi
 from tests.cli.helpers import Result
 from tests.enginekit import Agent, tree_of_commit

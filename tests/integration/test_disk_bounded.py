@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from ledger.clock import FixedClock
-from ledger.git.leftovers import PRUNE_GRACE_S, disk_usage, find_leftovers
-from ledger.git.open_tree import open_work_tree
 from ledger.git.repo import GitRepo
-from ledger.git.restore import restore_commit
-from ledger.git.snapshot import take_snapshot
-from ledger.git.store import STORE_REF, Store
-from ledger.git.upkeep import loose_estimate, our_loose_objects, run_upkeep
+from ledger.git.restore.journal import restore_open
+from ledger.git.restore.run import restore_commit
+from ledger.git.shadow.open import open_work_tree
+from ledger.git.store.chain import STORE_REF, Store
+from ledger.git.store.leftovers import PRUNE_GRACE_S, disk_usage, find_leftovers
+from ledger.git.store.snapshot import take_snapshot
+from ledger.git.store.upkeep import loose_estimate, our_loose_objects, run_upkeep
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.retention.scheduler import SweepScheduler
@@ -303,7 +304,7 @@ def test_our_loose_objects_are_packed_in_a_users_repository_and_nothing_of_their
     before = fingerprint(git_dir, user_loose)
     kept = Store(gitrepo).snapshots()
 
-    report = run_upkeep(gitrepo)
+    report = run_upkeep(gitrepo, restore_open=lambda: restore_open(gitrepo))
     assert report.action == "packed-ours" and report.packed_objects == len(ours)
     assert our_loose_objects(GitRepo.discover(repo)) == []
     after = fingerprint(git_dir, user_loose)
@@ -315,7 +316,8 @@ def test_our_loose_objects_are_packed_in_a_users_repository_and_nothing_of_their
     assert Store(GitRepo.discover(repo)).snapshots() == kept
     git(repo, "rev-list", "--objects", "--missing=error", STORE_REF)
     git(repo, "config", "gc.auto", "6700")
-    assert run_upkeep(GitRepo.discover(repo)).action == "none", "below gc.auto: nothing"
+    again = GitRepo.discover(repo)
+    assert run_upkeep(again, restore_open=lambda: False).action == "none", "below gc.auto"
 
 
 def test_the_scheduler_packs_our_objects_in_the_background_once_over_gc_auto(
@@ -336,12 +338,12 @@ def test_the_scheduler_packs_our_objects_in_the_background_once_over_gc_auto(
 
 UPKEEP_SCRIPT = """
 import sys
-from ledger.git.shadow import reopen
-from ledger.git.upkeep import mark_pending, run_upkeep
+from ledger.git.shadow.layout import reopen
+from ledger.git.store.upkeep import mark_pending, run_upkeep
 from pathlib import Path
 repo = reopen(Path(sys.argv[1]), Path(sys.argv[2]))
 mark_pending(repo)
-run_upkeep(repo, force=True)
+run_upkeep(repo, restore_open=lambda: False, force=True)
 """
 
 

@@ -1,6 +1,6 @@
 """The change feed's fallbacks and verification, on real repositories and real inotify.
 
-Each test arms a feed (:class:`ledger.git.feed.Feed`) on a temporary repository, breaks it the
+Each test arms a feed (:class:`ledger.git.feed.service.Feed`) on a temporary repository, breaks it the
 way the issue lists (queue overflow, watch limit, a dead watcher thread, rule-file edits, a
 write through ``mmap`` that inotify cannot see), and checks that every capture still equals a
 fresh-index ``git add -A`` tree and that the feed says why it stopped trusting itself. The last
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.git.capture import Capturer
-from ledger.git.feed import Feed
-from ledger.git.index import VerifyIndex
+from ledger.git.capture.index import VerifyIndex
+from ledger.git.capture.scan import Capturer
+from ledger.git.feed.inotify import BACKGROUND_NICE, lower_thread_priority
+from ledger.git.feed.service import Feed
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner, idle_priority_git
-from ledger.git.watch_inotify import BACKGROUND_NICE, lower_thread_priority
 from ledger.records import TURN
 from tests.bridgekit import FakePi
 from tests.gitkit import fresh_tree, git

@@ -14,8 +14,8 @@ import pygit2
 import pytest
 
 from ledger.bridge.hosted import HostedSessions, socket_path
-from ledger.git import feed
-from ledger.git.feed_tree import (
+from ledger.git.feed import service as feed
+from ledger.git.feed.tree import (
     OBJECT_CACHE_BYTES,
     PACK_MAPPED_BYTES,
     PACK_WINDOW_BYTES,

@@ -18,13 +18,13 @@ import pytest
 
 from ledger.engine.operations import restore, undo
 from ledger.errors import ShadowRefusedError, UnsafeRestoreError
-from ledger.git.capture import Capturer, capture_tree
-from ledger.git.feed import Feed
-from ledger.git.open_tree import open_work_tree
+from ledger.git.capture.scan import Capturer, capture_tree
+from ledger.git.feed.service import Feed
 from ledger.git.repo import GitRepo, is_git_dir
-from ledger.git.restore import restore_commit
-from ledger.git.restore_plan import build_plan, resolve_commit
-from ledger.git.shadow import create_shadow, shadow_root
+from ledger.git.restore.plan import build_plan, resolve_commit
+from ledger.git.restore.run import restore_commit
+from ledger.git.shadow.layout import create_shadow, shadow_root
+from ledger.git.shadow.open import open_work_tree
 from ledger.session.agent_dir import resolve_agent_dir
 from ledger.settings import SnapshotSettings
 from tests.cli.helpers import run_process

@@ -16,8 +16,8 @@ import pytest
 
 from ledger.errors import UnsafeRestoreError
 from ledger.git.repo import GitRepo
-from ledger.git.restore import plan_restore
-from ledger.git.store import STORE_REF
+from ledger.git.restore.run import plan_restore
+from ledger.git.store.chain import STORE_REF
 from tests.gitkit import files, git, user_state, write
 from tests.snapshotkit import NO_PROTECTION, restore, snapshot
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.git.feed_tree import CHECK_IGNORE, HASH_PATHS, PIPE_PAGE, KeptGit
+from ledger.git.feed.tree import CHECK_IGNORE, HASH_PATHS, PIPE_PAGE, KeptGit
 from ledger.git.repo import GitRepo
 from tests.gitkit import git
 

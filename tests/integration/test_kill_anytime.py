@@ -49,11 +49,11 @@ from pathlib import Path
 import pytest
 
 from ledger.clock import FixedClock
-from ledger.git.leftovers import PRUNE_GRACE_S, find_leftovers
-from ledger.git.open_tree import open_work_tree
 from ledger.git.repo import GitRepo
-from ledger.git.shadow import reopen
-from ledger.git.store import STALE_LOCK_S, STORE_REF, Store
+from ledger.git.shadow.layout import reopen
+from ledger.git.shadow.open import open_work_tree
+from ledger.git.store.chain import STALE_LOCK_S, STORE_REF, Store
+from ledger.git.store.leftovers import PRUNE_GRACE_S, find_leftovers
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.session.store import SessionAppender, create_session_file

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledger.engine import messages as M
-from ledger.git.capture import Capturer
+from ledger.git.capture.scan import Capturer
 from ledger.outside_rules import OutsideChange
 from tests.bridgekit import FakePi
 from tests.cli.helpers import run_cli

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.errors import CorruptArchiveError, HostileArchiveError, ImportConflictError
 from ledger.git.repo import GitRepo
-from ledger.git.store import Store
+from ledger.git.store.chain import Store
 from ledger.lineage import LineageReader
 from ledger.portable import export_archive, export_remote, import_archive, import_remote
 from ledger.portable.archive import read_archive

@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ledger.git.refswap import SwapOutcome, swap_loose_ref
 from ledger.git.repo import GitRepo
-from ledger.git.store import STORE_REF, Identity, Store
+from ledger.git.store.chain import STORE_REF, Identity, Store
+from ledger.git.store.refswap import SwapOutcome, swap_loose_ref
 from tests.gitkit import git, run_python
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -101,7 +101,7 @@ done
 _PY_APPENDER = """
 import random
 from ledger.git.repo import GitRepo
-from ledger.git.store import Identity, Store
+from ledger.git.store.chain import Identity, Store
 repo = GitRepo.discover('.')
 store = Store(repo, rng=random.Random(TAG))
 empty = repo.pygit2.TreeBuilder().write()

@@ -14,9 +14,9 @@ import pytest
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.repo import GitRepo
-from ledger.git.restore import plan_restore, restore_commit
-from ledger.git.snapshot import LastExact, take_snapshot
-from ledger.git.store import STORE_REF
+from ledger.git.restore.run import plan_restore, restore_commit
+from ledger.git.store.chain import STORE_REF
+from ledger.git.store.snapshot import LastExact, take_snapshot
 from ledger.git.trees import diff_trees, patch
 from ledger.settings import SnapshotSettings
 from tests.gitkit import files, fresh_tree, git, user_state, write

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import InterruptedRestoreError, RestoreFailedError
-from ledger.git.index import PrivateIndex
-from ledger.git.journal import open_journals
+from ledger.git.capture.index import PrivateIndex
 from ledger.git.repo import GitRepo
-from ledger.git.restore import STEPS, restore_commit
-from ledger.git.store import STORE_REF
+from ledger.git.restore.journal import open_journals
+from ledger.git.restore.run import STEPS, restore_commit
+from ledger.git.store.chain import STORE_REF
 from tests.gitkit import ROOT, files, fresh_tree, git, write
 from tests.snapshotkit import restore, snapshot
 
@@ -133,7 +133,7 @@ def test_the_capture_index_stays_locked_for_the_whole_restore(rich: tuple[Path, 
 
     probe = (
         "import sys\nfrom pathlib import Path\nfrom ledger.errors import GitError\n"
-        "from ledger.git.index import PrivateIndex\ntry:\n"
+        "from ledger.git.capture.index import PrivateIndex\ntry:\n"
         "    with PrivateIndex(Path(sys.argv[1])).locked(timeout_s=0.05): print('acquired')\n"
         "except GitError as exc: print(exc.message)\n"
     )

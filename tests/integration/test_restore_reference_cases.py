@@ -142,7 +142,7 @@ def test_d5_a_restore_started_from_a_subdirectory_covers_the_whole_repository(re
     proc = run_python(
         "from pathlib import Path\n"
         "from ledger.git.repo import GitRepo\n"
-        "from ledger.git.restore import restore_commit\n"
+        "from ledger.git.restore.run import restore_commit\n"
         "from tests.snapshotkit import NO_PROTECTION\n"
         f"restore_commit(GitRepo.discover(Path('.')), {point!r}, NO_PROTECTION)\n",
         cwd=repo / "sub/dir",

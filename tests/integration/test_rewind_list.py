@@ -14,7 +14,7 @@ from ledger.engine.changes_since import latest_point
 from ledger.engine.operations import restore, undo
 from ledger.engine.ownership import agent_work, timeline
 from ledger.engine.preview import compare_point, list_points
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from tests.enginekit import Agent
 
 

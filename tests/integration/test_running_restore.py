@@ -1,7 +1,7 @@
 """A restore that is still running is not an interrupted one (docs/design.md#crash-safe-restore).
 
 A real ``rewind restore`` process is paused mid-write (after its deletions: the work tree is
-mixed, its journal says ``writing``) through the fault hook of :mod:`ledger.git.restore_apply`,
+mixed, its journal says ``writing``) through the fault hook of :mod:`ledger.git.restore.apply`,
 the same hook ``test_crash_safe_restore.py`` uses to kill one there. While it waits, ``rewind
 doctor`` names it by pid as information, and a second ``rewind restore`` or ``rewind undo`` waits
 for it and then does its own work; none of them says "interrupted". Once the restore's process
@@ -26,8 +26,8 @@ import pytest
 
 from ledger.cli import main
 from ledger.errors import RestoreRunningError
-from ledger.git.journal import journal_dir, open_journals
 from ledger.git.repo import GitRepo
+from ledger.git.restore.journal import journal_dir, open_journals
 from tests.gitkit import ROOT, git
 
 _spec = importlib.util.spec_from_file_location(
@@ -49,7 +49,7 @@ _HOOKED = """
 import os, signal, sys, time
 from pathlib import Path
 from ledger.cli import main
-from ledger.git.restore_apply import Steps
+from ledger.git.restore.apply import Steps
 step, action, paused, go = sys.argv[1:5]
 original = Steps.reach
 def reach(self, name):

@@ -20,12 +20,12 @@ from ledger.engine.engine import Engine
 from ledger.engine.host import FileHost
 from ledger.engine.operations import fork, restore, undo
 from ledger.errors import NoShadowError, ShadowRefusedError
-from ledger.git.capture import capture_tree
-from ledger.git.open_tree import open_work_tree
-from ledger.git.shadow import ShadowRepo, find_shadow, shadow_home
-from ledger.git.shadow_upkeep import list_shadows, remove_orphaned
-from ledger.git.snapshot import take_snapshot
-from ledger.git.store import Store
+from ledger.git.capture.scan import capture_tree
+from ledger.git.shadow.layout import ShadowRepo, find_shadow, shadow_home
+from ledger.git.shadow.open import open_work_tree
+from ledger.git.shadow.upkeep import list_shadows, remove_orphaned
+from ledger.git.store.chain import Store
+from ledger.git.store.snapshot import take_snapshot
 from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
 from ledger.session.agent_dir import resolve_agent_dir

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from ledger.clock import FixedClock
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import (
+from ledger.git.store.chain import STORE_REF, Store
+from ledger.git.store.snapshot import (
     LastExact,
     load_last_exact,
     save_last_exact,
     take_snapshot,
 )
-from ledger.git.store import STORE_REF, Store
 from tests.gitkit import fresh_tree, git
 
 

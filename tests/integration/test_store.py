@@ -9,8 +9,8 @@ import pytest
 
 from ledger.errors import StoreUpdateError
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
-from ledger.git.store import STORE_REF, Identity, Store
+from ledger.git.store.chain import STORE_REF, Identity, Store
+from ledger.git.store.snapshot import take_snapshot
 from tests.gitkit import git, run_python
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -127,7 +127,7 @@ def test_concurrent_processes_appending_never_lose_a_snapshot(repo: Path) -> Non
     code = (
         "import sys\n"
         "from ledger.git.repo import GitRepo\n"
-        "from ledger.git.snapshot import take_snapshot\n"
+        "from ledger.git.store.snapshot import take_snapshot\n"
         "from pathlib import Path\n"
         "tag = sys.argv[1] if len(sys.argv) > 1 else ''\n"
         "repo = GitRepo.discover('.')\n"

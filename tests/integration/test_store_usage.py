@@ -1,5 +1,5 @@
 """``rewind doctor``'s disk figures within a bounded time, and the sweep's one walk
-(ledger/git/usage.py, ledger/git/rewrite.py::reclaimable; docs/design.md#disk-upkeep).
+(ledger/git/store/usage.py, ledger/git/store/rewrite.py::reclaimable; docs/design.md#disk-upkeep).
 
 The doctor's exact figures are cached per store state (store head, other refs, object layout):
 a cache is used when that state is unchanged, ignored when it changed or is corrupt, and a walk
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from ledger.git.repo import GitRepo
-from ledger.git.rewrite import reclaimable
 from ledger.git.runner import EMPTY_TREE
-from ledger.git.store import STORE_REF, Store
-from ledger.git.upkeep import our_loose_objects
-from ledger.git.usage import (
+from ledger.git.store.chain import STORE_REF, Store
+from ledger.git.store.rewrite import reclaimable
+from ledger.git.store.upkeep import our_loose_objects
+from ledger.git.store.usage import (
     MAX_CACHE_BYTES,
     cache_path,
     measure,

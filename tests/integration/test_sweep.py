@@ -17,8 +17,8 @@ from ledger.clock import FixedClock
 from ledger.engine.engine import Engine
 from ledger.engine.host import FileHost
 from ledger.git.repo import GitRepo
-from ledger.git.restore import restore_commit
-from ledger.git.store import Store
+from ledger.git.restore.run import restore_commit
+from ledger.git.store.chain import Store
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.retention import scheduler as scheduler_module
@@ -152,7 +152,7 @@ def test_case_14_a_rewrite_that_races_an_append_keeps_both(repo: Path, agent_dir
     since = store.head()
     appended = snapshot_file(repo, "a.txt", "appended during the sweep\n")  # moves the head
     assert store.head() != since
-    from ledger.git.store import git_identity
+    from ledger.git.store.chain import git_identity
 
     result = store.rewrite(
         [live], since=since, identity=git_identity(gitrepo), when_s=int(time.time()), offset_min=0
@@ -165,7 +165,7 @@ _APPENDER = """
 import sys
 from pathlib import Path
 from ledger.git.repo import GitRepo
-from ledger.git.snapshot import take_snapshot
+from ledger.git.store.snapshot import take_snapshot
 repo = Path(sys.argv[1]); name = sys.argv[2]
 for i in range(int(sys.argv[3])):
     (repo / f"{name}.txt").write_text(f"{name} {i}\\n")
@@ -177,7 +177,7 @@ def test_rewrites_racing_processes_that_append_snapshots_lose_none(repo: Path) -
     """Real processes append snapshots while this one keeps rewriting the store to the set it
     read at the start of each rewrite: without D7's retry, an append that lands between the read
     and the swap would vanish."""
-    from ledger.git.store import git_identity
+    from ledger.git.store.chain import git_identity
 
     gitrepo = GitRepo.discover(repo)
     store = Store(gitrepo)

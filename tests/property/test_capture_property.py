@@ -21,7 +21,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.git.capture import capture_tree
+from ledger.git.capture.scan import capture_tree
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git
 from tests.snapshotkit import NO_PROTECTION as NONE

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.git.capture import Capturer
-from ledger.git.feed import Feed
+from ledger.git.capture.scan import Capturer
+from ledger.git.feed.service import Feed
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git
 from tests.snapshotkit import NO_PROTECTION as NONE

@@ -149,6 +149,46 @@ def test_no_module_is_over_600_lines(path: Path) -> None:
     assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)}: {lines} lines"
 
 
+GIT_LAYERS = {
+    "basics": 0,
+    "shadow.layout": 1,
+    "capture": 2,
+    "feed": 3,
+    "store": 3,
+    "restore": 4,
+    "shadow.upkeep": 4,
+    "shadow.open": 5,
+}
+"""The git layer's subsystems, bottom up (ledger/git/__init__.py): each imports only lower ones."""
+
+
+def _subsystem(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["ledger", "git"] or len(parts) < 3:
+        return None
+    if len(parts) == 3:
+        return (
+            parts[2] if parts[2] in ("capture", "feed", "store", "restore", "shadow") else "basics"
+        )
+    return f"shadow.{parts[3]}" if parts[2] == "shadow" else parts[2]
+
+
+def test_the_git_layers_subsystems_import_only_lower_layers() -> None:
+    graph, _, _ = _graph()
+    upward = []
+    for module, targets in graph.items():
+        here = _subsystem(module)
+        if here is None or here == "shadow":
+            continue
+        for target in targets:
+            there = _subsystem(target)
+            if there is None or there == here or there == "shadow":
+                continue
+            if GIT_LAYERS[there] >= GIT_LAYERS[here]:
+                upward.append(f"{module} ({here}) imports {target} ({there})")
+    assert upward == []
+
+
 def test_the_checker_finds_a_circle_and_a_private_import() -> None:
     """The rules above can fail: a made-up circle is found."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

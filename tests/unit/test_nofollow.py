@@ -1,4 +1,4 @@
-"""The one symlink-safe walk (ledger/git/nofollow.py): a symlink anywhere on the path stops it,
+"""The one symlink-safe walk (ledger/git/restore/nofollow.py): a symlink anywhere on the path stops it,
 missing components are created, reported or refused as asked, and no descriptor leaks."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.git.nofollow import NotADirectoryOnPath, open_dir
+from ledger.git.restore.nofollow import NotADirectoryOnPath, open_dir
 
 
 def _fds() -> int:

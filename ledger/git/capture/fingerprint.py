@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pygit2
 
-from ledger.git.capture_state import file_signature
+from ledger.git.capture.state import file_signature
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.settings import SnapshotSettings

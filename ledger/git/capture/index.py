@@ -8,11 +8,11 @@ user's weakened ones (docs/design.md#the-private-index).
 
 What lives in ``<git-dir>/pi-rewind/`` (:class:`PrivateIndex` names them):
 - ``index``: the private index (git's format v2, so that racy entries can be found without
-  parsing every entry, :mod:`ledger.git.racy`; with the untracked cache; never a split index,
+  parsing every entry, :mod:`ledger.git.capture.racy`; with the untracked cache; never a split index,
   whose shared files git would put in ``.git/`` itself).
 - ``lock``: held for the whole of a capture or restore (:class:`CaptureLock`).
-- ``capture-state.json``: what the index does not say (:mod:`ledger.git.capture_state`), valid
-  for one fingerprint of the configuration outside the work tree (:mod:`ledger.git.fingerprint`).
+- ``capture-state.json``: what the index does not say (:mod:`ledger.git.capture.state`), valid
+  for one fingerprint of the configuration outside the work tree (:mod:`ledger.git.capture.fingerprint`).
 - ``capture-in-progress``: the mark of a capture that may have written the index but not yet the
   state that matches it.
 - ``serve.lock``: held by the one ``rewind serve`` that serves the repository (:class:`ServeLock`);
@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ledger.errors import GitError
-from ledger.git.capture_state import CaptureState
+from ledger.git.capture.state import CaptureState
 from ledger.git.private import private_dir
 
 LOCK_TIMEOUT_S = 120.0

@@ -1,7 +1,7 @@
 """What a capture refuses, before it writes anything: a dirty submodule, an absurd first capture.
 
-Why it exists: the capture (:mod:`ledger.git.capture`) applies a classified plan
-(:mod:`ledger.git.capture_plan`); some plans must not be applied at all. Both checks here only
+Why it exists: the capture (:mod:`ledger.git.capture.scan`) applies a classified plan
+(:mod:`ledger.git.capture.plan`); some plans must not be applied at all. Both checks here only
 read, and run after ``git status`` and before any ``update-index``.
 
 - :func:`check_dirty`: a submodule or embedded repository with uncommitted changes cannot be
@@ -18,8 +18,8 @@ how to leave them out (docs/design.md#first-capture-limits).
 Invariants of the first-capture check:
 - Only a *first* capture is checked: one with no completed capture state (the private index is
   built from nothing and nothing was accepted before). Later captures add what changed since and
-  never pay for this check; :class:`~ledger.git.capture.Capturer` decides which capture is first.
-- It runs on the classified plan (:mod:`ledger.git.capture_plan`), after ``git status`` and
+  never pay for this check; :class:`~ledger.git.capture.scan.Capturer` decides which capture is first.
+- It runs on the classified plan (:mod:`ledger.git.capture.plan`), after ``git status`` and
   before any ``update-index``: a refusal has written no object and no capture state.
 - What counts: paths the plan adds that the user's own index does not track (tracked files are
   the user's content, already in their repository: a big monorepo is never refused), less
@@ -39,7 +39,7 @@ from typing import Protocol
 import pygit2
 
 from ledger.errors import CaptureTooLargeError, DirtySubmoduleError
-from ledger.git.capture_plan import MANY_UNTRACKED, CapturePlan
+from ledger.git.capture.plan import MANY_UNTRACKED, CapturePlan
 from ledger.git.runner import GitRunner, chunks, decode_path
 from ledger.settings import SnapshotSettings
 

@@ -3,7 +3,7 @@
 Why it exists: between "git status lists what differs from the private index" and "the index
 holds the work tree" lie the capture's exclusion rules (docs/design.md#protected-paths,
 docs/design.md#submodules-and-embedded-repositories). This module holds them, apart from the
-git calls that act on the result (:mod:`ledger.git.capture`):
+git calls that act on the result (:mod:`ledger.git.capture.scan`):
 
 - :func:`parse_status` reads ``git status --porcelain=v2 -z`` records into typed values;
 - :func:`classify` decides, for each, whether it is recorded, removed or skipped on purpose, and
@@ -88,7 +88,7 @@ class CapturePlan:
     """Git directories inside the work tree left out of this capture."""
     sizes: dict[str, int] = field(default_factory=dict)
     """Sizes of the untracked regular files read for the size limit (reused by the first-capture
-    check, :mod:`ledger.git.capture_limits`, so that no file is ``lstat``-ed twice)."""
+    check, :mod:`ledger.git.capture.limits`, so that no file is ``lstat``-ed twice)."""
     user_tracked: frozenset[str] | None = None
     """The user's tracked files, when classify listed them all (many untracked paths)."""
 

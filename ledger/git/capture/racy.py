@@ -27,8 +27,8 @@ import os
 import time
 from pathlib import Path
 
-from ledger.git.capture_state import CaptureState
-from ledger.git.index import IndexUnusable
+from ledger.git.capture.index import IndexUnusable
+from ledger.git.capture.state import CaptureState
 
 RACY_BACKDATE_LIMIT_S = 900
 """Racy entries whose mtime is older than this are dropped and re-hashed instead of moving the

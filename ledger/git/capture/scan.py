@@ -6,30 +6,30 @@ and untracked non-ignored files, tracked files matching an ignore rule left out,
 symlinks, ``.gitattributes`` conversions, gitlinks at their HEAD), minus the protected paths
 (docs/design.md#protected-paths; the contract: docs/design.md#the-exactness-contract). The
 reference gets this by re-hashing everything every time; we refresh a private index
-(:mod:`ledger.git.index`) and re-hash only what changed.
+(:mod:`ledger.git.capture.index`) and re-hash only what changed.
 
 One capture, under the private index's lock:
 
 1. Fingerprint what can change results without changing any file's stat data
-   (:mod:`ledger.git.fingerprint`). A change (or ``core.ignoreCase``, whose renames git cannot
+   (:mod:`ledger.git.capture.fingerprint`). A change (or ``core.ignoreCase``, whose renames git cannot
    see in a kept index) means: start from an empty index.
 2. Compare the saved signatures of each directory's ``.gitignore``/``.gitattributes``/``.git``
-   (:mod:`ledger.git.capture_state`).
+   (:mod:`ledger.git.capture.state`).
 3. Drop entries that stopped or started being repositories, and old-mtime racy entries listed
-   by the previous capture (:mod:`ledger.git.racy`).
+   by the previous capture (:mod:`ledger.git.capture.racy`).
 4. ``git status --porcelain=v2 -uall`` on the private index with our settings (trustctime,
    default checkStat, no ignoreStat, no fsmonitor, untracked cache) lists what changed.
-5. Parse and classify it (:mod:`ledger.git.capture_plan`): protected directories, too-large
+5. Parse and classify it (:mod:`ledger.git.capture.plan`): protected directories, too-large
    untracked files, embedded repositories without a commit are skipped. Refused before anything
-   is written (:mod:`ledger.git.capture_limits`): a dirty submodule or embedded repository, and
+   is written (:mod:`ledger.git.capture.limits`): a dirty submodule or embedded repository, and
    a first capture adding more untracked files or bytes than the settings allow.
 6. Few plain changes (up to :data:`LAZY_MAX_PATHS` paths differing from the index): hash them and
-   edit the index's tree with pygit2, leaving the index as it is (:mod:`ledger.git.treeedit`).
+   edit the index's tree with pygit2, leaving the index as it is (:mod:`ledger.git.capture.treeedit`).
    Otherwise ``update-index --add --remove --replace`` them; remove entries newly ignored
    (``ls-files -c -i`` under directories whose ignore rules changed); ``add --renormalize``
    under directories whose attributes changed; ``write-tree`` (skipped when nothing changed).
 7. Keep the entries recorded within this capture's seconds under git's racy check
-   (:mod:`ledger.git.racy`).
+   (:mod:`ledger.git.capture.racy`).
 
 Invariants: only the private index, its lock/state files and git objects are written. The
 user's index is read only through read-only commands (``GIT_OPTIONAL_LOCKS=0``). All git commands
@@ -51,8 +51,10 @@ from typing import Any
 import pygit2
 
 from ledger.errors import CaptureIndexError, DirtySubmoduleError, GitError
-from ledger.git.capture_limits import check_dirty, check_first_capture
-from ledger.git.capture_plan import (
+from ledger.git.capture.fingerprint import global_fingerprint
+from ledger.git.capture.index import IndexUnusable, PrivateIndex
+from ledger.git.capture.limits import check_dirty, check_first_capture
+from ledger.git.capture.plan import (
     TRACE_ENV,
     CapturePlan,
     RuleChanges,
@@ -61,7 +63,8 @@ from ledger.git.capture_plan import (
     parse_status,
     untracked_cache_quiet,
 )
-from ledger.git.capture_state import (
+from ledger.git.capture.racy import guard_racy_entries, old_racy_entries
+from ledger.git.capture.state import (
     CaptureState,
     dir_signatures,
     parent_dirs,
@@ -69,13 +72,10 @@ from ledger.git.capture_state import (
     same_content,
     topmost,
 )
-from ledger.git.fingerprint import global_fingerprint
-from ledger.git.index import IndexUnusable, PrivateIndex
-from ledger.git.racy import guard_racy_entries, old_racy_entries
+from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
-from ledger.git.shadow import ShadowRepo, capture_settings
-from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
+from ledger.git.shadow.layout import ShadowRepo, capture_settings
 from ledger.settings import SnapshotSettings
 
 # Our settings for every command that reads or writes the private index. The user's weakened
@@ -104,7 +104,7 @@ PRIVATE_CONFIG: tuple[tuple[str, str], ...] = (
 
 LAZY_MAX_PATHS = 32
 """Up to this many paths differing from the private index, a capture hashes them and edits the
-tree instead of rewriting the index (see :mod:`ledger.git.treeedit`); beyond, it records them."""
+tree instead of rewriting the index (see :mod:`ledger.git.capture.treeedit`); beyond, it records them."""
 _NO_SPACE = "No space left on device"
 
 
@@ -150,7 +150,7 @@ class Capturer:
 
     def capture(self) -> CaptureResult:
         """Capture now: through the change feed when this process runs one (``rewind serve``,
-        :mod:`ledger.git.feed`) and it can be trusted, else by a full scan."""
+        :mod:`ledger.git.feed.service`) and it can be trusted, else by a full scan."""
         # Not while this thread holds the private index's lock (a restore captures inside it):
         # the watcher would wait for that very lock, and we for the watcher.
         if self.use_feed and not self.index.locked_here():
@@ -367,7 +367,7 @@ class Capturer:
 
     def _lazy_tree(self, state: CaptureState, plan: CapturePlan) -> str | None:
         """The capture's tree from the index's tree plus the paths status listed, without
-        rewriting the index (:mod:`ledger.git.treeedit`), when the change set is small and
+        rewriting the index (:mod:`ledger.git.capture.treeedit`), when the change set is small and
         plain; ``None`` to take the ordinary path."""
         paths = plan.paths
         if not paths:
@@ -462,7 +462,7 @@ class Capturer:
             raise IndexUnusable(str(exc)) from exc
         return result.text.strip()
 
-    # --- small git helpers (also the :class:`~ledger.git.capture_plan.Probe` of classify) ---
+    # --- small git helpers (also the :class:`~ledger.git.capture.plan.Probe` of classify) ---
 
     def _update_index(
         self, options: list[str], paths: Sequence[str], *, forget_untracked: bool = False
@@ -547,7 +547,7 @@ class Capturer:
 def _active_feed(repo: GitRepo) -> Any:
     """The change feed of ``repo`` when this process runs feeds (the module is imported only by
     ``rewind serve``; one-shot commands never pay for it)."""
-    module = sys.modules.get("ledger.git.feed")
+    module = sys.modules.get("ledger.git.feed.service")
     if module is None or not module.enabled():
         return None
     return module.feed_for(repo)

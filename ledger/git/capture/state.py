@@ -1,11 +1,11 @@
 """``capture-state.json``: what a capture remembers beside the private index, and its format.
 
-Why it exists: the private index (:mod:`ledger.git.index`) records files, not what decides which
+Why it exists: the private index (:mod:`ledger.git.capture.index`) records files, not what decides which
 files a capture holds. A capture must also know the fingerprint the index was built under
-(:mod:`ledger.git.fingerprint`), each directory's ignore and attribute rules as they were (so that
+(:mod:`ledger.git.capture.fingerprint`), each directory's ignore and attribute rules as they were (so that
 a changed ``.gitignore`` is seen although no tracked file changed), the gitlinks, the protected
 directories kept because the user tracks something there, and the racy-entry bookkeeping of
-:mod:`ledger.git.racy`.
+:mod:`ledger.git.capture.racy`.
 
 The file (version :data:`STATE_VERSION`)::
 

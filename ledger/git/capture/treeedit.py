@@ -6,7 +6,7 @@ cache-tree), about 150 ms on a 100,000-file repository, even for one changed fil
 changed paths it is cheaper to hash them (``git hash-object -w --stdin-paths``, which applies the
 same attributes and clean filters as ``git add``), and to derive the snapshot tree from the tree
 of the private index's entries with pygit2. The index is then updated later, in one go, when the
-list grows (see :mod:`ledger.git.capture`).
+list grows (see :mod:`ledger.git.capture.scan`).
 
 Why this stays exact: the base is the tree of the *index's* entries, and ``git status`` lists
 every path whose work-tree state differs from its index entry (content-compared when stat data

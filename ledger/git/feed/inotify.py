@@ -1,6 +1,6 @@
 """A recursive inotify watcher of one work tree that can be flushed synchronously.
 
-Why it exists: the change feed (:mod:`ledger.git.feed`) may skip git's stat scan only if it knows
+Why it exists: the change feed (:mod:`ledger.git.feed.service`) may skip git's stat scan only if it knows
 *every* path that changed since the last capture. Linux queues an inotify event inside the very
 system call that changes a file (``write``, ``rename``, ``unlink``, ``chmod`` …), so when a change
 has returned to the program that made it, its event is already in the kernel queue. Reading that

@@ -1,20 +1,20 @@
 """The change feed: captures in O(changed) inside a long-lived process (``rewind serve``).
 
-Why it exists: a capture with the private index (:mod:`ledger.git.capture`) still costs git's
+Why it exists: a capture with the private index (:mod:`ledger.git.capture.scan`) still costs git's
 stat scan of the whole work tree. A process that lives as long as the agent's session can watch
-the tree instead (:mod:`ledger.git.watch_inotify`) and, at each capture, look only at the paths
+the tree instead (:mod:`ledger.git.feed.inotify`) and, at each capture, look only at the paths
 reported since the previous one: none → the previous tree; a few → hash them and edit the tree.
 
 How a fed capture stays exact. The *base* is the tree of a capture (full scan or fed) whose
 dirty set was taken at epoch E. Every path changed after that moment is in the watcher's dirty
 set (inotify queues events inside the changing system call, and :meth:`InotifyWatcher.sync`
 reads the queue to the end). If the watcher is still at epoch E (no overflow, no failed watch),
-the current work tree is base + the dirty paths re-read now (:mod:`ledger.git.feed_tree`). Each
+the current work tree is base + the dirty paths re-read now (:mod:`ledger.git.feed.tree`). Each
 dirty path is classified the way ``git add -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did
 not change: any ``.gitignore``/``.gitattributes`` event, configuration change, settings change or
 user index change with kept protected directories sends the capture to a full scan); a new path
 is asked to ``git check-ignore --no-index``; its bytes come from ``git hash-object`` (attributes
-and clean filters applied) through :func:`ledger.git.treeedit.current_entries`. Anything the feed
+and clean filters applied) through :func:`ledger.git.capture.treeedit.current_entries`. Anything the feed
 does not model — nested ``.git``, gitlinks, protected directories, too-large files, special
 files, names git reads differently — means a full scan, which then becomes the new base.
 
@@ -53,15 +53,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.git.feed_tree import KeptGit, NeedScan, bound_git_memory, fed_tree
-from ledger.git.index import VerifyIndex
+from ledger.git.capture.index import VerifyIndex
+from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_heap
+from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
 from ledger.git.private import private_dir
 from ledger.git.runner import idle_priority_git
-from ledger.git.watch_inotify import InotifyWatcher, lower_thread_priority, trim_heap
 
 if TYPE_CHECKING:
-    from ledger.git.capture import Capturer, CaptureResult
-    from ledger.git.capture_plan import SkippedPath
+    from ledger.git.capture.plan import SkippedPath
+    from ledger.git.capture.scan import Capturer, CaptureResult
     from ledger.git.repo import GitRepo
 
 VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
@@ -252,7 +252,7 @@ class Feed:
     def try_fed(self, capturer: Capturer) -> CaptureResult | None:
         """A fed capture, or ``None`` (the caller then scans fully and calls
         :meth:`before_full` / :meth:`after_full`)."""
-        from ledger.git.capture import CaptureResult
+        from ledger.git.capture.scan import CaptureResult
 
         reason = self._untrusted(capturer)
         if reason is not None:
@@ -461,8 +461,8 @@ class Feed:
         """Compare a fed capture with a full scan now (or arm the feed if it has no base).
         ``True``: equal; ``False``: they differed (the feed is now off); ``None``: nothing to
         compare, or a change or a capture came during the scan."""
-        from ledger.git.capture import Capturer
-        from ledger.git.shadow import reopen
+        from ledger.git.capture.scan import Capturer
+        from ledger.git.shadow.layout import reopen
 
         settings = self._settings
         if settings is None:

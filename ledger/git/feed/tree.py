@@ -1,11 +1,11 @@
 """The change feed's tree: a base capture plus the paths the watcher saw change.
 
-Why it exists: :mod:`ledger.git.feed` decides *when* a fed capture can be trusted; this module
+Why it exists: :mod:`ledger.git.feed.service` decides *when* a fed capture can be trusted; this module
 computes it (docs/design.md#the-private-index). Each dirty path is classified the way ``git add
 -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did not change:
 the feed scans fully when they may have); a new path is asked to ``git check-ignore
 --no-index``; its bytes come from ``git hash-object`` (attributes and clean filters applied)
-through :func:`ledger.git.treeedit.current_entries`.
+through :func:`ledger.git.capture.treeedit.current_entries`.
 
 Invariants: writes only git objects. Anything the feed does not model (nested ``.git``, gitlinks,
 protected directories, too-large files, special files, names git reads differently) raises
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import pygit2
 from pygit2.enums import FileMode
 
-from ledger.git.capture_plan import SkippedPath, protected_prefix
+from ledger.git.capture.plan import SkippedPath, protected_prefix
+from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.git.repo import is_git_dir
 from ledger.git.runner import GitResult, GitRunner
-from ledger.git.treeedit import LazyUnsupported, current_entries, edit_tree
 
 if TYPE_CHECKING:
-    from ledger.git.capture import Capturer
+    from ledger.git.capture.scan import Capturer
 
 FED_MAX_PATHS = 5_000
 """More dirty paths than this: a full scan (hash-object and tree edits would cost more)."""
@@ -100,7 +100,7 @@ def fed_tree(
     into a fresh index would. Raises :class:`NeedScan` for anything the feed does not model.
     ``git``: the runner for ``check-ignore`` and ``hash-object`` (a :class:`KeptGit`), by default
     the capturer's."""
-    from ledger.git.capture import PRIVATE_CONFIG
+    from ledger.git.capture.scan import PRIVATE_CONFIG
 
     runner = git or capturer.git
 

@@ -1,6 +1,6 @@
 """Carrying out a restore plan: delete, write, check out submodules, verify, roll back.
 
-Why it exists: the plan (:mod:`ledger.git.restore_plan`) says what to change; this module changes
+Why it exists: the plan (:mod:`ledger.git.restore.plan`) says what to change; this module changes
 it, remembering every path it touched so that a failure can put exactly those back, and reports
 each step it reaches to :class:`Steps`, which names the step a failure happened at and is the one
 place a test injects faults (docs/design.md#restore).
@@ -8,10 +8,10 @@ place a test injects faults (docs/design.md#restore).
 What :meth:`Executor.apply` does with one plan:
 
 1. **Delete** the files and symlinks the target does not have (``unlink`` relative to
-   directories opened with ``O_NOFOLLOW``, :class:`~ledger.git.restore_safety.SafeFs`), then the
+   directories opened with ``O_NOFOLLOW``, :class:`~ledger.git.restore.safety.SafeFs`), then the
    directories the deletions left empty.
 2. **Write** the changed paths only: a throw-away index holding just their target entries, then
-   git's own ``checkout-index`` through a staging directory (:mod:`ledger.git.placement`), each
+   git's own ``checkout-index`` through a staging directory (:mod:`ledger.git.restore.placement`), each
    file renamed into place whole. That is git's checkout code (attributes, filters, modes,
    symlinks as links: the bytes ``git restore`` writes) at a cost that grows with the number of
    changed paths; changed ``.gitattributes`` files are written first so that the other paths are
@@ -41,14 +41,15 @@ import pygit2
 from pygit2.enums import FileMode
 
 from ledger.errors import LedgerError
-from ledger.git.capture import PRIVATE_CONFIG, Capturer, CaptureResult
-from ledger.git.journal import STAGING_PREFIX
-from ledger.git.placement import Placer
+from ledger.git.capture.scan import PRIVATE_CONFIG, Capturer, CaptureResult
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.restore_plan import RestorePlan, Write, build_plan, unsafe_error
-from ledger.git.restore_safety import Problem, SafeFs, WorktreeGuard, parents
+from ledger.git.restore.journal import STAGING_PREFIX
+from ledger.git.restore.placement import Placer
+from ledger.git.restore.plan import RestorePlan, Write, build_plan, unsafe_error
+from ledger.git.restore.safety import SafeFs, WorktreeGuard, parents
 from ledger.git.runner import GitRunner, chunks
+from ledger.git.tree_names import Problem
 from ledger.git.trees import tree_changes, tree_without
 from ledger.settings import SnapshotSettings
 
@@ -162,7 +163,7 @@ class Executor:
             raise unsafe_error(problems)
 
     def _checkout(self, writes: Sequence[Write]) -> None:
-        """Write ``writes`` through a staging directory (:mod:`ledger.git.placement`): each file
+        """Write ``writes`` through a staging directory (:mod:`ledger.git.restore.placement`): each file
         is renamed into place whole. Changed ``.gitattributes`` files go first, so the other
         paths are converted under the target's attributes."""
         name = f"restore-{os.getpid()}-{secrets.token_hex(4)}.index"

@@ -21,7 +21,7 @@ gone. The owner proves it is alive by an exclusive ``flock`` on a sibling lock f
 ``<started>-<id>.lock``, taken before the journal is first written and held until the restore is
 over: the outermost :func:`restore_intent` block ends (so that the caller's op record is
 appended while it is still held), the rollback failed (:meth:`Journal.mark_failed`), or, without
-such a block, :func:`restore_commit <ledger.git.restore.restore_commit>` returns. The kernel
+such a block, :func:`restore_commit <ledger.git.restore.run.restore_commit>` returns. The kernel
 drops the lock when the process dies, also on ``kill -9``, and a reused pid cannot hold it, so
 the lock is the proof; a probe (a non-blocking shared ``flock`` on a new descriptor) tells
 held from free. The journal also records the owner's identity (pid, its start time from
@@ -528,6 +528,11 @@ def _fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def restore_open(repo: GitRepo) -> bool:
+    """Whether any restore journal of ``repo`` is open (a restore running, or interrupted)."""
+    return bool(open_journals(repo)[0])
+
+
 __all__ = [
     "STAGING_PREFIX",
     "Journal",
@@ -546,6 +551,7 @@ __all__ = [
     "recording",
     "release_unless_held",
     "restore_intent",
+    "restore_open",
     "settle",
     "take_lock",
 ]

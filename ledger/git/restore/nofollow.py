@@ -5,8 +5,8 @@ Why it exists: a restore writes and deletes files under the work tree root, and 
 path may have become a symlink (to ``/etc``, to ``~``, into ``.git``) since it was checked. Every
 write, rename and delete of a restore therefore goes through a descriptor of the parent directory
 reached this way: a symlink anywhere on the path stops the walk instead of being followed. File
-placement (:mod:`ledger.git.placement`: writes, renames, removal of staged trees) and the
-restore's deletes (:class:`ledger.git.restore_safety.SafeFs`) both use :func:`open_dir`.
+placement (:mod:`ledger.git.restore.placement`: writes, renames, removal of staged trees) and the
+restore's deletes (:class:`ledger.git.restore.safety.SafeFs`) both use :func:`open_dir`.
 
 Invariants: never follows a symlink (``O_NOFOLLOW`` on every component, ``O_DIRECTORY``);
 descriptors are ``O_CLOEXEC`` and closed on every path out, the one returned is the caller's to

@@ -27,7 +27,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.git.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
+from ledger.git.restore.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
 from ledger.git.runner import GitRunner, nul_join
 
 SPACE_MARGIN_BYTES = 4 << 20

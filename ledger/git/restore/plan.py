@@ -7,7 +7,7 @@ private index's lock and the target tree, validated entry by entry while it is r
 
 What a plan does (:func:`build_plan`): equal trees mean nothing to do. Otherwise diff the trees
 without rename detection, at the root, leaf by leaf, validating every target entry read
-(:mod:`ledger.git.trees`, :mod:`ledger.git.restore_safety`); refuse submodule additions and
+(:mod:`ledger.git.trees`, :mod:`ledger.git.restore.safety`); refuse submodule additions and
 removals; leave paths under the capture's protected or skipped paths alone; check the work tree
 with ``lstat`` (no write or delete through a symlink, no file of the user's that the capture does
 not hold is replaced, nothing inside a nested repository); leave alone what the capture does not
@@ -32,13 +32,14 @@ import pygit2
 from pygit2.enums import FileMode
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
-from ledger.git.capture import CaptureResult, capture_tree
-from ledger.git.journal import current_intent
-from ledger.git.placement import remove_tree
+from ledger.git.capture.scan import CaptureResult, capture_tree
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
-from ledger.git.restore_safety import Problem, WorktreeGuard, parents, under
+from ledger.git.restore.journal import current_intent
+from ledger.git.restore.placement import remove_tree
+from ledger.git.restore.safety import WorktreeGuard, parents, under
 from ledger.git.runner import GitRunner
+from ledger.git.tree_names import Problem
 from ledger.git.trees import Change, split_changes, tree_changes
 from ledger.settings import SnapshotSettings
 

@@ -10,15 +10,15 @@ point and its orchestration: it plans first and acts only on what differs.
 One restore (:func:`restore_commit`), under the private index's lock so that no capture
 interleaves:
 
-1. **Plan** (:mod:`ledger.git.restore_plan`): the target commit must exist; capture the work
+1. **Plan** (:mod:`ledger.git.restore.plan`): the target commit must exist; capture the work
    tree; equal trees mean nothing to do; any refusal raises
    :class:`~ledger.errors.UnsafeRestoreError` before anything changed. Enough free space for the
    files to write, or :class:`~ledger.errors.InsufficientSpaceError`.
 2. **Undo snapshot** of the current capture (deduplicated against ``last_exact``, kept by the
-   store), and a journal (:mod:`ledger.git.journal`) naming it, opened before the first change;
+   store), and a journal (:mod:`ledger.git.restore.journal`) naming it, opened before the first change;
    its liveness lock says "running" until the restore is over (for a caller inside a
    ``restore_intent`` block: until that block, which appends the op record, ends).
-3. **Apply** (:mod:`ledger.git.restore_apply`): delete, write, check out submodules.
+3. **Apply** (:mod:`ledger.git.restore.apply`): delete, write, check out submodules.
 4. **Verify** (:data:`Verify`): by default every deleted path is gone and every written path
    holds the target entry, hashed through git's clean filters as a capture hashes it; the paths
    not touched were equal in the plan's capture, taken under the same lock. ``verify="capture"``
@@ -53,11 +53,9 @@ from ledger.errors import (
     RestoreFailedError,
     RestoreRunningError,
 )
-from ledger.git.index import PrivateIndex
-from ledger.git.journal import Journal, open_journal, open_journals, release_unless_held
-from ledger.git.placement import free_space_problem, remove_tree
+from ledger.git.capture.index import PrivateIndex
 from ledger.git.repo import GitRepo
-from ledger.git.restore_apply import (
+from ledger.git.restore.apply import (
     STEPS,
     Executor,
     FaultHook,
@@ -65,8 +63,10 @@ from ledger.git.restore_apply import (
     Verify,
     describe_failure,
 )
-from ledger.git.restore_plan import RestorePlan, build_plan, plan_restore, resolve_commit
-from ledger.git.snapshot import (
+from ledger.git.restore.journal import Journal, open_journal, open_journals, release_unless_held
+from ledger.git.restore.placement import free_space_problem, remove_tree
+from ledger.git.restore.plan import RestorePlan, build_plan, plan_restore, resolve_commit
+from ledger.git.store.snapshot import (
     PERSISTED,
     LastExact,
     Persisted,

@@ -8,10 +8,8 @@ work tree (``lstat``) *before* the first change; the deletes that follow never t
 (docs/design.md#restore).
 
 Invariants:
-- :class:`EntryCheck` judges every entry of every target-side tree level that is read: names
-  (empty, ``.``/``..``, ``/`` inside a name, ``.git`` in any spelling git itself refuses), modes,
-  duplicate names (a symlink and a directory under one name), names that differ only in case
-  when the file system ignores case. Problems are collected, never partly acted on.
+- :class:`~ledger.git.tree_names.EntryCheck` judges every entry of every target-side tree level
+  that is read (:mod:`ledger.git.tree_names`). Problems are collected, never partly acted on.
 - :class:`WorktreeGuard` decides from ``lstat`` alone (never following a link) whether each path
   to delete or write is reachable through real directories only. A leading component may be a
   symlink or a file only when the restore deletes it first (the current capture holds it). A
@@ -28,92 +26,9 @@ import errno
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from pygit2.enums import FileMode
-
-from ledger.git.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
-
-VALID_MODES = frozenset(
-    {FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.TREE, FileMode.COMMIT}
-)
-"""The modes git writes into trees; anything else in a snapshot is refused."""
-
-# Code points HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there.
-_HFS_IGNORABLE = frozenset(
-    [0x200C, 0x200D, 0x200E, 0x200F, 0xFEFF, *range(0x202A, 0x202F), *range(0x206A, 0x2070)]
-)
-# Files git refuses to check out as symlinks (verify_path, git ≥ 2.32).
-_NO_SYMLINK_NAMES = (".gitmodules", ".gitattributes", ".gitignore", ".mailmap")
-
-
-@dataclass(frozen=True)
-class Problem:
-    reason: str
-    path: str
-
-
-# --- names --------------------------------------------------------------------------------
-
-
-def _dotgit_core(raw: bytes) -> str:
-    text = raw.decode("utf-8", "surrogateescape")
-    text = "".join(c for c in text if ord(c) not in _HFS_IGNORABLE).lower()
-    text = text.split(":", 1)[0]  # NTFS alternate data streams: ".git::$INDEX_ALLOCATION"
-    return text.rstrip(" .")  # NTFS drops trailing spaces and dots
-
-
-def name_problem(raw: bytes, mode: int) -> str | None:
-    """Why a tree entry name is unsafe to check out, or ``None``."""
-    if not raw:
-        return "an empty name"
-    if b"/" in raw:
-        return "an absolute path" if raw.startswith(b"/") else "a '/' inside a name"
-    if b"\0" in raw:
-        return "a NUL inside a name"
-    if raw in (b".", b".."):
-        return "a '..' or '.' component"
-    core = _dotgit_core(raw)
-    if core in (".git", "git~1"):
-        return "a .git component"
-    if mode == FileMode.LINK and core in _NO_SYMLINK_NAMES:
-        return f"a symlinked {core}"
-    return None
-
-
-class EntryCheck:
-    """The rules for the entries of one target-side tree level, applied as they are read (the
-    order of the problems is the order of the entries: the first one names the refusal)."""
-
-    def __init__(self, prefix: bytes, problems: list[Problem], *, ignore_case: bool) -> None:
-        self.prefix = prefix
-        self.problems = problems
-        self.ignore_case = ignore_case
-        self._folded: dict[bytes, bytes] = {}
-
-    def entry(self, raw: bytes, mode: int, *, duplicate: bool) -> None:
-        """Check one entry; ``duplicate``: its name was already read in this level."""
-        problems = self.problems
-        path = os.fsdecode(self.prefix + raw)
-        reason = name_problem(raw, mode)
-        if reason:
-            problems.append(Problem(f"unsafe path in the snapshot ({reason})", path))
-        if mode not in VALID_MODES:
-            problems.append(
-                Problem(f"unsafe entry in the snapshot (unsupported mode {mode:o})", path)
-            )
-        if duplicate:
-            problems.append(
-                Problem("unsafe entry in the snapshot (a name used twice in one tree)", path)
-            )
-        if self.ignore_case:
-            key = raw.lower()
-            if key in self._folded and self._folded[key] != raw:
-                problems.append(
-                    Problem("unsafe entry in the snapshot (names that differ only in case)", path)
-                )
-            self._folded[key] = raw
-
+from ledger.git.restore.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
+from ledger.git.tree_names import Problem
 
 # --- the work tree ------------------------------------------------------------------------
 
@@ -334,13 +249,9 @@ class SafeFs:
 
 
 __all__ = [
-    "VALID_MODES",
-    "EntryCheck",
-    "Problem",
     "SafeFs",
     "UnsafePathError",
     "WorktreeGuard",
-    "name_problem",
     "parents",
     "under",
 ]

@@ -21,7 +21,7 @@ Invariants:
   directory containing the agent dir or lying inside it, anything inside a ``.git``, and any
   git directory (bare, ``--separate-git-dir``, any name) or directory inside one, also when a
   shadow for it was created by an older version.
-- A real repository always wins: :func:`ledger.git.open_tree.open_work_tree` tries git's own discovery first.
+- A real repository always wins: :func:`ledger.git.shadow.open.open_work_tree` tries git's own discovery first.
 - Only callers that may write (``create=True``: capture) create a shadow; a read-only open
   of a directory without one is a :class:`~ledger.errors.NoShadowError`.
 """
@@ -49,7 +49,9 @@ SHADOW_DIR = Path("rewind") / "shadow"
 MARKER = "shadow.json"
 GIT_SUBDIR = "git"
 FORMAT = 1
-LAST_SNAPSHOT = "last-snapshot.json"  # ledger.git.snapshot.LAST_SNAPSHOT_FILE (no import cycle)
+LAST_SNAPSHOT = (
+    "last-snapshot.json"  # ledger.git.store.snapshot.LAST_SNAPSHOT_FILE (no import cycle)
+)
 UNBORN_HEAD = "ref: refs/heads/shadow"
 EXCLUDE_HEADER = "# rewind-ledger shadow excludes (rewind.snapshot.shadowExcludes); rewritten"
 

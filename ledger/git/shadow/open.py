@@ -2,8 +2,8 @@
 (created, or migrated into a repository made since, as needed) (docs/shadow.md).
 
 Why it exists: every entry point (a Pi session's bridge, the CLI, the watcher) asks the same
-question of a directory, and the answer touches both the shadow layout (:mod:`ledger.git.shadow`)
-and the shadow's upkeep (:mod:`ledger.git.shadow_upkeep`, which migrates a shadow's snapshots
+question of a directory, and the answer touches both the shadow layout (:mod:`ledger.git.shadow.layout`)
+and the shadow's upkeep (:mod:`ledger.git.shadow.upkeep`, which migrates a shadow's snapshots
 into a repository made after it). This module is above both, so neither imports the other's
 callers.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
 from ledger.git.repo import GitRepo, git_dir_at_or_above
-from ledger.git.shadow import (
+from ledger.git.shadow.layout import (
     ShadowInfo,
     ShadowRepo,
     create_shadow,
@@ -29,7 +29,7 @@ from ledger.git.shadow import (
     shadows_enabled,
     write_info,
 )
-from ledger.git.shadow_upkeep import migrate_if_needed
+from ledger.git.shadow.upkeep import migrate_if_needed
 
 
 @dataclass
@@ -56,7 +56,7 @@ def open_work_tree(
 
     ``migrate`` (default: ``create``): when the real repository's root has a shadow whose
     snapshots it does not hold yet (``git init`` happened), copy them over
-    (:func:`ledger.git.shadow_upkeep.migrate_shadow`). Read-only callers pass neither.
+    (:func:`ledger.git.shadow.upkeep.migrate_shadow`). Read-only callers pass neither.
 
     Raises :class:`NotARepositoryError` (also :class:`UnsafeLayoutError`),
     :class:`ShadowRefusedError` or :class:`NoShadowError`."""

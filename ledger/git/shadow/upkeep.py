@@ -1,6 +1,6 @@
 """Shadow repositories over time: ``git init`` later, moved or deleted directories.
 
-Why it exists: a shadow repository (:mod:`ledger.git.shadow`) outlives the situation it was made
+Why it exists: a shadow repository (:mod:`ledger.git.shadow.layout`) outlives the situation it was made
 for. When the served directory becomes a git repository, its recorded rewind points must stay
 restorable there; when the directory moves or disappears, the shadow is orphaned and only takes
 space (docs/shadow.md#git-init-later, docs/shadow.md#orphaned-shadow-repositories).
@@ -30,7 +30,7 @@ from pathlib import Path
 from ledger.errors import GitError, LedgerError, NotARepositoryError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
-from ledger.git.shadow import (
+from ledger.git.shadow.layout import (
     GIT_SUBDIR,
     ShadowInfo,
     ShadowRepo,
@@ -39,7 +39,7 @@ from ledger.git.shadow import (
     shadow_root,
     write_info,
 )
-from ledger.git.store import Store
+from ledger.git.store.chain import Store
 
 # --- git init later -----------------------------------------------------------------------
 
@@ -76,7 +76,7 @@ def migrate_if_needed(repo: GitRepo, agent_dir: Path) -> list[str]:
 def migrate_shadow(shadow: ShadowRepo, repo: GitRepo) -> int:
     """Copy the shadow's objects into ``repo`` and append its snapshots to ``repo``'s store;
     mark the shadow migrated. Returns how many snapshots were appended."""
-    from ledger.git.store import git_identity
+    from ledger.git.store.chain import git_identity
 
     source = Store(shadow)
     head = source.head()

@@ -30,7 +30,7 @@ from typing import Literal
 import pygit2
 
 from ledger.git.repo import GitRepo, lookup_commit, lookup_object
-from ledger.git.store import Identity
+from ledger.git.store.chain import Identity
 
 EntryKind = Literal["blob", "tree"]
 """The kind of a tree entry :func:`write_tree` writes (a regular file, or a subtree)."""

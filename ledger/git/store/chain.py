@@ -13,7 +13,7 @@ Invariants:
   lost. Exhausted retries raise :class:`~ledger.errors.StoreUpdateError`.
 - No reflog is written for the ref and no hook runs.
 - pygit2 builds the objects and reads the chain. The swap is git's lock-file protocol done
-  in-process (:mod:`ledger.git.refswap`, the same ``store.lock`` git takes); any layout it does
+  in-process (:mod:`ledger.git.store.refswap`, the same ``store.lock`` git takes); any layout it does
   not fully understand is left to ``git update-ref`` itself.
 """
 
@@ -31,9 +31,9 @@ from typing import TypeVar
 import pygit2
 
 from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
-from ledger.git.refswap import SwapOutcome, swap_loose_ref
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
+from ledger.git.store.refswap import SwapOutcome, swap_loose_ref
 
 _T = TypeVar("_T")
 
@@ -106,7 +106,7 @@ class Store:
 
     @functools.cached_property
     def git(self) -> GitRunner:
-        """Only for the swaps :mod:`ledger.git.refswap` leaves to git (built on first use: a
+        """Only for the swaps :mod:`ledger.git.store.refswap` leaves to git (built on first use: a
         runner copies the environment, which a prompt's three snapshots need not pay)."""
         return GitRunner(self.repo.root, self.repo.git_dir)
 

@@ -6,13 +6,13 @@ something ``rewind doctor`` names and ``rewind sweep`` removes (issue 26): an up
 directory and a pack it moved without its index; git's and libgit2's temporary files in
 ``objects/`` (``tmp_obj_*``, ``tmp_object_git2_*``, ``objects/pack/tmp_*``); git's
 ``index.lock`` on rewind's private capture index; a stale lock on ``refs/pi-rewind/store``.
-The disk upkeep itself (:mod:`ledger.git.upkeep`) calls :func:`clean_leftovers` first.
+The disk upkeep itself (:mod:`ledger.git.store.upkeep`) calls :func:`clean_leftovers` first.
 
 Invariants:
 - Ours are removed only once their owner is gone: an upkeep directory when nobody holds its
   ``flock``; the private index's ``index.lock`` only under the capture lock (taking that lock is
   what removes it, never from under a running capture); the store ref's lock only when older
-  than :data:`~ledger.git.store.STALE_LOCK_S` (git holds one for milliseconds).
+  than :data:`~ledger.git.store.chain.STALE_LOCK_S` (git holds one for milliseconds).
 - git's temporary files are only named in a user's repository (``git gc`` removes them after
   ``gc.pruneExpire``); in a shadow (ours alone) they are removed once older than
   :data:`PRUNE_GRACE_S`.
@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
-from ledger.git.index import VERIFY_DIR, PrivateIndex, VerifyIndex
+from ledger.git.capture.index import VERIFY_DIR, PrivateIndex, VerifyIndex
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.store import STALE_LOCK_S, STORE_REF
+from ledger.git.store.chain import STALE_LOCK_S, STORE_REF
 
 PRUNE_GRACE_S = 3600
 """Unreachable objects, old packs and temporary files younger than this are never removed."""
@@ -52,7 +52,7 @@ def objects_dir(repo: GitRepo) -> Path:
 
 
 def is_shadow(repo: GitRepo) -> bool:
-    from ledger.git.shadow import ShadowRepo
+    from ledger.git.shadow.layout import ShadowRepo
 
     return isinstance(repo, ShadowRepo)
 

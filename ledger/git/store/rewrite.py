@@ -6,7 +6,7 @@ three questions and one write:
 
 - :func:`rewrite_store` — the compare-and-swap rewrite (docs/formats.md#rewriting-the-store,
   docs/design.md#the-compare-and-swap-rewrite, with D7 fixed; the retry lives in
-  :meth:`ledger.git.store.Store.rewrite`), stamped with git's identity.
+  :meth:`ledger.git.store.chain.Store.rewrite`), stamped with git's identity.
 - :func:`reclaimable` — how many objects (commits, trees, blobs) stop being reachable from any
   ref when the store keeps only ``kept`` instead of its old chain (what ``git gc`` may reclaim),
   and their bytes on disk, from one walk (it was two, ``--count`` and ``--disk-usage``, which
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ledger.errors import GitError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, GitRunner
-from ledger.git.store import STORE_REF, RewriteResult, Store, is_keepalive, offset_minutes
+from ledger.git.store.chain import STORE_REF, RewriteResult, Store, is_keepalive, offset_minutes
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def rewrite_store(
     """Rewrite ``refs/pi-rewind/store`` to keep exactly ``live`` plus every snapshot appended on
     top of ``since`` meanwhile (compare-and-swap, retried). An empty ``live`` changes nothing.
     Raises :class:`~ledger.errors.StoreUpdateError` when the swap keeps failing."""
-    from ledger.git.store import git_identity
+    from ledger.git.store.chain import git_identity
 
     when_s = now_ms // 1000
     return Store(repo).rewrite(
@@ -105,7 +105,7 @@ def reclaimable(
     may reclaim. One walk (``git rev-list --objects``, piped into ``git cat-file
     --batch-check``) gives both the count and the bytes; ``budget_s`` kills it when it runs
     longer (``complete`` False)."""
-    from ledger.git.usage import Deadline
+    from ledger.git.store.usage import Deadline
 
     if old_head is None or not repo.commit_exists(old_head):
         return Reclaimable(0, 0)

@@ -30,12 +30,12 @@ from typing import Final
 import pygit2
 
 from ledger.errors import CaptureIndexError, GitError
-from ledger.git.capture import CaptureResult, capture_tree
-from ledger.git.capture_plan import SkippedPath
+from ledger.git.capture.plan import SkippedPath
+from ledger.git.capture.scan import CaptureResult, capture_tree
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.shadow import ShadowRepo
-from ledger.git.store import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes
+from ledger.git.shadow.layout import ShadowRepo
+from ledger.git.store.chain import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes
 from ledger.safe_read import read_regular_file
 from ledger.settings import SnapshotSettings
 
@@ -207,7 +207,7 @@ def _feed_identity(repo: GitRepo) -> Identity | None:
     """Inside ``rewind serve``, the committer identity cached by the change feed while git's
     configuration files and the environment are unchanged (saves a ``git var`` per snapshot);
     ``None`` elsewhere (one-shot commands never import the feed)."""
-    module = sys.modules.get("ledger.git.feed")
+    module = sys.modules.get("ledger.git.feed.service")
     if module is None or not module.enabled():
         return None
     feed = module.feed_for(repo)

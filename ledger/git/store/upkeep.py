@@ -26,7 +26,7 @@ Invariants:
   whose owner holds an ``flock`` on it. The pack moves in first and its ``.idx`` last (git sees a
   pack only through its index), both fsync'd; loose copies are deleted only after that. A killed
   upkeep leaves only its directory and perhaps a ``.pack`` without ``.idx`` that the directory's
-  ``move.json`` names: :mod:`ledger.git.leftovers` names them and removes them
+  ``move.json`` names: :mod:`ledger.git.store.leftovers` names them and removes them
   once the owner's ``flock`` is free (the kernel releases it when the owner dies).
 - Why a grace of an hour and not ``--expire=now``: the capture lock covers the capture, but the
   snapshot commit and its keepalive are written after it is released (``commit_snapshot``,
@@ -56,8 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
-from ledger.git.index import PrivateIndex
-from ledger.git.leftovers import (
+from ledger.git.capture.index import PrivateIndex
+from ledger.git.private import make_private_dir, private_dir
+from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner
+from ledger.git.store.chain import STORE_REF
+from ledger.git.store.leftovers import (
     MOVE_FILE,
     OWNER_FILE,
     PRUNE_GRACE_S,
@@ -68,10 +72,6 @@ from ledger.git.leftovers import (
     is_shadow,
     objects_dir,
 )
-from ledger.git.private import make_private_dir, private_dir
-from ledger.git.repo import GitRepo
-from ledger.git.runner import GitRunner
-from ledger.git.store import STORE_REF
 
 DEFAULT_GC_AUTO = 6700
 """git's own default for ``gc.auto``."""
@@ -355,21 +355,22 @@ def upkeep_due(repo: GitRepo) -> bool:
 def run_upkeep(
     repo: GitRepo,
     *,
+    restore_open: Callable[[], bool],
     stop: Stop = lambda: False,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
     force: bool = False,
 ) -> UpkeepReport:
     """Clean our leftovers, then, when due (or ``force``), pack our loose objects (a user's
     repository) or repack and prune (a shadow). Never raises for being busy: the report says
-    what was skipped and why; git failures raise :class:`GitError` (nothing half-done stays)."""
-    from ledger.git.journal import open_journals
-
+    what was skipped and why; git failures raise :class:`GitError` (nothing half-done stays).
+    ``restore_open``: whether a restore journal is open (running or interrupted): then nothing
+    is packed (required, so that no caller forgets it; the journal is the restore subsystem's,
+    :func:`ledger.git.restore.journal.restore_open`)."""
     report = UpkeepReport(loose_estimate=loose_estimate(repo), threshold=gc_auto_threshold(repo))
     report.leftovers_removed = [str(item.path) for item in clean_leftovers(repo)]
     if not (force or upkeep_due(repo)):
         return report
-    journals, _broken = open_journals(repo)
-    if journals:
+    if restore_open():
         report.skipped = "a restore is in progress or was interrupted"
         return report
     with contextlib.ExitStack() as stack:

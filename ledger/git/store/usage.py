@@ -52,7 +52,7 @@ from ledger.errors import GitError
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
-from ledger.git.store import STORE_REF, Store
+from ledger.git.store.chain import STORE_REF, Store
 
 CACHE_FILE = "store-usage.json"
 CACHE_VERSION = 1
