@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ledger.git.trees import Change, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
@@ -56,6 +56,12 @@ class Step:
     commit: str
     tree: str
     kind: StepKind
+
+
+class Authorship(Protocol):
+    """Anything that can say whether an agent produced the current side of a change."""
+
+    def wrote(self, change: Change) -> bool: ...
 
 
 @dataclass
@@ -174,7 +180,7 @@ def own_work(
     *,
     steps: Sequence[Step] | None = None,
     work: AgentWork | None = None,
-    other_agents: Sequence[AgentWork] = (),
+    other_agents: Sequence[Authorship] = (),
 ) -> list[OwnWork]:
     """The user's own work among ``changes`` (a diff from the work tree now to a restore
     target: ``old`` is what is there now). A file the restore only adds is not listed unless
@@ -217,6 +223,7 @@ def _since(engine: Engine, steps: Sequence[Step], change: Change) -> str | None:
 
 __all__ = [
     "AgentWork",
+    "Authorship",
     "OwnWork",
     "Step",
     "agent_work",
