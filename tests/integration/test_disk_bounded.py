@@ -234,6 +234,36 @@ def test_a_shadow_gives_dropped_snapshots_back_and_every_kept_one_restores_exact
     assert find_leftovers(fresh) == []
 
 
+def test_repacks_within_the_grace_leave_no_superseded_pack_but_keep_a_young_one_with_news(
+    tmp_path: Path, agent_dir: Path
+) -> None:
+    """The soak compresses months into minutes: with the hour's grace alone, every repack left
+    the previous whole pack behind (a shadow reached 900 MB at 4,500 prompts). A young pack all
+    of whose objects are in the new one goes; one holding anything else stays."""
+    plain = tmp_path / "scratch"
+    plain.mkdir()
+    shadow = open_work_tree(plain, agent_dir, create=True).repo
+    pack_dir = shadow.git_dir / "objects" / "pack"
+    for n in range(3):
+        snap(shadow, plain, "data.bin", os.urandom(100_000))
+        report = run_upkeep(shadow, restore_open=lambda: False, force=True)
+        assert report.action == "repacked-shadow" and report.skipped is None
+        assert len(list(pack_dir.glob("pack-*.pack"))) == 1, f"round {n}: one pack"
+    # A young pack with an object the new pack will not hold (unreachable, a moment old).
+    loose = hash_object(plain, "only in the side pack\n", git_dir=shadow.git_dir)
+    subprocess.run(
+        ["git", "--git-dir", str(shadow.git_dir), "pack-objects", "-q", str(pack_dir / "pack")],
+        input=(loose + "\n").encode(),
+        capture_output=True,
+        check=True,
+    )
+    snap(shadow, plain, "data.bin", os.urandom(100_000))
+    run_upkeep(shadow, restore_open=lambda: False, force=True)
+    packs = list(pack_dir.glob("pack-*.pack"))
+    assert len(packs) == 2, "the side pack stays: its object is in no other"
+    assert shadow.object(loose) is not None
+
+
 def hash_object(cwd: Path, text: str, *, git_dir: Path | None = None) -> str:
     extra = ["--git-dir", str(git_dir)] if git_dir else []
     return (

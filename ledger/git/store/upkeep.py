@@ -296,11 +296,17 @@ def repack_shadow(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
     # that our enumeration did not copy. Keep the old packs this time; the next upkeep retries.
     if name is not None and _ref_state(runner) == heads:
         cutoff = time.time() - PRUNE_GRACE_S
+        new_ids = _pack_ids(pack_dir / f"pack-{name}.idx")
         for pack, mtime in before:
-            if pack.name == f"pack-{name}.pack" or mtime > cutoff:
+            if pack.name == f"pack-{name}.pack" or pack.with_suffix(".keep").exists():
                 continue
-            if pack.with_suffix(".keep").exists():
-                continue
+            if mtime > cutoff:
+                # Young: kept for objects written a moment ago (see the module), unless the
+                # new pack holds every one of its objects (then nothing can be lost). Without
+                # this, every repack within an hour of the last left a whole pack behind.
+                old_ids = _pack_ids(pack.with_suffix(".idx"))
+                if new_ids is None or old_ids is None or not old_ids <= new_ids:
+                    continue
             for suffix in (".idx", ".bitmap", ".rev", ".mtimes", ".pack"):  # the index first
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(pack.with_suffix(suffix))
@@ -316,6 +322,23 @@ def repack_shadow(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
     report.bytes_after = disk_usage(objects_dir(repo))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(private_dir(repo.git_dir) / PENDING_FILE)
+
+
+def _pack_ids(idx: Path) -> frozenset[bytes] | None:
+    """The object ids a version-2 pack index lists (read once, bounded by the index's size);
+    ``None`` for any other format or a read error: then nothing is concluded from it."""
+    try:
+        data = idx.read_bytes()
+    except OSError:
+        return None
+    if len(data) < 8 + 256 * 4 or data[:8] != b"\377tOc\x00\x00\x00\x02":
+        return None
+    count = int.from_bytes(data[8 + 255 * 4 : 8 + 256 * 4], "big")
+    start = 8 + 256 * 4
+    end = start + 20 * count
+    if end > len(data):
+        return None
+    return frozenset(data[i : i + 20] for i in range(start, end, 20))
 
 
 def _packs(pack_dir: Path) -> list[tuple[Path, float]]:
