@@ -36,14 +36,15 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.engine.ownership import AgentWork, branch_timeline, recorded_changes
+from ledger.engine.ownership import AgentWork, recorded_changes
 from ledger.errors import LedgerError
 from ledger.git.trees import Change, Entry, entry_at
-from ledger.session.model import Session
+from ledger.ledgerview import LedgerView
+from ledger.records import OP
+from ledger.session.model import Session, is_restorable
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
@@ -52,8 +53,6 @@ RECENT_S = 24 * 3600.0
 """A sibling session file changed this recently is a neighbour (its agent's files may still be
 in the work tree)."""
 MAX_NEIGHBOURS = 8
-MAX_LEAVES = 32
-"""Branches of one neighbour whose agent steps are followed (newest leaves first)."""
 PER_PATH_LIMIT = 16
 """Distinct paths a neighbour answers by lookups before it diffs every step once instead."""
 MAX_SIBLINGS_LISTED = 4096
@@ -241,19 +240,37 @@ class StepsWork:
 
 
 def session_agent_work(engine: Engine, session: Session) -> StepsWork:
-    """The agent steps on every branch of ``session`` (its newest :data:`MAX_LEAVES`
-    branches), ready to be asked whether they produced a file's state."""
-    parents = {e.parent_id for e in session.entries if e.parent_id}
-    leaves = [e.id for e in session.entries if e.id not in parents][-MAX_LEAVES:]
+    """The agent steps on every branch of ``session``, ready to be asked whether they produced
+    a file's state. One pass over the entries in file order (a parent precedes its children):
+    each entry's file state is its own recorded point, else its parent's, exactly as
+    :func:`~ledger.engine.ownership.branch_timeline` reads one branch; an assistant entry's
+    point that differs from its parent's state is an agent step. A fork-heavy session costs
+    one point resolution per entry, not one per entry and branch."""
+    view = LedgerView.of(session)
+    records = {r.record_id: r for r in view.records}
+    lineage = engine.reader.lineage(session)
+    repo = engine.repo
+    state: dict[str, str | None] = {}
     pairs: dict[tuple[str, str], None] = {}
-    for leaf in leaves:
-        try:
-            steps = branch_timeline(engine, session, leaf)
-        except LedgerError:
+    for entry in session.entries:
+        before = state.get(entry.parent_id) if entry.parent_id else None
+        commit: str | None = None
+        agent = False
+        record = records.get(entry.id) if entry.type == "custom" else None
+        if record is not None:
+            if record.custom_type == OP:
+                commit = record.current or record.last_binding_sha or None
+        elif is_restorable(entry):
+            found = lineage.resolve(entry.id, repo.commit_exists)
+            commit = found[0] if found else None
+            agent = entry.role == "assistant"
+        tree = repo.tree_of(commit) if commit else None
+        if tree is None:
+            state[entry.id] = before  # no point (or pruned): the state carries on
             continue
-        for before, after in pairwise(steps):
-            if after.kind == "agent":
-                pairs[(before.tree, after.tree)] = None
+        if agent and before is not None and before != tree:
+            pairs[(before, tree)] = None
+        state[entry.id] = tree
     return StepsWork(engine, list(pairs))
 
 
