@@ -115,53 +115,28 @@ def reclaimable(
     runner = GitRunner(repo.root, repo.git_dir)
     args = ["rev-list", "--objects", "--no-object-names", "--stdin"]
     args += ["--not", f"--exclude={STORE_REF}", "--all"]
-    deadline = Deadline(budget_s)
-    procs: list[subprocess.Popen[bytes]] = []
     objects = size = 0
     try:
-        listing = deadline.watch(
-            subprocess.Popen(
-                runner.command(args),
-                cwd=str(repo.root),
-                env=runner.env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+        with Deadline(budget_s) as deadline:
+            listing = deadline.start(runner, args, stdin=subprocess.PIPE)
+            sizes = deadline.start(
+                runner, ["cat-file", "--batch-check=%(objectsize:disk)"], stdin=listing.stdout
             )
-        )
-        procs.append(listing)
-        sizes = deadline.watch(
-            subprocess.Popen(
-                runner.command(["cat-file", "--batch-check=%(objectsize:disk)"]),
-                cwd=str(repo.root),
-                env=runner.env(),
-                stdin=listing.stdout,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-        procs.append(sizes)
-        assert listing.stdin is not None and listing.stdout is not None
-        assert sizes.stdout is not None
-        listing.stdout.close()  # cat-file holds it now
-        # rev-list reads all of its stdin before it writes a line: no deadlock.
-        with contextlib.suppress(BrokenPipeError), listing.stdin:
-            listing.stdin.write(("\n".join(lines) + "\n").encode())
-        with sizes.stdout:
-            for line in sizes.stdout:
-                text = line.strip()
-                if text.isdigit():
-                    objects += 1
-                    size += int(text)
-        codes = [proc.wait() for proc in procs]
+            assert listing.stdin is not None and listing.stdout is not None
+            assert sizes.stdout is not None
+            listing.stdout.close()  # cat-file holds it now
+            # rev-list reads all of its stdin before it writes a line: no deadlock.
+            with contextlib.suppress(BrokenPipeError), listing.stdin:
+                listing.stdin.write(("\n".join(lines) + "\n").encode())
+            with sizes.stdout:
+                for line in sizes.stdout:
+                    text = line.strip()
+                    if text.isdigit():
+                        objects += 1
+                        size += int(text)
+            codes = [proc.wait() for proc in deadline.procs]
     except OSError as exc:
         raise GitError("git rev-list --objects", str(exc)) from exc
-    finally:
-        deadline.cancel()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     if deadline.expired:
         return Reclaimable(0, 0, complete=False)
     if any(codes):

@@ -260,11 +260,13 @@ def _loose_ids(objects: Path) -> set[str]:
 
 
 class Deadline:
-    """Kills the given processes when ``budget_s`` runs out (None: never; ≤ 0: at once)."""
+    """A pipeline of git processes under a time budget: started through :meth:`start`, killed
+    all at once when ``budget_s`` runs out (None: never; ≤ 0: at once), and every one killed if
+    still running and reaped when the ``with`` block ends, whatever happened inside it."""
 
     def __init__(self, budget_s: float | None) -> None:
         self.expired = budget_s is not None and budget_s <= 0
-        self._procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         self._lock = threading.Lock()
         self._timer = (
             threading.Timer(budget_s, self._expire)
@@ -275,9 +277,20 @@ class Deadline:
             self._timer.daemon = True
             self._timer.start()
 
-    def watch(self, proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    def start(
+        self, runner: GitRunner, args: list[str], stdin: Any = subprocess.DEVNULL
+    ) -> subprocess.Popen[bytes]:
+        """One git process of the pipeline (stdout piped, stderr discarded)."""
+        proc = subprocess.Popen(
+            runner.command(args),
+            cwd=str(runner.root),
+            env=runner.env(),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         with self._lock:
-            self._procs.append(proc)
+            self.procs.append(proc)
             if self.expired:
                 proc.kill()
         return proc
@@ -285,61 +298,52 @@ class Deadline:
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            for proc in self._procs:
+            for proc in self.procs:
                 with contextlib.suppress(OSError):
                     proc.kill()
 
-    def cancel(self) -> None:
+    def __enter__(self) -> Deadline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _walk(repo: GitRepo, budget_s: float | None) -> tuple[int, int, int] | None:
     """``(bytes, exclusive bytes, exclusive loose objects)`` of what the store reaches, or None
     when git failed or the budget ran out (every process is killed and reaped)."""
     runner = GitRunner(repo.root, repo.git_dir)
-    deadline = Deadline(budget_s)
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(args: list[str], stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            runner.command(args),
-            cwd=str(repo.root),
-            env=runner.env(),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        procs.append(proc)
-        return deadline.watch(proc)
-
     try:
-        total = start(["rev-list", "--disk-usage", "--objects", STORE_REF])
-        exclusive_args = ["--objects", "--no-object-names", STORE_REF, "--not"]
-        listing = start(["rev-list", *exclusive_args, f"--exclude={STORE_REF}", "--all"])
-        sizes = start(
-            ["cat-file", "--batch-check=%(objectname) %(objectsize:disk)"], stdin=listing.stdout
-        )
-        assert listing.stdout is not None and sizes.stdout is not None
-        listing.stdout.close()  # cat-file holds it now
-        loose = _loose_ids(_objects(repo))
-        exclusive = ours = 0
-        with sizes.stdout:
-            for line in sizes.stdout:
-                oid, _, size = line.decode("ascii", "replace").strip().partition(" ")
-                if size.isdigit():
-                    exclusive += int(size)
-                    ours += oid in loose
-        out, _ = total.communicate()
-        codes = [proc.wait() for proc in procs]
+        with Deadline(budget_s) as deadline:
+            total = deadline.start(runner, ["rev-list", "--disk-usage", "--objects", STORE_REF])
+            exclusive_args = ["--objects", "--no-object-names", STORE_REF, "--not"]
+            listing = deadline.start(
+                runner, ["rev-list", *exclusive_args, f"--exclude={STORE_REF}", "--all"]
+            )
+            sizes = deadline.start(
+                runner,
+                ["cat-file", "--batch-check=%(objectname) %(objectsize:disk)"],
+                stdin=listing.stdout,
+            )
+            assert listing.stdout is not None and sizes.stdout is not None
+            listing.stdout.close()  # cat-file holds it now
+            loose = _loose_ids(_objects(repo))
+            exclusive = ours = 0
+            with sizes.stdout:
+                for line in sizes.stdout:
+                    oid, _, size = line.decode("ascii", "replace").strip().partition(" ")
+                    if size.isdigit():
+                        exclusive += int(size)
+                        ours += oid in loose
+            out, _ = total.communicate()
+            codes = [proc.wait() for proc in deadline.procs]
     except OSError as exc:
         raise GitError("git rev-list --objects", str(exc)) from exc
-    finally:
-        deadline.cancel()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     text = out.decode("ascii", "replace").strip()
     if deadline.expired or any(codes) or not text.isdigit():
         return None
