@@ -158,34 +158,6 @@ def plan_authors(engine: Engine, plan: Any) -> Authors:
     return authors_of(engine, plan.current_tree, plan.target_tree, touched)
 
 
-def own_changes(
-    engine: Engine,
-    current_tree: str,
-    target_tree: str,
-    touched: set[str] | None = None,
-    *,
-    skipped: Sequence[str] = (),
-    point: LatestPoint | None = None,
-    steps: Sequence[Step] | None = None,
-    work: AgentWork | None = None,
-    changes: Sequence[Change] | None = None,
-    others: Sequence[Neighbour] | None = None,
-) -> tuple[OutsideChange, ...]:
-    """The user's own work among what a restore would overwrite (:func:`authors_of`)."""
-    return authors_of(
-        engine,
-        current_tree,
-        target_tree,
-        touched,
-        skipped=skipped,
-        point=point,
-        steps=steps,
-        work=work,
-        changes=changes,
-        others=others,
-    ).own
-
-
 def authors_of(
     engine: Engine,
     current_tree: str,
@@ -273,7 +245,6 @@ __all__ = [
     "changed_since",
     "latest_point",
     "overwritten_by",
-    "own_changes",
     "plan_authors",
     "prompt_status_note",
 ]

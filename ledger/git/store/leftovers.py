@@ -91,12 +91,14 @@ class Leftover:
         }
 
 
-def _owner_gone(directory: Path) -> bool:
-    """Whether no live process holds the ``flock`` of an upkeep directory."""
+def _lock_free(path: Path) -> bool:
+    """Nobody holds an ``flock`` on ``path`` (a probe on a new descriptor; nothing is created:
+    a missing file is free). An error other than "held" counts as held: nothing is removed on
+    a doubt."""
     try:
-        fd = os.open(directory / OWNER_FILE, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
-        return True  # killed before it took the lock: the directory was just made
+        return True
     except OSError:
         return False
     try:
@@ -106,6 +108,12 @@ def _owner_gone(directory: Path) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def _owner_gone(directory: Path) -> bool:
+    """Whether no live process holds the ``flock`` of an upkeep directory (none yet: it was
+    killed before it took the lock, the directory was just made)."""
+    return _lock_free(directory / OWNER_FILE)
 
 
 def _age(path: Path, now: float) -> tuple[int, float]:
@@ -197,20 +205,8 @@ def _private_indexes(repo: GitRepo) -> list[PrivateIndex]:
 
 
 def _capture_lock_free(index: PrivateIndex) -> bool:
-    """No capture holds ``index`` (a probe of its ``flock``; nothing is created)."""
-    try:
-        fd = os.open(index.lock_path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    """No capture holds ``index``."""
+    return _lock_free(index.lock_path)
 
 
 def _store_lock(repo: GitRepo, now: float) -> Leftover | None:
