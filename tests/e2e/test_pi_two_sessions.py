@@ -11,11 +11,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ledger.session.store import read_session
-from tests.e2e.pikit import bash, turns, write
+from tests.e2e.pikit import FIRST, TmuxPi, bash, turns, write
+from tests.e2e.test_pi_rewind import open_rewind, preview_of
 from tests.e2e.test_pi_rpc_session import StartRpc, wait_for
 
 NOTICE = "Rewind: another Pi session works in this directory too (session "
@@ -121,3 +123,48 @@ def test_two_pi_sessions_see_each_other_attribute_files_and_never_restore_mid_tu
     )
     first.prompt("again " + turns([write("d.txt", "d\n")]))
     assert first.status is not None and "sessions here" not in first.status
+
+
+def test_the_interactive_rewind_screen_names_the_other_sessions_files_and_greys_out_restores_mid_turn(
+    start_tui: Callable[..., TmuxPi], start_rpc: StartRpc, project: Path, agent_dir: Path
+) -> None:
+    """Session A in a real terminal (tmux, read after Pi's redraw), session B beside it over RPC."""
+    tui = start_tui()
+    tui.wait_for("◆ 0 points / 0 snapshots")
+    tui.prompt(FIRST, "Done: first-ok")
+    second = start_rpc()
+    second.prompt("make b " + turns([write("b.txt", "b by the second agent\n")]))
+    second_id = read_session(Path(second.state()["sessionFile"])).header["id"]
+
+    screen = open_rewind(tui)
+    first_row = next(line for line in screen.splitlines() if '"first' in line)
+    assert "⚠ another session's: b.txt" in first_row, screen
+    screen = preview_of(tui, "first")
+    assert (
+        f"1 file written by session {second_id[:8]}… (still running) will be overwritten" in screen
+    )
+    assert f"⚠ session {second_id[:8]}…'s agent" in screen, screen
+    close_rewind(tui)
+
+    # B's agent runs a slow tool: A's preview offers no file restore, and says why.
+    second.command({"type": "prompt", "message": "slow " + turns([bash("sleep 8")])})
+    time.sleep(1.5)
+    open_rewind(tui)
+    screen = preview_of(tui, "first")
+    assert "Restore files only (keep the conversation) (not offered: a turn of session" in screen, (
+        screen
+    )
+    assert "is running here" in screen
+    assert (project / "b.txt").exists()
+    close_rewind(tui)
+    second.wait_idle()
+    assert (project / "b.txt").exists(), "nothing was restored"
+
+
+def close_rewind(tui: TmuxPi) -> None:
+    """Esc from the preview back to the list, Esc again to close it, reading the screen."""
+    tui.keys("Escape")
+    tui.wait_for("Rewind: choose a point")
+    time.sleep(0.3)
+    tui.keys("Escape")
+    tui.wait_for("Rewind: choose a point", gone=True)
