@@ -50,8 +50,9 @@ from typing import Any
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import Journal
-from ledger.git.store.chain import STALE_LOCK_S, stale_lock_remedy
+from ledger.git.store.chain import STALE_LOCK_S, gone_lock_remedy, stale_lock_remedy
 from ledger.git.store.leftovers import Leftover
+from ledger.git.store.refswap import RefLock
 from ledger.git.store.usage import BUDGET_S, StoreUsage
 from ledger.lineage import LineageReader
 from ledger.presence import Presence
@@ -99,7 +100,10 @@ class DoctorReport:
     """The evidence file of a fed capture that differed from a full scan, when there is one."""
     store_lock: str | None = None
     store_lock_age_s: float | None = None
-    """git's lock on the store ref, when one exists; stale from :data:`STALE_LOCK_S` on."""
+    """The lock on the store ref, when one exists."""
+    store_lock_info: RefLock | None = None
+    """Whose it is: rewind's own are stale only once their owner is provably gone, others (git's)
+    are called stale from :data:`STALE_LOCK_S` on (and never removed by rewind)."""
     loose_estimate: int = 0
     """git's estimate of all loose objects (``objects/17`` × 256), against ``gc_auto``."""
     gc_auto: int = 0
@@ -138,7 +142,10 @@ class DoctorReport:
 
     @property
     def stale_lock(self) -> bool:
-        return self.store_lock_age_s is not None and self.store_lock_age_s >= STALE_LOCK_S
+        lock = self.store_lock_info
+        if lock is None or lock.state == "live":
+            return False
+        return lock.state == "gone" or lock.age_s >= STALE_LOCK_S
 
     @property
     def problems(self) -> list[str]:
@@ -148,7 +155,8 @@ class DoctorReport:
         found += [f"unreadable restore journal {b}" for b in self.broken_journals]
         if self.stale_lock:
             found.append(
-                f"a stale lock on the rewind store: {self.store_lock} ({self.store_lock_age_s:.0f} s old)"
+                f"a stale lock on the rewind store: {self.store_lock} ({self.store_lock_age_s:.0f} s old"
+                + (f", {self.store_lock_info.describe()})" if self.store_lock_info else ")")
             )
         found += list(self.chain_problems)
         if self.unreachable:
@@ -167,6 +175,8 @@ class DoctorReport:
                 "a journal rewind cannot read: move it aside once no restore is running "
                 f"({self.broken_journals[0]})"
             )
+        if self.stale_lock and self.store_lock_info and self.store_lock_info.state == "gone":
+            return gone_lock_remedy(self.store_lock_info)
         if self.stale_lock and self.store_lock:
             return stale_lock_remedy(Path(self.store_lock))
         if self.chain_problems:
@@ -227,6 +237,12 @@ class DoctorReport:
                     "path": self.store_lock,
                     "ageSeconds": round(self.store_lock_age_s or 0.0, 1),
                     "stale": self.stale_lock,
+                    "state": self.store_lock_info.state if self.store_lock_info else None,
+                    "ownerPid": (
+                        self.store_lock_info.owner.pid
+                        if self.store_lock_info and self.store_lock_info.owner
+                        else None
+                    ),
                 }
                 if self.store_lock
                 else None
@@ -334,9 +350,9 @@ def diagnose(
     report.running = running
     report.broken_journals = [f"{b.path}: {b.reason}" for b in broken]
     report.feed = read_status_file(repo.git_dir)
-    from ledger.presence import live_sessions
+    from ledger.work_tree_scope import live_sessions_here
 
-    report.live_sessions = live_sessions(repo.git_dir)
+    report.live_sessions = live_sessions_here(repo.git_dir)  # nested directories' too
     from ledger.bridge.status import server_info
 
     served = server_info(repo.root, repo.git_dir)
@@ -357,9 +373,10 @@ def diagnose(
         report.retention = preview_retention(
             repo, agent_dir, settings, start, budget_s=None if exact else PREVIEW_BUDGET_S
         )
-    age = store.lock_age_s()
-    if age is not None:
-        report.store_lock, report.store_lock_age_s = str(store.lock_path), age
+    lock = store.lock_state()
+    if lock is not None:
+        report.store_lock, report.store_lock_age_s = str(lock.path), lock.age_s
+        report.store_lock_info = lock
     reader = LineageReader()
     ledgers = []
     for info in sessions:

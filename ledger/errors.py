@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger.quoting import display_name, display_names
+
 
 class LedgerError(Exception):
     """Root of every error rewind-ledger raises on purpose."""
@@ -142,10 +144,11 @@ class DirtySubmoduleError(GitError):
 
     def __init__(self, path: str) -> None:
         self.path = path
+        shown = display_name(path)
         super().__init__(
             "snapshot",
-            f"dirty submodule: {path}",
-            hint=f"commit or stash the changes inside {path}, then try again",
+            f"dirty submodule: {shown}",
+            hint=f"commit or stash the changes inside {shown}, then try again",
         )
 
 
@@ -175,9 +178,9 @@ class UnsafeRestoreError(LedgerError):
     def __init__(self, reason: str, paths: Sequence[str] = (), *, hint: str | None = None) -> None:
         self.reason = reason
         self.paths = list(paths)
-        shown = ", ".join(self.paths[:5]) + (
-            f" (and {len(self.paths) - 5} more)" if len(self.paths) > 5 else ""
-        )
+        """The paths, exact (``os.fsdecode`` of their bytes); the message quotes them as git
+        does where needed (:func:`ledger.quoting.display_name`)."""
+        shown = display_names(self.paths)
         super().__init__(
             f"restore refused: {reason}" + (f": {shown}" if shown else ""),
             hint=hint or "nothing was changed; choose another rewind point",
@@ -255,20 +258,31 @@ class RestoreRunningError(LedgerError):
 
 
 class OtherTurnRunningError(LedgerError):
-    """Another session's agent is in a turn in this work tree: a restore would write files under
-    it, so it is refused (after waiting ``waited_s``); nothing was changed
-    (docs/design.md#never-mid-turn)."""
+    """Another session's agent is in a turn in this work tree (or in a directory nested in it or
+    around it: docs/shadow.md#nested-directories): a restore would write files under it, so it
+    is refused (after waiting ``waited_s``); nothing was changed (docs/design.md#never-mid-turn)."""
 
     def __init__(
-        self, repository: Path | str, sessions: list[tuple[str, int]], *, waited_s: float = 0.0
+        self,
+        repository: Path | str,
+        sessions: list[tuple[str, int]],
+        *,
+        waited_s: float = 0.0,
+        places: dict[str, str] | None = None,
     ) -> None:
         self.repository = Path(repository)
         self.sessions = sessions
         """``(session id, pid)`` of each session the registry says is in a turn (may be empty:
         a turn's hold is proof enough; the registry is only the words)."""
         self.waited_s = waited_s
+        self.places = dict(places or {})
+        """Session id → the directory it works in, for sessions of a nested or enclosing one."""
         if sessions:
-            named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in sessions)
+            named = ", ".join(
+                f"session {sid[:8]}… (pid {pid}"
+                + (f", working in {self.places[sid]})" if sid in self.places else ")")
+                for sid, pid in sessions
+            )
             who = f"a turn of {named} is running"
         else:
             who = "another session's turn is running"
@@ -430,7 +444,8 @@ class CaptureTooLargeError(LedgerError):
         amount = self.amount
         shown = f"{limit:,} files" if setting.endswith("Files") else amount(limit)
         where = "; most of it in " + ", ".join(
-            f"{path} ({count:,} files, {amount(total)})" for path, count, total in biggest
+            f"{display_name(path)} ({count:,} files, {amount(total)})"
+            for path, count, total in biggest
         )
         exclude = (
             "add them to rewind.snapshot.shadowExcludes"
@@ -497,7 +512,62 @@ class NoShadowError(NotARepositoryError):
         self.path = Path(path)
 
 
+class OtherRestoreRunningError(OtherTurnRunningError):
+    """Another restore (a ``rewind restore/undo/fork`` or a Pi session's) holds this work tree's
+    turn gate: it is writing files, so this restore is refused (after waiting ``waited_s``);
+    nothing was changed (docs/design.md#never-mid-turn). A subclass of
+    :class:`OtherTurnRunningError`: whoever handles a refusal by the gate handles this one."""
+
+    def __init__(
+        self,
+        repository: Path | str,
+        pid: int,
+        *,
+        session_id: str | None = None,
+        started: str | None = None,
+        where: str | None = None,
+        waited_s: float = 0.0,
+    ) -> None:
+        self.repository = Path(repository)
+        self.pid = pid
+        self.session_id = session_id
+        self.sessions = []
+        self.places = {}
+        self.waited_s = waited_s
+        self.where = where
+        """The directory it restores when that is a nested or enclosing one."""
+        details = [f"pid {pid}"]
+        if session_id:
+            details.append(f"session {session_id[:8]}…")
+        if started:
+            details.append(f"started {started}")
+        if where:
+            details.append(f"restoring {where}")
+        waited = f"; it did not end within {waited_s:.0f} s" if waited_s >= 1 else ""
+        LedgerError.__init__(
+            self,
+            f"another restore is running ({', '.join(details)}) in {self.repository}: it is "
+            f"writing files right now{waited}",
+            hint=f"nothing was changed; run this again once it has finished (restores take "
+            f"seconds; 'rewind status' lists it). If process {pid} hangs, stop it ('kill {pid}'); "
+            "'rewind doctor' then says whether 'rewind undo' is needed",
+        )
+
+
+class AuthorshipIndexError(LedgerError):
+    """The authorship index could not be written (it is rebuilt at its next use)."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(
+            f"{self.path}: {reason}",
+            hint="nothing of your files changed; the index is rebuilt from the sessions",
+        )
+
+
 __all__ = [
+    "AuthorshipIndexError",
     "CaptureIndexError",
     "CaptureTooLargeError",
     "CorruptArchiveError",
@@ -515,6 +585,7 @@ __all__ = [
     "NoShadowError",
     "NotARepositoryError",
     "NothingToUndoError",
+    "OtherRestoreRunningError",
     "OtherTurnRunningError",
     "RestoreFailedError",
     "RestoreRunningError",

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ledger.quoting import display_name
+
 ChangeKind = Literal["added", "modified", "deleted", "mode", "symlink"]
 
 KINDS: tuple[ChangeKind, ...] = ("added", "modified", "deleted", "mode", "symlink")
@@ -184,11 +186,12 @@ def plan_files(
     added: Sequence[str], modified: Sequence[str], deleted: Sequence[str], limit: int = 4
 ) -> str:
     """``A new.txt  M a.txt  D old.txt (+2 more)``: the first few files a restore changes, with
-    ``rewind status``'s letters, added first (empty for none)."""
+    ``rewind status``'s letters, added first (empty for none); names as git quotes them where
+    needed (:func:`ledger.quoting.display_name`)."""
     named = [
-        *(f"A {p}" for p in added),
-        *(f"M {p}" for p in modified),
-        *(f"D {p}" for p in deleted),
+        *(f"A {display_name(p)}" for p in added),
+        *(f"M {display_name(p)}" for p in modified),
+        *(f"D {display_name(p)}" for p in deleted),
     ]
     shown = "  ".join(named[:limit])
     more = len(named) - limit
@@ -196,8 +199,8 @@ def plan_files(
 
 
 def short_list(paths: Sequence[str], limit: int = SHOWN) -> str:
-    """``a.txt, b.txt, c.txt (+2 more)``."""
-    shown = ", ".join(paths[:limit])
+    """``a.txt, b.txt, c.txt (+2 more)`` (names as git quotes them where needed)."""
+    shown = ", ".join(display_name(p) for p in paths[:limit])
     more = len(paths) - limit
     return f"{shown} (+{more} more)" if more > 0 else shown
 

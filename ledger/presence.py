@@ -12,8 +12,9 @@ turn is in flight) next to ``<same stem>.lock``. Liveness is proven exactly as a
 journal's (:mod:`ledger.git.restore.journal`): the owner takes an exclusive ``flock`` on the lock file
 *before* the entry is first written and holds it for the session's life; the kernel drops it
 when the process dies (also on ``kill -9``), and a reused pid cannot hold it. A probe is one
-non-blocking shared ``flock`` on a new descriptor. Where the file system has no ``flock`` the
-entry says ``"lock": false`` and the identity (pid + start time on this host and boot) decides.
+non-blocking shared ``flock`` on a new descriptor (:mod:`ledger.git.liveness`). Where the file
+system has no ``flock`` the entry says ``"lock": false`` and the identity (pid + start time on
+this host and boot) decides.
 
 A CLI restore (``rewind restore/undo/fork``) is not a session here: while it runs its restore
 journal already proves it (``rewind status``/``doctor`` list the running restores beside the
@@ -21,15 +22,24 @@ sessions), and it lasts seconds, so the footer counts Pi sessions only.
 
 Invariants:
 - The pure part (:class:`Presence`, :func:`parse_presence`, the wording) touches no file; the
-  adapter below it (:class:`Announcement`, :func:`live_sessions`) only touches files in the
-  registry directory, never the work tree or anything of git's.
-- An entry exists only while its lock is (or was) held: written after the lock is taken,
-  removed before the lock file. Rewrites are atomic (temporary file, rename) and unsynced: the
-  registry describes running processes, so a crash makes it stale, never wrong (dead entries are
-  ignored).
-- Dead entries (lock free, or identity gone) are ignored and removed by whoever lists the
-  registry; a lock file without an entry is removed only when old (its owner may be between
-  taking the lock and writing the entry).
+  adapter below it (:class:`Announcement`, :func:`live_sessions`, :func:`clean_registry`) only
+  touches files in the registry directory, never the work tree or anything of git's.
+- An entry exists only while its lock is (or was) held: written after the lock is taken (and the
+  owner has checked that the lock's name is still its file), removed before the lock file.
+  Writes are whole or absent: a temporary file written in full (a short write is continued, a
+  full disk fails the write, the old entry stays) and renamed; unsynced: the registry describes
+  running processes, so a crash makes it stale, never wrong.
+- Nothing is removed by age (issue 32), only once its owner is provably gone: an entry and its
+  lock when the ``flock`` is free, or the identity is gone (a reused pid has another start
+  time), also where the lock is held by a descriptor the owner left to another process; a lock
+  without an entry when its ``flock`` is free (the remover holds it while it removes: an owner
+  that had not locked it yet finds its name gone and takes another); an unreadable entry when
+  its lock is free; a temporary when its session is gone; any other file once no live lock
+  claims its name (:func:`clean_registry`, run by ``rewind sweep``). What cannot be judged
+  (another host, no ``flock`` and no process table) is kept and named.
+- A live session is never hidden by a damaged entry: a listing that finds an unreadable or
+  missing entry whose lock is held lists the session from its lock and file name, and the owner
+  writes its entry again when it finds it damaged (at its next listing or turn).
 - Reads are bounded: at most :data:`MAX_ENTRIES` names per listing, :data:`MAX_ENTRY_BYTES` per
   entry. Nothing here runs on the capture path: the bridge lists the registry when a session
   starts and for the footer (at most once a second unless the directory changed).
@@ -44,20 +54,34 @@ import re
 import secrets
 import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ledger.git.liveness import (
+    Owner,
+    boot_id,
+    lock_held,
+    pid_exists,
+    proc_start,
+    remove_if_unlocked,
+    same_file,
+    take_lock,
+)
 from ledger.git.private import make_private_dir, private_dir
-from ledger.git.restore.journal import boot_id, lock_held, proc_start, take_lock
 
 PRESENCE_VERSION = 1
 SESSIONS_DIR_NAME = "sessions"
 MAX_ENTRIES = 512
 """Names looked at per listing: far more sessions than one directory ever has."""
 MAX_ENTRY_BYTES = 1 << 14
-ORPHAN_LOCK_S = 60.0
-"""A lock file with no entry is removed once this old and free (see the module docstring)."""
+MAX_SWEEP_NAMES = 1 << 16
+"""Names :func:`clean_registry` looks at (it removes stray files, so it sees past
+:data:`MAX_ENTRIES`)."""
+_STEM = r"(\d+)-([A-Za-z0-9_-]{1,64})-([0-9a-f]{6})"
+_ENTRY = re.compile(_STEM + r"\.json")
+_LOCK = re.compile(_STEM + r"\.lock")
+_TEMP = re.compile(r"\." + _STEM + r"\.json\.[0-9a-f]{6}\.tmp")
 
 Kind = Literal["bridge", "hosted"]
 
@@ -81,6 +105,9 @@ class Presence:
     lock: bool = True
     stem: str = ""
     """The file name without ``.json``: tells entries apart (not written into the file)."""
+    whole: bool = True
+    """False: listed from its held lock and file name, its entry being unreadable or missing
+    (its owner writes it again); the session file, start time and state are then unknown."""
 
     @property
     def started(self) -> str:
@@ -104,7 +131,7 @@ class Presence:
             "kind": self.kind,
             "busy": self.busy,
             "lock": self.lock,
-        }
+        } | ({} if self.whole else {"entryUnreadable": True})
 
 
 def _is_int(value: object) -> bool:
@@ -167,6 +194,8 @@ def status_line(entry: Presence, *, own: bool = False) -> str:
     where = f" ({entry.session_file})" if entry.session_file else ""
     state = "in a turn" if entry.busy else "idle"
     hosted = ", hosted by the watcher" if entry.kind == "hosted" else ""
+    if not entry.whole:
+        state = "its entry unreadable (shown from its lock; its owner writes it again)"
     return f"  {describe(entry)}{hosted}, {state}{' (this one)' if own else ''}{where}"
 
 
@@ -184,6 +213,8 @@ class Announcement:
         self.directory = directory
         self.presence = presence
         self._lock_fd = lock_fd
+        if self.live:
+            _OWN[presence.stem] = self
 
     @property
     def path(self) -> Path:
@@ -198,23 +229,47 @@ class Announcement:
         return self._lock_fd is not None or not self.presence.lock
 
     def set_busy(self, busy: bool) -> None:
-        """A turn started or the agent ended: one small atomic rewrite, only on a change."""
-        if busy == self.presence.busy or not self.live:
+        """A turn started or ended: one atomic rewrite on a change, else a repair if damaged."""
+        if not self.live:
+            return
+        if busy == self.presence.busy:
+            self.repair()
             return
         self.presence = replace(self.presence, busy=busy)
         with contextlib.suppress(OSError):  # stale "busy" is only a word in a listing
             _write(self.path, self.presence)
 
+    def repair(self) -> bool:
+        """Write the entry again when it is missing or unreadable (a full disk, a damaged file):
+        a live session is never hidden from the listings for good. Whether it is whole now."""
+        if not self.live:
+            return False
+        if _read(self.path, self.presence.stem) is not None:
+            return True
+        try:
+            _write(self.path, self.presence)
+        except OSError:
+            return False
+        return True
+
     def withdraw(self) -> None:
         """The session is over: the entry goes before its lock file (as a journal's)."""
-        for path in (self.path, self.lock_path):
+        _OWN.pop(self.presence.stem, None)
+        owned = self._lock_fd is not None and same_file(self._lock_fd, self.lock_path)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        if owned or self._lock_fd is None:
             with contextlib.suppress(OSError):
-                os.unlink(path)
+                os.unlink(self.lock_path)
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # drops the flock
         self.presence = replace(self.presence, lock=True)  # no longer live (identity too)
+
+
+_OWN: dict[str, Announcement] = {}
+"""This process's live announcements by stem: a listing that finds one of them damaged repairs it."""
 
 
 def announce(
@@ -225,10 +280,17 @@ def announce(
     kind: Kind = "bridge",
     now_ms: int | None = None,
 ) -> Announcement | None:
-    """Announce a session of this process; ``None`` when the registry cannot be written (a full
-    disk or a read-only git dir: the session works as before, only unannounced)."""
+    """Announce a session of this process; ``None`` when the registry cannot be written at all
+    (a read-only git dir: the session works as before, only unannounced). When only the entry
+    cannot be written (a full disk), the lock stays: listings find the session by it, and the
+    entry is written again at the next turn or listing (:meth:`Announcement.repair`)."""
     pid = os.getpid()
-    stem = entry_stem(pid, session_id, secrets.token_hex(3))
+    try:
+        directory = make_private_dir(git_dir, SESSIONS_DIR_NAME)
+        # The lock before the entry: no reader ever sees this entry without a live owner.
+        stem, fd = _take_own_lock(directory, pid, session_id)
+    except OSError:
+        return None
     presence = Presence(
         session_id,
         session_file,
@@ -238,89 +300,217 @@ def announce(
         socket.gethostname(),
         now_ms if now_ms is not None else int(time.time() * 1000),
         kind,
+        lock=fd is not None,
         stem=stem,
     )
-    try:
-        directory = make_private_dir(git_dir, SESSIONS_DIR_NAME)
-        # The lock before the entry: no reader ever sees this entry without a live owner.
-        fd = take_lock(directory / f"{stem}.lock")
-        presence = replace(presence, lock=fd is not None)
-        announcement = Announcement(directory, presence, fd)
-    except OSError:
-        return None
+    announcement = Announcement(directory, presence, fd)
     try:
         _write(announcement.path, presence)
     except OSError:
-        announcement.withdraw()
-        return None
+        if fd is None:  # no lock and no entry: nothing could show this session
+            announcement.withdraw()
+            return None
     return announcement
 
 
-def _alive(entry: Presence, lock_path: Path) -> bool:
-    if entry.lock:
-        held = lock_held(lock_path)
-        if held is not None:
-            return held
-    if entry.pid_start is None or entry.boot_id is None or entry.pid <= 0:
+def _take_own_lock(directory: Path, pid: int, session_id: str) -> tuple[str, int | None]:
+    """A new stem and its lock (``None``: no ``flock`` here). Safety: the lock is checked to
+    still be at its name once held: a remover that judged it abandoned in the moment between
+    its creation and its ``flock`` removed the name, and a lock without a name proves nothing."""
+    for _ in range(8):
+        stem = entry_stem(pid, session_id, secrets.token_hex(3))
+        path = directory / f"{stem}.lock"
+        fd = take_lock(path)
+        if fd is None or same_file(fd, path):
+            return stem, fd
+        os.close(fd)
+    raise OSError(f"cannot keep a lock in {directory}")
+
+
+def _judge(
+    directory: Path, stem: str, has_entry: bool, has_lock: bool
+) -> tuple[bool | None, Presence | None, bool]:
+    """``(alive, entry, by_identity)`` for one stem. ``alive``: ``True`` (its owner runs),
+    ``False`` (provably gone), ``None`` (cannot tell). ``entry``: the entry, or for a live
+    session whose entry is unreadable or missing one made from its lock and name (this process's
+    own is written again first). ``by_identity``: gone although its lock is held (by a
+    descriptor the owner left to another process): its lock's name goes without the ``flock``."""
+    json_path, lock_path = directory / f"{stem}.json", directory / f"{stem}.lock"
+    entry = _read(json_path, stem) if has_entry else None
+    held = lock_held(lock_path) if has_lock else False
+    if entry is None and held and stem in _OWN and _OWN[stem].repair():
+        entry = _read(json_path, stem)  # ours, damaged: written again
+    if entry is not None:
+        owner = Owner(entry.pid, entry.pid_start, entry.boot_id, entry.host)
+    else:
+        owner = Owner(int(stem.split("-", 1)[0]), None, None, socket.gethostname())
+    # Where no flock can tell (or the entry has none), the identity decides: a reused pid has
+    # another start time, another boot's process is gone.
+    identity = owner.alive()
+    if held is True:
+        if identity is False:
+            return False, entry, True
+        return True, entry or _from_stem(stem, lock_path), False
+    if held is False and (entry is None or entry.lock):
+        return False, entry, False
+    if identity and entry is None:
+        entry = _from_stem(stem, lock_path)
+    return identity, entry, False
+
+
+@dataclass
+class _Survey:
+    """One look at the registry: the live sessions, and every other file with its verdict."""
+
+    live: list[Presence]
+    gone: list[tuple[Path, str]]
+    """Removable: owner provably gone, or unreadable with a free lock."""
+    stray: list[tuple[Path, str]]
+    """Names that are none of ours; removable by the sweep unless a live lock claims them."""
+    kept: list[tuple[Path, str]]
+    """Cannot be judged: kept, named."""
+    orphaned: set[Path] = field(default_factory=set)
+    """Lock files of owners proven gone by identity whose ``flock`` another process holds:
+    removed by name."""
+
+
+def _listing(directory: Path, limit: int) -> list[str] | None:
+    names: list[str] = []
+    try:
+        with os.scandir(directory) as listing:
+            for item in listing:
+                names.append(item.name)
+                if len(names) >= limit:
+                    break
+    except OSError:
+        return None
+    return names
+
+
+def _survey(directory: Path, names: list[str]) -> _Survey:
+    survey = _Survey([], [], [], [])
+    entries = {n[: -len(".json")] for n in names if _ENTRY.fullmatch(n)}
+    locks = {n[: -len(".lock")] for n in names if _LOCK.fullmatch(n)}
+    verdict: dict[str, bool | None] = {}
+    for stem in sorted(entries | locks):
+        json_path, lock_path = directory / f"{stem}.json", directory / f"{stem}.lock"
+        alive, entry, by_identity = _judge(directory, stem, stem in entries, stem in locks)
+        verdict[stem] = alive
+        if alive and entry is not None:
+            survey.live.append(entry)
+        elif alive is None:
+            what = "session entry whose owner rewind cannot check here"
+            survey.kept += [(p, what) for p in (json_path, lock_path) if p.name in names]
+        else:
+            what = "session entry of a process that is gone"
+            if stem in entries and entry is None:
+                what = "unreadable session entry whose lock is free"
+            elif stem not in entries:
+                what = "session lock without an entry, free"
+            survey.gone += [(p, what) for p in (json_path, lock_path) if p.name in names]
+            if by_identity and stem in locks:
+                survey.orphaned.add(lock_path)
+    for name in names:
+        if _ENTRY.fullmatch(name) or _LOCK.fullmatch(name):
+            continue
+        temp = _TEMP.fullmatch(name)
+        claimed = name[1:].split(".json.", 1)[0] if temp else _claimed_stem(name)
+        alive = verdict[claimed] if claimed in verdict else _stem_held(directory, claimed)
+        if alive is False and temp:
+            survey.gone.append((directory / name, "temporary of a gone session's entry"))
+        elif alive is False and not os.path.isdir(directory / name):
+            survey.stray.append((directory / name, "file in the session registry that is not one"))
+        elif not alive:  # a directory, or a file of a session that cannot be checked: named
+            survey.kept.append((directory / name, "not removed by rewind"))
+    survey.live.sort(key=lambda e: (e.started_ms, e.stem))
+    return survey
+
+
+def _claimed_stem(name: str) -> str | None:
+    """The stem a stray name may belong to (``<stem>.<anything>``, perhaps with a leading dot)."""
+    match = re.match(_STEM, name.lstrip("."))
+    return match.group(0) if match else None
+
+
+def _stem_held(directory: Path, stem: str | None) -> bool | None:
+    """Whether the session ``stem`` names runs, for a file of it with no entry beside: its lock
+    decides, else (no lock file: a file system without ``flock``) its pid, if gone."""
+    if stem is None:
         return False
-    # Another host's pids mean nothing here; another boot's process is gone.
-    if entry.host != socket.gethostname() or entry.boot_id != boot_id():
-        return False
-    return proc_start(entry.pid) == entry.pid_start  # a reused pid has another start time
+    lock = directory / f"{stem}.lock"
+    if os.path.lexists(lock):
+        return lock_held(lock)
+    return pid_exists(int(stem.split("-", 1)[0]))
+
+
+def _from_stem(stem: str, lock_path: Path) -> Presence:
+    """A live session whose entry cannot be read, from what its file names say."""
+    match = re.fullmatch(_STEM, stem)
+    pid, sid = (int(match.group(1)), match.group(2)) if match else (0, stem)
+    try:
+        started_ms = int(os.lstat(lock_path).st_mtime * 1000)
+    except OSError:
+        started_ms = 0
+    return Presence(
+        sid, None, pid, None, None, socket.gethostname(), started_ms, stem=stem, whole=False
+    )
 
 
 def live_sessions(git_dir: Path, *, clean: bool = True) -> list[Presence]:
     """The live sessions of this work tree, oldest first; dead entries are skipped and, with
     ``clean``, removed (with their lock file and any temporary file of theirs)."""
     directory = registry_dir(git_dir)
-    names: list[str] = []
-    try:
-        with os.scandir(directory) as listing:
-            for item in listing:
-                names.append(item.name)
-                if len(names) >= MAX_ENTRIES:
-                    break
-    except (FileNotFoundError, NotADirectoryError):
+    names = _listing(directory, MAX_ENTRIES)
+    if names is None:
         return []
-    except OSError:
-        return []
-    entries = {n[: -len(".json")] for n in names if n.endswith(".json") and n[0] != "."}
-    found: list[Presence] = []
-    dead: set[str] = set()
-    for stem in sorted(entries):
-        entry = _read(directory / f"{stem}.json", stem)
-        if entry is None:
-            # Unreadable: dead if its lock is free (a live owner always wrote it whole).
-            if lock_held(directory / f"{stem}.lock") is False:
-                dead.add(stem)
-            continue
-        if _alive(entry, directory / f"{stem}.lock"):
-            found.append(entry)
-        else:
-            dead.add(stem)
+    survey = _survey(directory, names)
     if clean:
-        _clean(directory, names, entries, dead)
-    found.sort(key=lambda e: (e.started_ms, e.stem))
-    return found
+        _remove(survey.gone, survey.orphaned)
+    return survey.live
 
 
-def _clean(directory: Path, names: list[str], entries: set[str], dead: set[str]) -> None:
-    now = time.time()
-    for stem in dead:
-        # The entry before the lock file: a reader that finds no lock re-reads no entry.
-        for suffix in (".json", ".lock"):
-            with contextlib.suppress(OSError):
-                os.unlink(directory / f"{stem}{suffix}")
-    for name in names:
-        path = directory / name
-        if name.startswith(".") and name.endswith(".tmp"):
-            if name[1:].split(".json.", 1)[0] in dead:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-        elif name.endswith(".lock") and name[: -len(".lock")] not in entries:
-            with contextlib.suppress(OSError):
-                if now - os.lstat(path).st_mtime >= ORPHAN_LOCK_S and lock_held(path) is False:
-                    os.unlink(path)
+def registry_leftovers(git_dir: Path) -> list[tuple[Path, str, bool]]:
+    """What is in the registry that is no live session: ``(path, what, removable)``, removable
+    meaning :func:`clean_registry` removes it (``rewind doctor`` names them)."""
+    directory = registry_dir(git_dir)
+    survey = _survey(directory, _listing(directory, MAX_SWEEP_NAMES) or [])
+    return [
+        *((p, w, True) for p, w in survey.gone + survey.stray),
+        *((p, w, False) for p, w in survey.kept),
+    ]
+
+
+def clean_registry(git_dir: Path) -> list[tuple[Path, str]]:
+    """Remove dead and unreadable entries, free orphan locks, dead temporaries and stray files
+    (``rewind sweep``); what was removed."""
+    directory = registry_dir(git_dir)
+    names = _listing(directory, MAX_SWEEP_NAMES)
+    if not names:
+        return []
+    survey = _survey(directory, names)
+    return _remove(survey.gone + survey.stray, survey.orphaned)
+
+
+def _remove(items: list[tuple[Path, str]], orphaned: set[Path]) -> list[tuple[Path, str]]:
+    removed = []
+    # Entries before lock files: a reader that finds no lock re-reads no entry.
+    for path, what in sorted(items, key=lambda item: item[0].suffix == ".lock"):
+        try:
+            if path in orphaned:
+                os.unlink(path)
+            elif path.suffix == ".lock":
+                if not remove_if_unlocked(path):
+                    continue
+            elif os.path.isdir(path) and not os.path.islink(path):
+                continue  # a directory is only named
+            else:
+                os.unlink(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            continue
+        removed.append((path, what))
+    return removed
 
 
 def _read(path: Path, stem: str) -> Presence | None:
@@ -343,12 +533,18 @@ def _read(path: Path, stem: str) -> Presence | None:
 
 
 def _write(path: Path, presence: Presence) -> None:
+    """Whole or not at all: every byte written (a short write, as on a nearly full disk, is
+    continued until it fails) and the size checked before the rename."""
     data = json.dumps(presence.to_json(), ensure_ascii=False, sort_keys=True).encode("utf-8")
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
-            os.write(fd, data)
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+            if os.fstat(fd).st_size != len(data):
+                raise OSError(f"{tmp}: written {os.fstat(fd).st_size} of {len(data)} bytes")
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -391,6 +587,7 @@ __all__ = [
     "Presence",
     "PresenceView",
     "announce",
+    "clean_registry",
     "describe",
     "entry_stem",
     "footer_mark",
@@ -398,5 +595,6 @@ __all__ = [
     "others_notice",
     "parse_presence",
     "registry_dir",
+    "registry_leftovers",
     "status_line",
 ]

@@ -7,10 +7,20 @@ every byte is printable ASCII other than ``"`` and ``\\``, else in double quotes
 escapes and every other byte as three octal digits. The report keeps a UTF-8 name readable
 (``keep_utf8``) and quotes it only for control characters, ``"`` or ``\\``.
 
-Invariants: pure; names decoded with ``surrogateescape`` give back their exact bytes.
+Messages (refusals, warnings, the lines of a restore plan) name paths with :func:`display_name`:
+a name of printable UTF-8 characters without ``"`` or ``\\`` as it is, every other name exactly
+as git quotes it (``"caf\\351.txt"`` for the Latin-1 bytes ``caf\\xe9.txt``, ``"a\\nb"`` for
+a newline), so a raw byte or a control character can never break, forge or garble a line, and a
+name read in a message can be found with git.
+
+Invariants: pure; names decoded with ``surrogateescape`` give back their exact bytes (a path
+``str`` in this package is ``os.fsdecode`` of the path's bytes: the same bytes whenever the file
+system encoding is UTF-8, as it is for Python on Linux in any UTF-8 or C locale).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 _C_ESCAPES = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 0x22: '"', 0x5C: "\\"}
 
@@ -43,4 +53,35 @@ def quote_c_style(name: str | bytes, *, keep_utf8: bool = False) -> str:
     return "".join(out)
 
 
-__all__ = ["quote_c_style"]
+def display_name(name: str | bytes) -> str:
+    """``name`` for a message (see the module): as it is when it is printable UTF-8 holding no
+    ``"`` or ``\\``, else exactly as git quotes it with ``core.quotePath`` on."""
+    if isinstance(name, bytes):
+        try:
+            text = name.decode("utf-8")
+        except UnicodeDecodeError:
+            return quote_c_style(name)
+    else:
+        text = name
+    if text.isprintable() and '"' not in text and "\\" not in text and _is_utf8(text):
+        return text
+    return quote_c_style(name)
+
+
+def display_names(names: Sequence[str | bytes], limit: int = 5) -> str:
+    """The first ``limit`` names for a message, each by :func:`display_name`, comma-separated,
+    then `` (and N more)``."""
+    shown = ", ".join(display_name(n) for n in names[:limit])
+    more = len(names) - limit
+    return shown + (f" (and {more} more)" if more > 0 else "")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a surrogate: a byte that is not UTF-8
+        return False
+    return True
+
+
+__all__ = ["display_name", "display_names", "quote_c_style"]

@@ -12,17 +12,25 @@ module joins the two (docs/design.md#crash-safe-restore):
   still *running*: :func:`journal_states` returns those too, and :func:`wait_for_running` waits
   (bounded) until none is left, so that commands act on the finished state instead of calling a
   running restore interrupted.
-- :func:`recover` is ``rewind undo`` for such a state: it restores the journal's undo snapshot
-  (every byte from before that restore; itself undoable, journaled and verified), records an op
-  in the session so the branch state is right again, and closes the journal.
+- :func:`interrupted_of` picks the interrupted restore an undo of one session finishes, and
+  :func:`recover` finishes it: it restores the journal's undo snapshot (every byte from before
+  that restore; itself undoable, journaled and verified), records an op in the session so the
+  branch state is right again, and closes the journal. Every undo uses them, through
+  :mod:`ledger.engine.undo_target`: ``rewind undo``, ``/rewind``'s undo and the ``/tree`` and
+  ``/fork`` menus.
+- A session's records are looked for in its file, and also in the session as its host holds it
+  (:class:`HeldSession`: Pi's entries through the bridge, which Pi writes to the file lazily).
 
 Invariants: a journal is closed only when its restore is recorded or undone; a journal whose
 owner is alive is never reported, refused or recovered as interrupted; recovery never needs the
-interrupted process's op record; nothing here prints.
+interrupted process's op record, and is recorded (an op appended while its own journal's
+liveness lock is held) before anything reads it as finished; nothing here prints.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,8 +40,15 @@ from typing import TYPE_CHECKING
 from ledger.errors import InterruptedRestoreError, LedgerError, RestoreRunningError
 from ledger.git.capture.index import LOCK_TIMEOUT_S
 from ledger.git.repo import GitRepo
-from ledger.git.restore.journal import Journal, RestoreIntent, open_journals, restore_intent, settle
+from ledger.git.restore.journal import (
+    Journal,
+    current_intent,
+    open_journals,
+    restore_intent,
+    settle,
+)
 from ledger.ledgerview import LedgerView
+from ledger.session.model import Session
 from ledger.session.store import read_session
 
 if TYPE_CHECKING:
@@ -42,13 +57,26 @@ if TYPE_CHECKING:
     from ledger.engine.engine import Engine
 
 
-def _recorded(journal: Journal) -> bool:
-    if journal.session is None:
-        return True  # nothing could record it: the restore closed such journals itself
-    try:
-        view = LedgerView.of(read_session(journal.session))
-    except LedgerError:
-        return False
+@dataclass(frozen=True)
+class HeldSession:
+    """A session as its host holds it now. Pi keeps its entries in memory and writes the file
+    lazily, so the op record of a restore made through the bridge may be there before it is in
+    the file; the journals of this session are found recorded in either."""
+
+    path: str
+    """The session file's real path, as journals name their session."""
+    read: Callable[[], Session]
+
+
+def held_session(engine: Engine) -> HeldSession | None:
+    """The engine's session as its host holds it (None for a host without a session file)."""
+    session_file = engine.host.session_file
+    if session_file is None:
+        return None
+    return HeldSession(os.path.realpath(session_file), engine.session)
+
+
+def _names_undo(view: LedgerView, journal: Journal) -> bool:
     return any(
         ref.snapshot == journal.undo
         and ref.kind in ("undo", "fork-pending")
@@ -57,15 +85,32 @@ def _recorded(journal: Journal) -> bool:
     )
 
 
+def _recorded(journal: Journal, held: HeldSession | None = None) -> bool:
+    if journal.session is None:
+        return True  # nothing could record it: the restore closed such journals itself
+    if held is not None and os.path.realpath(journal.session) == held.path:
+        try:
+            if _names_undo(LedgerView.of(held.read()), journal):
+                return True
+        except LedgerError:
+            pass  # the host could not answer: the file decides
+    try:
+        view = LedgerView.of(read_session(journal.session))
+    except LedgerError:
+        return False
+    return _names_undo(view, journal)
+
+
 RUNNING_WAIT_S = LOCK_TIMEOUT_S
 """How long a command waits for a running restore: as long as for the capture lock that
 restore holds while it writes files."""
 
 
-def settle_journals(repo: GitRepo) -> list[Journal]:
-    """Close the journals of recorded restores; return the interrupted ones (owner gone), oldest
-    first. Running restores are left alone (:func:`journal_states`)."""
-    return settle(repo, _recorded)[0]
+def settle_journals(repo: GitRepo, held: HeldSession | None = None) -> list[Journal]:
+    """Close the journals of recorded restores (``held``: a session as its host holds it, see
+    :class:`HeldSession`); return the interrupted ones (owner gone), oldest first. Running
+    restores are left alone (:func:`journal_states`)."""
+    return settle(repo, lambda journal: _recorded(journal, held))[0]
 
 
 def journal_states(repo: GitRepo) -> tuple[list[Journal], list[Journal]]:
@@ -175,21 +220,19 @@ class RecoveryReport:
 def recover(engine: Engine, journal: Journal) -> RecoveryReport:
     """Bring the work tree back to ``journal``'s undo snapshot and record it in the engine's
     session (see the module docstring)."""
-    from ledger.git.restore.run import restore_commit
-
     session_file = engine.host.session_file
-    intent = RestoreIntent(session=str(session_file) if session_file else None, operation="recover")
-    with engine.turns.restoring(engine.repo.git_dir, engine.session().id), restore_intent(intent):
-        outcome = restore_commit(
-            engine.repo,
-            journal.undo,
-            engine.settings.snapshot,
-            clock=engine.clock,
-            recovering=journal,
-        )
-    report = RecoveryReport(
+    intent = dataclasses.replace(current_intent(), operation="recover")
+    # The outermost intent block keeps the recovery's own journal locked until its op record is
+    # appended: no other process (nor a settle here) takes it for an interrupted one meanwhile.
+    with restore_intent(intent):
+        outcome = engine.restore_files(journal.undo, recovering=journal)
+        # The branch's state is the pre-restore one again; the record also keeps that snapshot
+        # live, and makes this recovery undoable (back to the files it found).
+        record = engine.append_op(current=journal.undo, undo=outcome.undo_commit)
+    settle_journals(engine.repo, held_session(engine))
+    return RecoveryReport(
         journal.id,
-        intent.session,
+        os.path.realpath(session_file) if session_file else None,
         journal.undo,
         journal.target,
         outcome.changed,
@@ -197,34 +240,66 @@ def recover(engine: Engine, journal: Journal) -> RecoveryReport:
         list(outcome.plan.modified),
         list(outcome.plan.deleted),
         outcome.undo_commit,
+        record,
     )
-    # The branch's state is the pre-restore one again; the record also keeps that snapshot live.
-    report.record = engine.append_op(current=journal.undo, undo=outcome.undo_commit)
-    settle_journals(engine.repo)
-    return report
 
 
-def newest_interrupted(repo: GitRepo, session: Path | None) -> Journal | None:
-    """The interrupted restore ``rewind undo`` should finish for ``session`` (the newest one of
-    that session, or of no session); None when there is none."""
-    left = settle_journals(repo)
+@dataclass(frozen=True)
+class Interrupted:
+    """The interrupted restores an undo of one session sees (:func:`interrupted_of`)."""
+
+    mine: Journal | None
+    """The one an undo of this session finishes (following an interrupted recovery back to the
+    restore it was recovering); None when this session has none."""
+    newest: Journal | None
+    """The newest interrupted restore of the work tree, of any session."""
+
+
+def interrupted_of(
+    repo: GitRepo, session: Path | str | None, held: HeldSession | None = None
+) -> Interrupted:
+    """Close the journals of recorded restores, then find the interrupted restore an undo of
+    ``session`` finishes: the newest one of that session, or of no session. A running restore
+    (its owner alive) is never one."""
+    left = settle_journals(repo, held)
     if not left:
-        return None
-    mine = [j for j in left if j.session is None or session is None or Path(j.session) == session]
+        return Interrupted(None, None)
+    mine_path = os.path.realpath(session) if session is not None else None
+    mine = [
+        j
+        for j in left
+        if j.session is None or mine_path is None or os.path.realpath(j.session) == mine_path
+    ]
     if not mine:
-        raise interruption_error(left[-1])
+        return Interrupted(None, left[-1])
     chosen = mine[-1]
     # A recovery that was itself interrupted: its undo snapshot is the mixed tree it started
     # from; the state to bring back is the one before the restore it was recovering.
     by_id = {j.id: j for j in left}
     while chosen.recovering is not None and chosen.recovering in by_id:
         chosen = by_id[chosen.recovering]
-    return chosen
+    return Interrupted(chosen, left[-1])
+
+
+def newest_interrupted(
+    repo: GitRepo, session: Path | str | None, held: HeldSession | None = None
+) -> Journal | None:
+    """The interrupted restore ``rewind undo`` should finish for ``session`` (the newest one of
+    that session, or of no session); None when there is none. Raises
+    :class:`InterruptedRestoreError` when only another session's restore was interrupted."""
+    found = interrupted_of(repo, session, held)
+    if found.mine is None and found.newest is not None:
+        raise interruption_error(found.newest)
+    return found.mine
 
 
 __all__ = [
     "RUNNING_WAIT_S",
+    "HeldSession",
+    "Interrupted",
     "RecoveryReport",
+    "held_session",
+    "interrupted_of",
     "interruption_error",
     "journal_states",
     "newest_interrupted",

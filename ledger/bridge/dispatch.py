@@ -38,6 +38,7 @@ from ledger.bridge.host import BridgeHost
 from ledger.bridge.protocol import EventMessage, EventName
 from ledger.bridge.rewind_events import (
     chooser,
+    fork_refused,
     rewind_apply,
     rewind_diff,
     rewind_intent,
@@ -346,8 +347,8 @@ def _session_before_fork(
     state: BridgeState, engine: Engine, message: EventMessage
 ) -> EventResult | None:
     entry = _str(message.payload, "entryId")
-    if entry is None:
-        return None
+    if entry is None or fork_refused(state, engine, message):
+        return None  # Pi will refuse this fork: change nothing (no restore, no hand-off)
     choose = chooser(state, "fork", entry, _choose(state, message))
     return engine.before_fork(entry, choose, has_ui=message.ctx.has_ui or choose is not None)
 

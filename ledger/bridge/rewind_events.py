@@ -15,7 +15,9 @@ records as the menu choice it stands for:
   Pi's ``ctx.navigateTree`` / ``ctx.fork``; the ``session_before_tree`` / ``session_before_fork``
   that follows for that entry answers its menu with "Restore files to that point", "Keep current
   files" or "Restore all" without showing it. So the records are exactly ``/tree``'s and
-  ``/fork``'s. An intent is used once, and dropped by the next prompt.
+  ``/fork``'s. An intent is used once, and dropped by the next prompt. A ``fork`` intent is
+  refused for an entry Pi will not fork at (it forks only from a prompt, a user message), and
+  so is the ``session_before_fork`` for such an entry (:func:`fork_refused`): nothing changes.
 
 Invariants: list, preview and diff append nothing; a refused apply raises before anything
 changes (:class:`~ledger.errors.LedgerError` → an ``error`` reply with the message).
@@ -84,14 +86,19 @@ def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> E
     """Restore files only (the "Code only" record) or undo the last file rewind."""
     from ledger.engine import operations
     from ledger.engine.engine import EventResult
+    from ledger.engine.undo_target import interrupted_note
 
     action, entry = _text(message.payload, "action"), _text(message.payload, "entryId")
     result = EventResult()
     if action == "undo":
         report = operations.undo(engine)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
+        # An undo that finished an interrupted restore says so, as the /tree and /fork panels do.
+        recovered = [] if report.interrupted is None else [interrupted_note(report.interrupted)]
         result.show(
-            *M.panel_undone(report, stay="the conversation is unchanged"), M.UNDO_HINT_AGAIN
+            *M.panel_undone(report, stay="the conversation is unchanged"),
+            *recovered,
+            M.UNDO_HINT_AGAIN,
         )
     elif action == "files" and entry is not None:
         report = operations.restore(engine, entry, "files")
@@ -107,11 +114,42 @@ def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> E
 
 
 def rewind_intent(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    from ledger.engine.preview import pi_fork_refusal
+
     action, entry = _text(message.payload, "action"), _text(message.payload, "entryId")
     if entry is None or not any(action in choices for choices in INTENT_CHOICES.values()):
         raise LedgerError(f"unknown /rewind intent {action!r}", hint="a bug in the extension")
+    refusal = pi_fork_refusal(engine, entry) if action == "fork" else None
+    if refusal is not None:
+        # Refused here, before the extension calls ctx.fork: Pi would throw after
+        # session_before_fork, and interactive Pi exits on that error.
+        raise LedgerError(
+            f"no fork made, nothing changed: {refusal}, or choose "
+            '"Restore files and conversation" to go back to this entry here',
+            hint="Pi's /fork lists the prompts it can fork from",
+        )
     state.intent = (action or "", entry)
     return _answer({"intent": action})
+
+
+def fork_refused(state: BridgeState, engine: Engine, message: EventMessage) -> bool:
+    """A ``session_before_fork`` that Pi 0.73.1 will refuse once every handler has run (an entry
+    that is not a prompt, or not in the session; :func:`ledger.engine.preview.pi_fork_refusal`):
+    True, after dropping a ``/rewind`` intent for it. The caller then changes nothing: no
+    menu, no restore, no ``rewind-fork-pending`` left behind in this session (Pi answers with
+    its own error, ``Invalid entry ID for forking``). Not cancelled either: the fork is Pi's to
+    refuse, so a caller sees Pi's own error."""
+    from ledger.engine.preview import pi_fork_refusal
+
+    entry = _text(message.payload, "entryId")
+    if entry is None:
+        return False
+    position = _text(message.payload, "position") or "before"
+    if pi_fork_refusal(engine, entry, position) is None:
+        return False
+    if state.intent is not None and state.intent[1] == entry:
+        state.intent = None
+    return True
 
 
 def chooser(state: BridgeState, menu: str, entry: str, fallback: Choose | None) -> Choose | None:
@@ -128,6 +166,7 @@ def chooser(state: BridgeState, menu: str, entry: str, fallback: Choose | None) 
 
 __all__ = [
     "chooser",
+    "fork_refused",
     "rewind_apply",
     "rewind_diff",
     "rewind_intent",

@@ -21,8 +21,9 @@ Invariants:
   the footer ends with `` · N sessions here``, and each session is told once (a warning notice)
   of every other session it learns of: at its ``session_start``, or at the first event after
   the other one started (no push). The registry is listed for this at event time through a
-  :class:`~ledger.presence.PresenceView` (again only when its directory changed or a second
-  passed), never while a capture runs. The entry is withdrawn when the bridge ends.
+  :class:`~ledger.work_tree_scope.ScopeView` (the registries of nested plain directories too;
+  again only when one changed or a second passed), never while a capture runs. The entry is
+  withdrawn when the bridge ends.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.protocol import EVENT_NAMES, ErrorCode, EventMessage, ReplyMessage
 from ledger.errors import LedgerError
-from ledger.presence import Kind, PresenceView, footer_mark, others_notice
+from ledger.presence import Kind, footer_mark, others_notice
+from ledger.work_tree_scope import ScopeView
 
 _HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessage | ReplyMessage)
 
@@ -69,7 +71,7 @@ class BridgeServer:
         self.writer = writer
         self._on_first_event = on_first_event
         self.state = BridgeState(BridgeHost(self._call), agent_dir, kind=kind)
-        self._presence = PresenceView()
+        self._presence = ScopeView()  # nested directories' sessions too (work_tree_scope)
         self._told: set[str] = set()
         """The other sessions (entry stems) this session was told of."""
         self._calls = 0

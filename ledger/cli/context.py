@@ -212,11 +212,13 @@ def git_quote(value: str | bytes) -> str:
 
 
 def display_path(path: str) -> str:
-    """A path for a text line: as it is when it is UTF-8 without control characters, else as
-    git quotes it (so a newline or a raw byte can never break or forge a line)."""
-    if path.isprintable() and _is_utf8(path):
-        return path
-    return git_quote(path)
+    """A path for a text line, as every message shows one (:func:`ledger.quoting.display_name`):
+    as it is when it is printable UTF-8 without ``"`` or ``\\``, else as git quotes it (so a
+    newline or a raw byte can never break or forge a line, and ``status`` agrees with ``restore``
+    and ``diff``)."""
+    from ledger.quoting import display_name
+
+    return display_name(path)
 
 
 def json_safe(value: Any) -> tuple[Any, bool]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ledger.git.repo import GitRepo
     from ledger.git.store.leftovers import Leftover
     from ledger.git.store.upkeep import UpkeepReport
+    from ledger.retention.plan import SweepDecision
     from ledger.retention.sweep import SweepReport
     from ledger.settings import ScanMode, Settings
 
@@ -254,7 +255,8 @@ def _sweep_text(report: SweepReport, shadow: bool = False) -> str:
             f"scan {report.scan_mode})"
         )
     ]
-    if report.preserved:
+    decision = report.decision  # what the run does; a dry run prints the same value
+    if decision.action == "preserve":
         lines.append("no live snapshot found: refs/pi-rewind/store left as it is")
         return "\n".join(lines)
     lines.append(
@@ -277,13 +279,30 @@ def _sweep_text(report: SweepReport, shadow: bool = False) -> str:
                 else "git gc may reclaim them"
             )
         )
-    elif not report.rewritten:
+    if decision.action == "unchanged":
         lines.append("the store already keeps exactly these snapshots: nothing to rewrite")
+    elif report.dry_run:
+        lines.append(_would_rewrite(decision))
     if report.rewritten:
         lines.append(
             f"refs/pi-rewind/store {(report.old_head or '(none)')[:12]} -> {(report.new_head or '')[:12]}"
         )
     return "\n".join(lines)
+
+
+def _would_rewrite(decision: SweepDecision) -> str:
+    """The dry run's line for a ``rewrite`` decision: what the real sweep will change."""
+    if decision.head is None:
+        return (
+            f"would create refs/pi-rewind/store (it does not exist) keeping {len(decision.keep)} "
+            "snapshots"
+        )
+    changes = [f"drop {len(decision.drop)} it keeps"] if decision.drop else []
+    if decision.add:
+        changes.append(f"add {len(decision.add)} it does not keep")
+    return f"would rewrite refs/pi-rewind/store (now {decision.head[:12]}): " + (
+        ", ".join(changes) or "rebuild its chain"
+    )
 
 
 def run_config(args: argparse.Namespace, ctx: CliContext) -> int:

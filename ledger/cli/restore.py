@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 
 from ledger.cli.context import CliContext
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from ledger.engine.changes_since import Authors
     from ledger.engine.engine import Engine
     from ledger.engine.operations import RestoreReport
-    from ledger.git.restore.journal import Journal
 
     class Changes(Protocol):
         """What a plan or a report lists: the paths a restore adds, modifies and deletes."""
@@ -213,10 +211,13 @@ def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: s
 
 
 def plan_lines(report: Changes) -> list[str]:
+    """``  A path`` lines; a name that is not printable UTF-8 as git quotes it (issue 32)."""
+    from ledger.quoting import display_name as shown
+
     lines = (
-        [f"  A {p}" for p in report.added]
-        + [f"  M {p}" for p in report.modified]
-        + [f"  D {p}" for p in report.deleted]
+        [f"  A {shown(p)}" for p in report.added]
+        + [f"  M {shown(p)}" for p in report.modified]
+        + [f"  D {shown(p)}" for p in report.deleted]
     )
     return lines or ["  (no file changes)"]
 
@@ -313,19 +314,19 @@ def _restore_text(report: RestoreReport, session_name: str) -> str:
 
 def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
-    from ledger.recovery import newest_interrupted
 
     engine = open_engine(ctx, args.session)
     # A restore still running is not interrupted: wait for it and its record, then undo what is
     # the last file rewind by then (that restore, when it is this session's).
     wait_for_running(ctx, engine)
-    session_file = engine.host.session_file
-    journal = newest_interrupted(
-        engine.repo, Path(os.path.realpath(session_file)) if session_file else None
-    )
-    if journal is not None:
-        return _recover(args, ctx, engine, journal)
+    # The engine decides, as for the menus: an interrupted restore of this session first.
     plan = operations.undo(engine, dry_run=True)
+    journal = plan.interrupted
+    if journal is not None:
+        ctx.warn(
+            f"the restore to {journal.target[:12]} started {journal.started} was interrupted; "
+            f"undo brings every file back as it was before it (snapshot {journal.undo[:12]})"
+        )
     if args.dry_run:
         ctx.emit(
             plan.to_json(),
@@ -341,7 +342,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     confirm(
         ctx,
         args,
-        "Undo the last file rewind",
+        "Undo the interrupted restore" if journal is not None else "Undo the last file rewind",
         "\n".join(
             [
                 f"Undo plan ({_summary(plan)}):",
@@ -350,58 +351,28 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
             ]
         ),
     )
-    with restoring(ctx, engine, "undo"):
+    with restoring(ctx, engine, "undo" if journal is None else "recover"):
         report = operations.undo(engine)
-    ctx.emit(
-        report.to_json(),
-        lambda: "\n".join(
-            [
-                f"undid the last file rewind (files now at {_short(report.target)}): {_summary(report)}",
-                *plan_lines(report),
-                *plan_outside_lines(report, args.session, done=True),
-                "undo again to swap back",
-            ]
-        ),
-    )
+    ctx.emit(report.to_json(), lambda: _undo_text(report, args.session))
     return 0
 
 
-def _recover(args: argparse.Namespace, ctx: CliContext, engine: Engine, journal: Journal) -> int:
-    """``rewind undo`` after an interrupted restore: back to the state before it."""
-    from ledger.git.restore.run import plan_restore
-    from ledger.recovery import recover
-
-    what = (
-        f"the restore to {journal.target[:12]} started {journal.started} was interrupted; "
-        f"undo brings every file back as it was before it (snapshot {journal.undo[:12]})"
+def _undo_text(report: RestoreReport, session_name: str) -> str:
+    journal = report.interrupted
+    if journal is not None:
+        head = f"undid the interrupted restore (files now at {_short(report.target)})"
+        again = f"undo again to return to {journal.target[:12]}"
+    else:
+        head = f"undid the last file rewind (files now at {_short(report.target)})"
+        again = "undo again to swap back"
+    return "\n".join(
+        [
+            f"{head}: {_summary(report)}",
+            *plan_lines(report),
+            *plan_outside_lines(report, session_name, done=True),
+            again,
+        ]
     )
-    ctx.warn(what)
-    plan = plan_restore(engine.repo, journal.undo, engine.settings.snapshot)
-    if args.dry_run:
-        ctx.emit(
-            {**plan.to_json(), "mode": "recover", "target": journal.undo, "dryRun": True},
-            lambda: "\n".join([f"undo would change {_summary(plan)}", *plan_lines(plan)]),
-        )
-        return 0
-    confirm(
-        ctx,
-        args,
-        "Undo the interrupted restore",
-        "\n".join([f"Undo plan ({_summary(plan)}):", *plan_lines(plan)]),
-    )
-    with restoring(ctx, engine, "recover"):
-        report = recover(engine, journal)
-    ctx.emit(
-        report.to_json(),
-        lambda: "\n".join(
-            [
-                f"undid the interrupted restore (files now at {report.restored_to[:12]}): {_summary(report)}",
-                *plan_lines(report),
-                f"undo again to return to {journal.target[:12]}",
-            ]
-        ),
-    )
-    return 0
 
 
 def _authors_namespace(authors: Authors) -> SimpleNamespace:

@@ -88,17 +88,15 @@ def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:
     """On the command line a restore waits for other sessions' turns, visibly and cancellably
     (Ctrl-C: nothing changed), up to ``$REWIND_TURN_WAIT`` seconds (default
     :data:`~ledger.turngate.TURN_WAIT_S`; docs/design.md#never-mid-turn)."""
-    from ledger.turngate import TURN_WAIT_S, TurnPolicy, busy_sessions
+    from ledger.turngate import TURN_WAIT_S, TurnPolicy
 
     try:
         wait_s = float(os.environ.get("REWIND_TURN_WAIT", TURN_WAIT_S))
     except ValueError:
         wait_s = TURN_WAIT_S
 
-    def notify(timeout_s: float) -> None:
-        busy = busy_sessions(engine.repo.git_dir, engine.session().id)
-        named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in busy)
-        who = f"a turn of {named}" if named else "another session's turn"
+    def notify(timeout_s: float, who: str) -> None:
+        # ``who``: a turn of session … (nested directories included), or another restore.
         ctx.warn(
             f"{who} is running in this work tree; waiting for it to end before writing files "
             f"(up to {timeout_s:.0f} s; Ctrl-C cancels, nothing is changed then)"

@@ -95,11 +95,11 @@ def run_status(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _here(repo: Any) -> tuple[list[Presence], list[Journal]]:
-    from ledger.git.restore.journal import open_journals
-    from ledger.presence import live_sessions
+    # Nested plain directories share files: their sessions and restores are here too
+    # (docs/shadow.md#nested-directories).
+    from ledger.work_tree_scope import live_sessions_here, running_restores_here
 
-    journals, _ = open_journals(repo)
-    return live_sessions(repo.git_dir), [j for j in journals if j.owner_alive()]
+    return live_sessions_here(repo.git_dir), running_restores_here(repo)
 
 
 def here_lines(live: list[Presence], restores: list[Journal], session_id: str) -> list[str]:

@@ -53,6 +53,7 @@ from ledger.engine.results import (
     RetentionHooks,
     SessionStartReason,
 )
+from ledger.engine.undo_target import find_undo, report_interrupted, require_undo, undo_files
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import recording
@@ -134,8 +135,10 @@ class Engine:
             result.show(*(result.panel or []), M.PRUNED_POINT, problem=True)
 
     def undo_point(self) -> str | None:
-        undo = self.branch_state().undo
-        return undo if undo and self.repo.commit_exists(undo) else None
+        """What "Undo last file rewind" brings back: an interrupted restore's undo snapshot
+        first, else the branch's (:func:`ledger.engine.undo_target.find_undo`)."""
+        found = find_undo(self)
+        return found.snapshot if found is not None else None
 
     def _reconstruct(self) -> None:
         """The reference's ``reconstructState``, minus its capture (D9): remember ``current``
@@ -180,12 +183,15 @@ class Engine:
         self._reconstruct()
         return record
 
-    def restore_files(self, commit: str, *, until_recorded: bool = False) -> RestoreOutcome:
+    def restore_files(
+        self, commit: str, *, until_recorded: bool = False, recovering: Journal | None = None
+    ) -> RestoreOutcome:
         """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure),
         journaled with the session the op record goes to; appends nothing. The journal counts
         as a running restore until the caller's ``restore_intent`` block ends;
         ``until_recorded``: until :meth:`_release_held` (the record comes in a later event, as
-        ``/tree``'s), so no other process calls it interrupted meanwhile."""
+        ``/tree``'s), so no other process calls it interrupted meanwhile. ``recovering``: the
+        interrupted restore this one undoes (:func:`ledger.recovery.recover`)."""
         from ledger.git.restore import journal as J
         from ledger.git.restore.run import restore_commit
 
@@ -212,6 +218,7 @@ class Engine:
                 last_exact=self.last_exact,
                 clock=self.clock,
                 fault=self.restore_fault,
+                recovering=recovering,
             )
         self._held_journals = held
         # Only a verified restore makes the target the dedup candidate; otherwise the next
@@ -237,24 +244,10 @@ class Engine:
         self._reconstruct()
         if reason == "fork" and previous_session_file:
             self._import_fork(previous_session_file, result)
-        self._report_interrupted_restores(result)
+        report_interrupted(self, result)  # docs/design.md#crash-safe-restore
         if self.retention is not None:
             self.retention.on_session_start()
         return result
-
-    def _report_interrupted_restores(self, result: EventResult) -> None:
-        """An open restore journal means a restore of this work tree was interrupted: say so at
-        once, with the command that brings every file back (docs/design.md#crash-safe-restore)."""
-        from ledger.recovery import interruption_error, settle_journals
-
-        try:
-            left = settle_journals(self.repo)
-        except (LedgerError, OSError) as exc:
-            result.warn(f"Rewind: cannot read the restore journals ({exc})")
-            return
-        if left:
-            error = interruption_error(left[-1])
-            result.warn(f"Rewind: {error.message}; {error.hint}")
 
     def _import_fork(self, parent_file: str, result: EventResult) -> None:
         try:
@@ -423,7 +416,7 @@ class Engine:
             elif choice == M.UNDO and undo is not None:
                 # Files undone; the conversation stays where it is (the navigation is cancelled,
                 # as in the reference): the op is recorded at the current leaf.
-                self._undo_files(undo, M.STAY_TREE, result)
+                self._undo_files(M.STAY_TREE, result)
             elif choice == M.TREE_KEEP:
                 self._pending_tree = FileState(self.snapshot())
                 result.show(M.PANEL_KEPT)
@@ -454,15 +447,14 @@ class Engine:
             result.cancel = True
         return result
 
-    def _undo_files(self, undo: str, stay: str, result: EventResult) -> None:
-        """The menus' "Undo last file rewind": restore ``undo``, record it at the leaf (undoable
-        again) and cancel the navigation or fork; ``stay`` says what became of the conversation."""
-        with recording():
-            outcome = self.restore_files(undo)
-            self.append_op(current=undo, undo=outcome.undo_commit)
+    def _undo_files(self, stay: str, result: EventResult) -> None:
+        """The menus' "Undo last file rewind" (:mod:`ledger.engine.undo_target`, as every undo):
+        restore, record at the leaf (undoable again), cancel the navigation or fork; ``stay``
+        says what became of the conversation."""
+        done = undo_files(self, require_undo(self))
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.cancel = True
-        result.show(*M.panel_undone(outcome.plan, stay=stay), M.UNDO_HINT_AGAIN)
+        result.show(*M.panel_undone(done, stay=stay), *done.notes, M.UNDO_HINT_AGAIN)
 
     def describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
@@ -529,7 +521,7 @@ class Engine:
             elif choice == M.UNDO and undo is not None:
                 # Pi 0.73.1 cannot fork "without the conversation": undoing is a file action, so
                 # it happens here, is recorded here (undoable again) and the fork is cancelled.
-                self._undo_files(undo, M.STAY_FORK, result)
+                self._undo_files(M.STAY_FORK, result)
             elif choice == M.FORK_CONVERSATION_ONLY:
                 self.prepare_fork(FileState(self.snapshot()))
             elif choice in (M.FORK_RESTORE_ALL, M.FORK_CODE_ONLY):

@@ -9,8 +9,9 @@ by the same rule :mod:`ledger.engine.ownership` applies to A's own agent.
 
 Which sessions are neighbours (never this session itself, bounded):
 
-- every **live** session of the work tree, from the presence registry (:mod:`ledger.presence`),
-  with the session file it announced;
+- every **live** session of the work tree, from the presence registries of its scope
+  (:mod:`ledger.work_tree_scope`: in a plain directory, also the sessions of nested or
+  enclosing directories with shadows of their own), with the session file it announced;
 - the **recent** siblings of this session's file (Pi keeps one directory of session files per
   working directory): those changed within :data:`RECENT_S`, newest first, so that the work of a
   session that ended an hour ago is still named (as ``ended``).
@@ -23,6 +24,12 @@ ours); otherwise **another session's** when an agent step on any branch of that 
 produced it (the first such neighbour: live before ended, then newest first); otherwise the
 **user's** own. Content identity, as in :mod:`ledger.engine.ownership`: a rewind and its undo do
 not change authorship.
+
+A neighbour in a **nested or enclosing directory** records into its own shadow repository,
+with paths relative to its own root: its snapshots are read from that repository (opened by
+its git directory, objects never copied) and each path is translated between the two roots
+(``sub/work.txt`` here is ``work.txt`` there; a path outside its tree is never its work). Blob
+ids are content hashes, the same in both repositories, so content identity still decides.
 
 Invariants: read-only; reads other session files through the engine's bounded, mtime-keyed
 :class:`~ledger.lineage.LineageReader`; no capture; a neighbour's work is memoised per file
@@ -41,13 +48,15 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.engine.ownership import AgentWork, recorded_changes
 from ledger.errors import LedgerError
-from ledger.git.trees import Change, Entry, entry_at
+from ledger.git.trees import Change, Entry, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
 from ledger.session.model import Session, is_restorable
+from ledger.work_tree_scope import Member, live_here, scope
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
+    from ledger.git.repo import GitRepo
 
 RECENT_S = 24 * 3600.0
 """A sibling session file changed this recently is a neighbour (its agent's files may still be
@@ -101,29 +110,29 @@ class WrittenByOther:
         }
 
 
-# The memo: per engine (weakly: an engine that ends takes its memo with it), per session file,
-# the file's state and the neighbour's work then.
-_MEMO: weakref.WeakKeyDictionary[Engine, dict[str, tuple[tuple[int, int], StepsWork]]] = (
-    weakref.WeakKeyDictionary()
-)
+# The memo: per engine (weakly: an engine that ends takes its memo with it), per session file
+# and repository, the file's state and the neighbour's work then.
+_MEMO: weakref.WeakKeyDictionary[
+    Engine, dict[tuple[str, str], tuple[tuple[int, int], StepsWork]]
+] = weakref.WeakKeyDictionary()
+# The other repositories of the scope an engine read neighbours from (opened once per engine).
+_REPOS: weakref.WeakKeyDictionary[Engine, dict[Path, GitRepo | None]] = weakref.WeakKeyDictionary()
 
 
 def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
     """The other sessions of this work tree whose agents may have written its files (see the
     module): live ones first (oldest first), then recently ended ones (newest first)."""
-    from ledger.presence import live_sessions
-
     own_id = engine.session().id
     own_file = engine.host.session_file
     own_path = os.path.realpath(own_file) if own_file is not None else None
     seen: set[str] = {own_id}
     found: list[Neighbour] = []
-    for entry in live_sessions(engine.repo.git_dir):
+    for entry, member in live_here(engine.repo.git_dir):
         if entry.session_id in seen or entry.session_file is None:
             continue
         if own_path is not None and os.path.realpath(entry.session_file) == own_path:
             continue
-        work = _work_of(engine, Path(entry.session_file))
+        work = _work_of(engine, Path(entry.session_file), member)
         if work is None:
             continue
         seen.add(entry.session_id)
@@ -134,10 +143,11 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
             return found
     if own_path is None:
         return found
+    members = scope(engine.repo.git_dir)
     for path in _recent_siblings(Path(own_path), now if now is not None else time.time()):
         if len(found) >= MAX_NEIGHBOURS:
             break
-        work = _work_of(engine, path)
+        work = _work_of(engine, path, members)
         if work is None or work[0] in seen:
             continue
         seen.add(work[0])
@@ -167,9 +177,13 @@ def _recent_siblings(own: Path, now: float) -> list[Path]:
     return [path for _, path in dated[:MAX_NEIGHBOURS]]
 
 
-def _work_of(engine: Engine, path: Path) -> tuple[str, StepsWork] | None:
-    """``(session id, what its agent wrote)`` for the session file at ``path``; ``None`` when it
-    cannot be read as a session (it then names nothing)."""
+def _work_of(
+    engine: Engine, path: Path, where: Member | list[Member]
+) -> tuple[str, StepsWork] | None:
+    """``(session id, what its agent wrote)`` for the session file at ``path``, whose snapshots
+    are in ``where`` (a member of the scope; or, given the scope, the member whose root holds
+    the session's directory most closely); ``None`` when it cannot be read as a session or
+    its repository cannot be opened (it then names nothing)."""
     try:
         stat = os.stat(path)
         ledger = engine.reader.load(path, full=True)
@@ -178,14 +192,52 @@ def _work_of(engine: Engine, path: Path) -> tuple[str, StepsWork] | None:
     session = ledger.session
     if session is None:
         return None
+    member = where if isinstance(where, Member) else _member_of(session, where)
+    repo = _repo_of(engine, member)
+    if repo is None:
+        return None
     memo = _MEMO.setdefault(engine, {})
     key = (stat.st_mtime_ns, stat.st_size)
-    cached = memo.get(str(path))
+    name = (str(path), str(member.git_dir))
+    cached = memo.get(name)
     if cached is not None and cached[0] == key:
         return session.id, cached[1]
-    work = session_agent_work(engine, session)
-    memo[str(path)] = (key, work)
+    work = session_agent_work(engine, session, repo=repo, member=member)
+    memo[name] = (key, work)
     return session.id, work
+
+
+def _member_of(session: Session, members: list[Member]) -> Member:
+    """The member whose work tree a session's directory lies in most closely (a shadow serves
+    its directory and everything under it that has none of its own); this one by default."""
+    cwd = session.cwd
+    own = members[0]
+    if cwd is None:
+        return own
+    real = os.path.realpath(cwd)
+    inside = [
+        m
+        for m in members
+        if m.root is not None
+        and (real == str(m.root) or real.startswith(str(m.root).rstrip(os.sep) + os.sep))
+    ]
+    return max(inside, key=lambda m: len(str(m.root)), default=own)
+
+
+def _repo_of(engine: Engine, member: Member) -> GitRepo | None:
+    """The repository of ``member``: the engine's own, or another shadow opened once."""
+    if member.own:
+        return engine.repo
+    opened = _REPOS.setdefault(engine, {})
+    if member.git_dir not in opened:
+        from ledger.git.shadow.layout import ShadowRepo, shadow_of_git_dir
+
+        info = shadow_of_git_dir(member.git_dir)
+        try:
+            opened[member.git_dir] = ShadowRepo.open(info) if info is not None else None
+        except LedgerError:
+            opened[member.git_dir] = None  # unreadable: its sessions name nothing
+    return opened[member.git_dir]
 
 
 class StepsWork:
@@ -196,8 +248,20 @@ class StepsWork:
     :data:`PER_PATH_LIMIT` distinct paths were asked, the diffs are built once and answer the
     rest (``tools/bench_neighbours.py`` measures both)."""
 
-    def __init__(self, engine: Engine, steps: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        steps: Sequence[tuple[str, str]],
+        *,
+        repo: GitRepo | None = None,
+        member: Member | None = None,
+    ) -> None:
         self._engine = engine
+        self._repo = repo if repo is not None else engine.repo
+        """Where the steps' trees are: the engine's repository, or a nested or enclosing
+        shadow's (``member``), whose paths are translated from the engine's root."""
+        self._member = member if member is not None and not member.own else None
+        self._own_root = engine.repo.root
         self._steps = list(steps)
         """``(tree before, tree after)`` of each agent step."""
         self._memo: dict[tuple[str, int | None, str | None], bool] = {}
@@ -205,6 +269,11 @@ class StepsWork:
         self._full: AgentWork | None = None
 
     def wrote(self, change: Change) -> bool:
+        if self._member is not None:
+            path = self._member.path_from(Path(os.path.realpath(self._own_root)), change.path)
+            if path is None:
+                return False  # outside that session's work tree: never its agent's
+            change = Change(path, change.old, change.new)
         if self._full is not None:
             return self._full.wrote(change)
         now = change.old
@@ -223,15 +292,20 @@ class StepsWork:
         return found
 
     def _produced(self, before: str, after: str, path: str, now: Entry | None) -> bool:
-        repo = self._engine.repo
+        repo = self._repo
         if entry_at(repo, after, path) != now:
             return False
         return entry_at(repo, before, path) != now  # changed into ``now`` by this step
 
+    def _changes(self, before: str, after: str) -> list[Change]:
+        if self._repo is self._engine.repo:
+            return recorded_changes(self._engine, before, after)  # memoised on the engine
+        return leaf_changes(self._repo, before, after) or []
+
     def _diff_every_step(self) -> AgentWork:
         work = AgentWork()
         for before, after in self._steps:
-            for change in recorded_changes(self._engine, before, after):
+            for change in self._changes(before, after):
                 if change.new is None:
                     work.deleted.add(change.path)
                 else:
@@ -239,17 +313,24 @@ class StepsWork:
         return work
 
 
-def session_agent_work(engine: Engine, session: Session) -> StepsWork:
+def session_agent_work(
+    engine: Engine,
+    session: Session,
+    *,
+    repo: GitRepo | None = None,
+    member: Member | None = None,
+) -> StepsWork:
     """The agent steps on every branch of ``session``, ready to be asked whether they produced
     a file's state. One pass over the entries in file order (a parent precedes its children):
     each entry's file state is its own recorded point, else its parent's, exactly as
     :func:`~ledger.engine.ownership.branch_timeline` reads one branch; an assistant entry's
     point that differs from its parent's state is an agent step. A fork-heavy session costs
-    one point resolution per entry, not one per entry and branch."""
+    one point resolution per entry, not one per entry and branch. ``repo``/``member``: the
+    session records into a nested or enclosing shadow (see the module)."""
     view = LedgerView.of(session)
     records = {r.record_id: r for r in view.records}
     lineage = engine.reader.lineage(session)
-    repo = engine.repo
+    repo = repo if repo is not None else engine.repo
     state: dict[str, str | None] = {}
     pairs: dict[tuple[str, str], None] = {}
     for entry in session.entries:
@@ -271,7 +352,7 @@ def session_agent_work(engine: Engine, session: Session) -> StepsWork:
         if agent and before is not None and before != tree:
             pairs[(before, tree)] = None
         state[entry.id] = tree
-    return StepsWork(engine, list(pairs))
+    return StepsWork(engine, list(pairs), repo=repo, member=member)
 
 
 def author(change: Change, others: Sequence[Neighbour]) -> Neighbour | None:

@@ -11,6 +11,9 @@ Invariants:
 - Every record is appended the way the reference would write it for the equivalent menu choice:
   ``files`` = "Code only" (an op at the leaf), ``conversation`` = a durable leaf move (an op whose
   parent is the new position), ``both`` = "Restore all" (both in one op).
+- :func:`undo` decides what to bring back exactly as the menus do
+  (:mod:`ledger.engine.undo_target`): an interrupted restore of the session first, recovered
+  and recorded (docs/design.md#crash-safe-restore).
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from ledger.engine.conversation import fork_path, rewind_parent
 from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
 from ledger.engine.neighbours import WrittenByOther
-from ledger.errors import LedgerError, NoRewindPointError, NothingToUndoError
+from ledger.engine.undo_target import require_undo, undo_files
+from ledger.errors import LedgerError, NoRewindPointError
 from ledger.git.restore.journal import recording
 from ledger.outside_rules import OutsideChange
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
 
 if TYPE_CHECKING:
+    from ledger.git.restore.journal import Journal
     from ledger.git.restore.run import RestorePlan
 
 RestoreMode = Literal["both", "files", "conversation"]
@@ -59,8 +64,15 @@ class RestoreReport:
     others: list[WrittenByOther] = field(default_factory=list)
     """Files whose state now another session's agent wrote, that this restore overwrites or
     deletes, per session (docs/design.md#attribution)."""
+    interrupted: Journal | None = None
+    """For an undo that finishes an interrupted restore (``mode="recover"``): its journal."""
 
     def to_json(self) -> dict[str, Any]:
+        recovered = (
+            {"recovered": self.interrupted.id, "interruptedTarget": self.interrupted.target}
+            if self.interrupted is not None
+            else {}
+        )
         return {
             "added": self.added,
             "modified": self.modified,
@@ -77,6 +89,7 @@ class RestoreReport:
             "warnings": self.warnings,
             "changedOutsideAgent": [c.to_json() for c in self.outside],
             "writtenByOtherSessions": [group.to_json() for group in self.others],
+            **recovered,
         }
 
 
@@ -151,21 +164,22 @@ def restore(
 
 
 def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
-    session = engine.session()
-    state = engine.branch_state()
-    if state.undo is None:
-        raise NothingToUndoError(session.id)
-    if not engine.repo.commit_exists(state.undo):
-        raise NothingToUndoError(session.id, reason=f"its snapshot {state.undo[:12]} was pruned")
-    report = RestoreReport(mode="undo", entry=state.undo_from, target=state.undo, dry_run=dry_run)
-    _fill_plan(report, plan_for(engine, state.undo), engine)
+    """ "Undo last file rewind": an interrupted restore of this session first (``mode`` =
+    ``recover``), else the branch's recorded undo (:mod:`ledger.engine.undo_target`, the same
+    decision as the menus')."""
+    found = require_undo(engine)
+    report = RestoreReport(
+        mode="undo" if found.interrupted is None else "recover",
+        entry=found.entry,
+        target=found.snapshot,
+        dry_run=dry_run,
+        interrupted=found.interrupted,
+    )
+    _fill_plan(report, plan_for(engine, found.snapshot), engine)
     if dry_run:
         return report
-    with recording():
-        outcome = engine.restore_files(state.undo)
-        report.changed = outcome.changed
-        report.undo = outcome.undo_commit
-        report.record = engine.append_op(current=state.undo, undo=outcome.undo_commit)
+    done = undo_files(engine, found)
+    report.changed, report.undo, report.record = done.changed, done.undo, done.record
     report.leaf = report.record
     return report
 

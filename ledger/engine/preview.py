@@ -19,8 +19,14 @@ change (:mod:`ledger.engine.ownership`).
 
 The values and their JSON are :mod:`ledger.engine.preview_model`'s.
 
+- :func:`pi_fork_refusal`: why Pi 0.73.1 would refuse a fork at an entry (it forks only from a
+  prompt, i.e. a user message, unless asked to copy the session "at" an entry), so that no fork
+  is offered, prepared or restored for there (docs/design.md#the-fork-hand-off).
+
 Invariants: read-only (captures write only git objects and the private index); appends nothing;
-a point whose snapshot was pruned is listed as such, never an error.
+a prompt without a restorable point is listed with the reason, never an error: either no
+snapshot was ever taken for it (no binding: rewind was off, or its bridge was stopped, while it
+ran) or its snapshot was pruned by retention (bound, but the commit is gone).
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ from ledger.engine.ownership import (
     timeline,
 )
 from ledger.engine.preview_model import (
+    FORK_LABEL,
+    NEVER_TAKEN,
+    PRUNED,
     Action,
     Counts,
     Point,
@@ -50,6 +59,7 @@ from ledger.engine.preview_model import (
     PreviewFile,
     UndoPoint,
 )
+from ledger.engine.undo_target import find_undo
 from ledger.errors import LedgerError, NoRewindPointError
 from ledger.git.trees import Change, Entry, leaf_changes, split_changes
 from ledger.outside_rules import (
@@ -59,7 +69,7 @@ from ledger.outside_rules import (
     plan_warning,
     short_list,
 )
-from ledger.session.model import entry_text, is_restorable
+from ledger.session.model import entry_text, is_restorable, kind_of
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
@@ -121,17 +131,24 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
         stamp = entry.timestamp if isinstance(entry.timestamp, str) else None
         tree = engine.repo.tree_of(found[0]) if found is not None else None
         if found is None or tree is None:
-            result.points.append(Point(entry.id, text, stamp, None))
+            # Bound to a commit that is gone: retention pruned it. Never bound: no snapshot was
+            # taken while this prompt ran (rewind off, or its bridge stopped mid-prompt).
+            bound = lineage.resolve(entry.id, lambda _sha: True) is not None
+            result.points.append(
+                Point(entry.id, text, stamp, None, missing=PRUNED if bound else NEVER_TAKEN)
+            )
             continue
         counts, own, theirs = walk.back_to(tree)
         result.points.append(Point(entry.id, text, stamp, found[0], counts, own, theirs))
-    undo = engine.undo_point()
-    if undo is not None:
+    undoing = find_undo(engine)  # an interrupted restore first (ledger.engine.undo_target)
+    if undoing is not None:
+        undo = undoing.snapshot
         counts, own, others_wrote = compare_point(
             engine, now, undo, bare, point, steps, work, others
         )
         theirs = tuple(sorted(p for group in others_wrote for p in group.paths))
-        result.undo = UndoPoint(undo, _is_redo(engine), counts, own, theirs)
+        redo = undoing.interrupted is None and _is_redo(engine)  # finishing one is no redo
+        result.undo = UndoPoint(undo, redo, counts, own, theirs)
     result.ms = (time.perf_counter() - started) * 1000
     return result
 
@@ -300,6 +317,8 @@ def preview(engine: Engine, entry_id: str) -> Preview:
     result = Preview(entry_id, prompt_text(entry_text(entry)), target)
     if target is None:
         result.actions = _actions(engine, entry_id, has_files=False, refused=None)
+        if is_restorable(entry):
+            result.missing = (PRUNED if engine.pruned_point(entry_id) else NEVER_TAKEN).line
         return result
     try:
         plan = plan_restore(engine.repo, target, engine.settings.snapshot)
@@ -354,13 +373,41 @@ def _actions(
     if has_files and why is None:
         why = _busy_elsewhere(engine)
         has_files = why is None
+    # Pi forks only from a prompt: offering a fork anywhere else would restore the files and
+    # then have Pi refuse the fork (issue 32, item 3).
+    no_fork = pi_fork_refusal(engine, entry_id)
     return [
         Action("files", "Restore files only (keep the conversation)", has_files, why),
         Action("both", "Restore files and conversation", has_files, why),
         Action("conversation", "Conversation only (keep the files)", True),
-        Action("fork", "Fork from here (a new session with these files)", has_files, why),
+        Action("fork", FORK_LABEL, has_files and no_fork is None, no_fork or why),
         Action("cancel", "Cancel", True),
     ]
+
+
+def pi_fork_refusal(engine: Engine, entry_id: str, position: str | None = "before") -> str | None:
+    """Why Pi 0.73.1 would refuse to fork at ``entry_id``, or ``None`` when it forks there.
+
+    Pi's ``AgentSessionRuntime.fork`` fires ``session_before_fork`` first and checks the entry
+    only afterwards: any entry of the session for ``position: "at"`` (``/clone``), else only a
+    user message (the new session holds the conversation before that prompt, and the prompt
+    goes back to the editor). Anything else throws ``Invalid entry ID for forking``, which
+    interactive Pi treats as fatal. So a fork it will refuse must change nothing here: no
+    restore, no ``rewind-fork-pending``, no menu."""
+    entry = engine.session().get(entry_id)
+    if entry is None:
+        return f"entry {entry_id} is not in this session"
+    if position == "at" or (entry.type == "message" and entry.role == "user"):
+        return None
+    kind = kind_of(entry)
+    return (
+        f"Pi forks only from a prompt (a user message), and {entry_id} is {_article(kind)} "
+        f"{kind}: fork from the prompt it answers instead"
+    )
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
 def _busy_elsewhere(engine: Engine) -> str | None:
@@ -380,8 +427,12 @@ def _why_no_point(engine: Engine, entry_id: str) -> str:
     if entry is None or not is_restorable(entry):
         return "that entry is not a prompt, reply or summary: it has no rewind point"
     if engine.pruned_point(entry_id):
-        return "its snapshot was pruned by retention"
-    return "no snapshot was recorded for it (rewind was off or not running then)"
+        return PRUNED.why
+    if entry.type == "message" and entry.role == "user":
+        return NEVER_TAKEN.why
+    return (
+        "no snapshot was taken for it (rewind was off, or its bridge was stopped or killed, then)"
+    )
 
 
 def file_diff(engine: Engine, entry_id: str, path: str) -> tuple[str, bool]:
@@ -493,5 +544,6 @@ __all__ = [
     "file_diff",
     "list_points",
     "menu_title",
+    "pi_fork_refusal",
     "preview",
 ]

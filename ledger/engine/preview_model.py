@@ -54,6 +54,46 @@ class Counts:
 
 
 @dataclass(frozen=True)
+class Missing:
+    """Why a prompt has no point to restore, in the words the list, the preview and the menus
+    use: what happened, and what the user can still do."""
+
+    code: str
+    """``never`` (no snapshot was ever bound to the prompt) or ``pruned`` (bound, commit gone)."""
+    row: str
+    """Short, for the list row."""
+    why: str
+    """For an action that is not offered (``Not offered: …``)."""
+    advice: str
+    """What the user can do instead (the preview's line)."""
+
+    @property
+    def line(self) -> str:
+        return f"Files cannot be restored: {self.why}; {self.advice}"
+
+
+NEVER_TAKEN = Missing(
+    "never",
+    "no snapshot was taken (rewind was off or its bridge stopped as it ran): conversation only",
+    "no snapshot was taken while this prompt ran (rewind was off, or its bridge was stopped "
+    "or killed then)",
+    "choose the prompt before or after it to restore files, or Conversation only to go back "
+    "in the conversation",
+)
+PRUNED = Missing(
+    "pruned",
+    "snapshot pruned by retention: files cannot be restored, conversation only",
+    "its snapshot was pruned by retention",
+    "Conversation only still goes back; to keep points longer, raise rewind.retention "
+    "(maxSnapshots, maxAgeDays) in settings.json",
+)
+
+FORK_LABEL = "Fork from this prompt (a new session up to before it, with these files)"
+"""Pi forks only from a prompt (a user message): the new session holds the conversation before
+it and the prompt goes back to the editor (ledger.engine.preview.pi_fork_refusal)."""
+
+
+@dataclass(frozen=True)
 class Point:
     """One prompt's rewind point on the branch, compared with the files now."""
 
@@ -61,19 +101,27 @@ class Point:
     text: str
     timestamp: str | None
     snapshot: str | None
-    """``None``: the snapshot was pruned (listed, but it cannot be restored)."""
+    """``None``: no point to restore (``missing`` says why); listed all the same."""
     counts: Counts = Counts()
     own: tuple[OutsideChange, ...] = ()
     others: tuple[str, ...] = ()
     """Files another session's agent wrote that restoring this point would overwrite."""
+    missing: Missing | None = None
 
     def to_json(self) -> dict[str, Any]:
+        missing = self.missing if self.snapshot is None else None
+        if self.snapshot is None and missing is None:
+            missing = NEVER_TAKEN
         return {
             "entryId": self.entry,
             "text": self.text,
             "timestamp": self.timestamp,
             "snapshot": self.snapshot,
-            "pruned": self.snapshot is None,
+            # Wire: ``pruned`` is true only for a snapshot retention removed; ``missing`` is
+            # ``never`` / ``pruned`` / null and ``missingText`` the row's words for it.
+            "pruned": missing is PRUNED,
+            "missing": missing.code if missing else None,
+            "missingText": missing.row if missing else None,
             "counts": self.counts.to_json(),
             "own": [c.path for c in self.own],
             "others": list(self.others),
@@ -171,12 +219,15 @@ class Preview:
     actions: list[Action] = field(default_factory=list)
     refused: str | None = None
     """Why the files of this point cannot be restored now (an unsafe plan), if so."""
+    missing: str | None = None
+    """Why there is no point to restore at all, and what to do instead (:class:`Missing`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "entryId": self.entry,
             "text": self.text,
             "snapshot": self.snapshot,
+            "missing": self.missing,
             "counts": self.counts.to_json(),
             "files": [f.to_json() for f in self.files],
             "more": max(
@@ -197,8 +248,12 @@ class Preview:
 
 
 __all__ = [
+    "FORK_LABEL",
+    "NEVER_TAKEN",
+    "PRUNED",
     "Action",
     "Counts",
+    "Missing",
     "Point",
     "PointList",
     "Preview",

@@ -11,7 +11,8 @@ and no import runs in a circle):
 
 - basics: :mod:`ledger.git.repo` (finding the repository; object, configuration and path
   questions), :mod:`ledger.git.runner` (running git with a controlled environment),
-  :mod:`ledger.git.private` (our private directory and the serve lock), :mod:`ledger.git.trees`
+  :mod:`ledger.git.private` (our private directory and the serve lock),
+  :mod:`ledger.git.liveness` (whether a lock's or a file's owner still runs), :mod:`ledger.git.trees`
   (reading and diffing tree objects) and :mod:`ledger.git.treediff` (tree diffs as values);
 - :mod:`ledger.git.capture`: the work tree into a tree, exactly, with the private index;
 - :mod:`ledger.git.feed`: the change feed, captures in O(changed) in a long-lived process;

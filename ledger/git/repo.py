@@ -61,8 +61,9 @@ class GitRepo:
         root, git_dir, common = located
         try:
             repository = pygit2.Repository(str(git_dir), pygit2.enums.RepositoryOpenFlag.NO_SEARCH)
-            # In memory only (libgit2 writes no .git file or config for this).
-            repository.workdir = str(root)
+            # In memory only (libgit2 writes no .git file or config for this). As bytes: pygit2
+            # encodes a str value as strict UTF-8, and the root's name may hold any byte.
+            repository.workdir = os.fsencode(root)  # type: ignore[assignment]
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise NotARepositoryError(path) from exc
         repo = cls(repository, common_dir=common)
@@ -183,7 +184,11 @@ def _locate(probe: Path) -> tuple[Path, Path, Path] | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    lines = result.stdout.decode("utf-8", "surrogateescape").splitlines()
+    # One path a line, split on b"\n" only: str.splitlines() would also split a directory name
+    # holding U+2028 or \x1c, and every path is os.fsdecode of its bytes, as everywhere else.
+    lines = [os.fsdecode(line) for line in result.stdout.split(b"\n")]
+    if lines and not lines[-1]:
+        lines.pop()
     if result.returncode != 0 or len(lines) != 3 or not lines[0]:
         return None
     common = Path(lines[2])

@@ -199,7 +199,8 @@ def leaf_changes(repo: GitRepo, old_tree: str, new_tree: str) -> list[Change] | 
 
 def entry_at(repo: GitRepo, tree: str, path: str) -> Entry | None:
     """The leaf at ``path`` in ``tree`` (mode and object id), or ``None`` when there is none
-    (absent, a directory, or a missing tree)."""
+    (absent, a directory, or a missing tree). libgit2 looks ``path`` up by its exact bytes
+    (pygit2 encodes a path with ``os.fsencode``), whatever they are."""
     try:
         found = repo.pygit2[tree]
         if not isinstance(found, pygit2.Tree):
@@ -224,7 +225,10 @@ def split_changes(changes: Iterable[Change]) -> Split:
 
 def tree_without(repo: pygit2.Repository, tree: str, paths: Iterable[str]) -> str:
     """``tree`` with the entries at ``paths`` (files, or directories written ``dir/``) removed,
-    and directories left empty by that dropped. Unchanged when no path is present."""
+    and directories left empty by that dropped. Unchanged when no path is present.
+
+    The trees are read and written as raw objects, names as bytes: libgit2's tree builder takes
+    only UTF-8 names, and a path holding another byte must be removed all the same."""
     groups: dict[bytes, set[bytes]] = {}
     for path in paths:
         raw = os.fsencode(path.rstrip("/"))
@@ -234,37 +238,46 @@ def tree_without(repo: pygit2.Repository, tree: str, paths: Iterable[str]) -> st
     if not groups:
         return tree
     new = _prune(repo, tree, groups)
-    return new if new is not None else str(repo.TreeBuilder().write())
+    return new if new is not None else _write_tree(repo, {})
 
 
 def _prune(repo: pygit2.Repository, tree: str, groups: dict[bytes, set[bytes]]) -> str | None:
-    obj = repo.get(tree)
-    if not isinstance(obj, pygit2.Tree):
+    """``tree`` less ``groups`` (name → rests below it; ``b""``: the entry itself), or ``None``
+    when nothing is left; ``tree`` itself when nothing of it was removed (or it is no tree)."""
+    try:
+        entries = TreeReader(repo).entries(tree, b"", None)
+    except KeyError:
         return tree
-    names = {item.raw_name: item for item in obj}
-    if not any(name in names for name in groups):
+    if not any(name in entries for name in groups):
         return tree
-    builder = repo.TreeBuilder(obj)
-    for name, rests in groups.items():
-        item = names.get(name)
-        if item is None:
-            continue
-        str_name = os.fsdecode(name)
-        if b"" in rests or item.filemode != FileMode.TREE:
-            builder.remove(str_name)
-            continue
-        sub: dict[bytes, set[bytes]] = {}
-        for rest in rests:
-            head, _, tail = rest.partition(b"/")
-            sub.setdefault(head, set()).add(tail)
-        pruned = _prune(repo, str(item.id), sub)
-        if pruned is None:
-            builder.remove(str_name)
-        elif pruned != str(item.id):
-            builder.insert(str_name, pygit2.Oid(hex=pruned), FileMode.TREE)
-    if len(builder) == 0:
+    kept: dict[bytes, Entry] = {}
+    for name, entry in entries.items():
+        rests = groups.get(name)
+        if rests is None:
+            kept[name] = entry
+        elif b"" not in rests and entry.mode == FileMode.TREE:
+            sub: dict[bytes, set[bytes]] = {}
+            for rest in rests:
+                head, _, tail = rest.partition(b"/")
+                sub.setdefault(head, set()).add(tail)
+            pruned = _prune(repo, entry.oid, sub)
+            if pruned is not None:
+                kept[name] = Entry(entry.mode, pruned)
+    if not kept:
         return None
-    return str(builder.write())
+    if kept == entries:
+        return tree
+    return _write_tree(repo, kept)
+
+
+def _write_tree(repo: pygit2.Repository, entries: dict[bytes, Entry]) -> str:
+    """A tree object of ``entries``, in the given order (a tree's own order, less some entries,
+    is git's order)."""
+    data = b"".join(
+        b"%o %s\0%s" % (entry.mode, name, bytes.fromhex(entry.oid))
+        for name, entry in entries.items()
+    )
+    return str(repo.odb.write(pygit2.enums.ObjectType.TREE, data))
 
 
 # --- diffs between snapshots (``rewind diff``) ---------------------------------------------

@@ -24,6 +24,12 @@ The reference's rules, in its order:
    them. Older unreferenced snapshots (orphaned undo snapshots) go, as in the reference — but
    only when something else is live (rule 4).
 
+What a sweep then does with the plan is :func:`decide_sweep`, also pure: one value
+(:class:`SweepDecision`) that the real sweep executes and the dry run prints, so the two can
+never disagree (a dry run once inferred "nothing to rewrite" from counting no unreachable
+objects, while the real sweep rewrote the store: with no store ref, a ref pointing straight at a
+snapshot, or a chain another ref also reaches).
+
 Invariants: no I/O; ``tick`` is called before each unit of work so a caller can enforce a time
 budget by raising from it.
 """
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ledger.ledgerview import LedgerView
 
@@ -189,3 +195,55 @@ def plan_retention(
             else:
                 decisions[sha] = Decision(sha, "dropped: unreferenced", committed_ms)
     return RetentionPlan(live, decisions)
+
+
+SweepAction = Literal["preserve", "unchanged", "rewrite"]
+"""``preserve``: the live set is empty, the store is left alone (rule 4); ``unchanged``: the
+store already keeps exactly the live set; ``rewrite``: the store is rewritten to keep it."""
+
+
+@dataclass(frozen=True)
+class SweepDecision:
+    """What a sweep does to ``refs/pi-rewind/store``, decided before anything is written. The
+    real sweep executes exactly this (snapshots other processes append meanwhile are kept too,
+    reported apart as ``arrived``); ``--dry-run`` prints exactly this."""
+
+    action: SweepAction
+    head: str | None
+    """The store head the decision was made against (``None``: no store ref)."""
+    keep: tuple[str, ...]
+    """The live set, in the plan's order (empty for ``preserve``)."""
+    drop: tuple[str, ...]
+    """Snapshots the store keeps now and will not keep (empty unless ``rewrite``)."""
+    add: tuple[str, ...]
+    """Snapshots the store does not keep now and will keep (empty unless ``rewrite``)."""
+
+    @property
+    def rewrites(self) -> bool:
+        return self.action == "rewrite"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "head": self.head,
+            "keep": len(self.keep),
+            "drop": list(self.drop),
+            "add": list(self.add),
+        }
+
+
+def decide_sweep(plan: RetentionPlan, stored: Sequence[str], head: str | None) -> SweepDecision:
+    """The one decision of a sweep, from its plan, the snapshots the store keeps (``stored``,
+    read with ``head`` before the plan) and the store head. A missing store ref with a live set
+    is a ``rewrite`` (the store is created); a head that is not a keepalive chain counts as the
+    one snapshot it is (:meth:`ledger.git.store.chain.Store.iter_snapshots`)."""
+    if plan.empty:
+        return SweepDecision("preserve", head, (), (), ())
+    keep = tuple(dict.fromkeys(plan.live))
+    if head is not None and set(keep) == set(stored):
+        return SweepDecision("unchanged", head, keep, (), ())
+    kept = set(keep)
+    before = set(stored)
+    drop = tuple(sha for sha in dict.fromkeys(stored) if sha not in kept)
+    add = tuple(sha for sha in keep if sha not in before)
+    return SweepDecision("rewrite", head, keep, drop, add)

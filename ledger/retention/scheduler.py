@@ -18,10 +18,14 @@ Contract:
   thread runs :func:`ledger.git.store.upkeep.run_upkeep` when it is due: our loose objects packed once
   git's ``gc.auto`` estimate is exceeded; in a shadow repository, a repack and prune after a
   sweep dropped snapshots (docs/design.md#disk-upkeep). Every ``UPKEEP_CHECK_EVERY`` new
-  snapshots the hook checks (a ``listdir``) whether upkeep is due and, if no sweep is running,
-  starts it alone in the background. A shutdown sweep only marks a shadow's repack as due (the
-  next session does it): Pi's exit never waits for a repack, and ``on_shutdown`` asks an
-  upkeep in flight to stop at its next step.
+  snapshots the hook checks (a few ``listdir``) whether upkeep is due and no other upkeep runs
+  and, if no sweep is running, starts it alone in the background. A shutdown sweep only marks a
+  shadow's repack as due (the next session does it): Pi's exit never waits for a repack, and
+  ``on_shutdown`` asks an upkeep in flight to stop at its next step.
+- Packing does not depend on this class: the store starts the upkeep itself after any append
+  that finds it due (:mod:`ledger.git.store.autoupkeep`), with retention off too and outside
+  Pi; the checks here only add the post-sweep passes. Upkeeps are serialised by their own
+  ``flock`` (:func:`ledger.git.store.upkeep.upkeep_lock`).
 - ``on_shutdown()`` waits for a sweep in flight, then sweeps (in the calling thread, no budget)
   unless one already completed in this session with fewer than 50 new snapshots since (the
   reference's rule). A sweep that found an empty live set, failed or ran out of budget did not
@@ -40,7 +44,13 @@ from ledger.clock import Clock
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import restore_open
 from ledger.git.shadow.layout import reopen
-from ledger.git.store.upkeep import UpkeepReport, mark_pending, run_upkeep, upkeep_due
+from ledger.git.store.upkeep import (
+    UpkeepReport,
+    mark_pending,
+    run_upkeep,
+    upkeep_due,
+    upkeep_running,
+)
 from ledger.retention.sweep import BudgetExceeded, SweepReport, policy_from, run_sweep
 from ledger.session.model import Session
 from ledger.settings import Settings
@@ -161,7 +171,9 @@ class SweepScheduler:
 
     def _upkeep_due(self) -> bool:
         try:
-            return upkeep_due(reopen(self.root, self.git_dir))
+            repo = reopen(self.root, self.git_dir)
+            # One the store started after an append is at work: nothing for a thread to wait on.
+            return upkeep_due(repo) and not upkeep_running(repo)
         except Exception:
             return False  # a repository that cannot be opened now: the next check retries
 

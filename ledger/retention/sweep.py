@@ -13,6 +13,9 @@ Invariants:
   reason; none of them stops a sweep.
 - An empty live set leaves the ref untouched. A time budget, when given, aborts before the
   rewrite and leaves the ref untouched.
+- One decision (:func:`ledger.retention.plan.decide_sweep`, in ``SweepReport.decision``) says
+  whether the store is left alone, already right, or rewritten; the real sweep executes it and a
+  dry run reports it, computed by the same lines, so a dry run never disagrees with the run.
 - If the dedup candidate (``last-snapshot.json``) was dropped, it is forgotten, so that a later
   capture never reuses an unreachable commit (D8).
 """
@@ -36,6 +39,8 @@ from ledger.retention.plan import (
     LedgerInput,
     Policy,
     RetentionPlan,
+    SweepDecision,
+    decide_sweep,
     plan_retention,
 )
 from ledger.session.discovery import jsonl_files
@@ -76,11 +81,16 @@ class SweepReport:
     old_head: str | None = None
     new_head: str | None = None
     ms: float = 0.0
+    decision: SweepDecision = field(
+        default_factory=lambda: SweepDecision("preserve", None, (), (), ())
+    )
+    """What this sweep does (a dry run: would do) to the store; see :func:`decide_sweep`."""
 
     def to_json(self) -> dict[str, Any]:
         summary = self.plan.summary()
         return {
             "dryRun": self.dry_run,
+            "decision": self.decision.to_json(),
             "scanMode": self.scan_mode,
             "sessionsRead": self.sessions_read,
             "ledgers": self.ledgers,
@@ -291,19 +301,21 @@ def run_sweep(
         store_before=len(before),
         old_head=since,
         new_head=since,
+        decision=decide_sweep(plan, before, since),
     )
-    if plan.empty:
-        report.preserved = True
-    elif since is not None and set(plan.live) == set(before):
-        pass  # the store already keeps exactly the live set: nothing to rewrite
+    # The one decision, executed below and printed by a dry run (never re-derived from counts).
+    decision = report.decision
+    report.preserved = decision.action == "preserve"
+    if not decision.rewrites:
+        pass  # preserve (an empty live set) or unchanged (the store keeps exactly the live set)
     elif dry_run:
         if count_objects:
-            freed = reclaimable(repo, since, plan.live, budget_s=count_budget_s)
+            freed = reclaimable(repo, since, decision.keep, budget_s=count_budget_s)
             report.unreachable_objects, report.freed_bytes = freed.objects, freed.bytes
             report.counted = freed.complete
     else:
         tick()
-        result = rewrite_store(repo, plan.live, since=since, now_ms=clock.now_ms())
+        result = rewrite_store(repo, list(decision.keep), since=since, now_ms=clock.now_ms())
         report.rewritten, report.arrived, report.new_head = True, result.arrived, result.new_head
         report.old_head = result.old_head
         if count_objects:

@@ -51,6 +51,7 @@ from ledger.git.treediff import (
     object_size,
     tree_id,
 )
+from ledger.quoting import quote_c_style
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,10 @@ class FileDiff:
 
     @property
     def display_path(self) -> str:
+        """The name as git's ``--stat`` prints it (C-quoted with ``core.quotePath`` on)."""
         if self.old_path != self.new_path:
-            return f"{self.old_path} => {self.new_path}"
-        return self.path
+            return f"{quote_c_style(self.old_path)} => {quote_c_style(self.new_path)}"
+        return quote_c_style(self.path)
 
     def to_json(self) -> dict[str, object]:
         return {

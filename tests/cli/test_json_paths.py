@@ -151,3 +151,22 @@ def test_text_output_quotes_the_name_in_status_and_keeps_gits_bytes_in_show(
     assert show.returncode == 0 and show.stdout.endswith(b"\n" + expected + b"\n")
     assert b'"caf\\351.txt"' in expected
     assert git(agent.repo, "status", "--porcelain")  # the work tree was left as it was
+
+
+def test_status_quotes_a_name_with_a_double_quote_as_git_and_restore_do(
+    repo: Path, tmp_path: Path
+) -> None:
+    """``a"b.txt`` is valid UTF-8 but git quotes it (``"a\\"b.txt"``); ``rewind status`` used to
+    print it raw while restore and diff messages quoted it."""
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.prompt("Create it", lambda r: (r / 'a"b.txt').write_text("one\n"))
+    (repo / 'a"b.txt').write_text("changed by hand\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base = [sys.executable, "-m", "ledger", "--agent-dir", str(agent.agent_dir)]
+    status = subprocess.run(
+        [*base, "status", "@"], cwd=repo, capture_output=True, env=env, timeout=120
+    )
+    assert status.returncode == 0, status.stderr
+    porcelain = git(repo, "status", "--porcelain")
+    assert '"a\\"b.txt"' in porcelain  # git's own quoting of the name
+    assert b'  M "a\\"b.txt"\n' in status.stdout, status.stdout

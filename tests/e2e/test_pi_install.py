@@ -1,9 +1,15 @@
-"""``pi install <checkout>``: the package's ``pi`` manifest loads the extension, which sets up its
-own Python side (a venv inside the installed package) when no ``rewind`` is on PATH, says where its
-``rewind`` command is and how to put it on PATH, then records.
+"""Every documented install (docs/pi.md#install) starts the real Pi and the extension answers:
 
-Needs the network for ``pip install`` (pygit2, orjson, anytree, pydantic, pygments) unless pip's
-cache has them; pip's cache is kept next to the Pi cache so reruns are quick."""
+- ``pi install <checkout>``: the package's ``pi`` manifest loads the extension, which sets up its
+  own Python side (a venv inside the installed package) when no ``rewind`` is on PATH, says where
+  its ``rewind`` command is and how to put it on PATH, then records. Needs the network for ``pip
+  install`` (pygit2, orjson, anytree, pydantic, pygments) unless pip's cache has them; pip's
+  cache is kept next to the Pi cache so reruns are quick.
+- ``pi -e <checkout>/tools/pi-extension/rewind-ledger.ts`` and the folder copy into the agent
+  dir's ``extensions/`` (Pi loads its ``index.ts``), each with ``rewind`` on PATH (``pip install``
+  of the checkout, here this checkout's venv): the prompt gets its rewind-turn record.
+
+Each runs Pi with an isolated agent dir and without ``--no-extensions``, as a user would."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from ledger.records import TURN
@@ -142,3 +149,88 @@ def test_pi_install_of_a_checkout_sets_up_python_and_records_a_point(
         check=False,
     )
     assert again.returncode == 0 and "setting up" not in again.stderr, "the setup runs once"
+
+
+def clean_env(agent_dir: Path, path: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("REWIND_", "VIRTUAL_ENV", "PYTHON"))
+    }
+    env.update(PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1", PI_TELEMETRY="0", PATH=path)
+    return env
+
+
+def path_with_rewind() -> str:
+    """PATH with a ``rewind`` on it (what ``pip install /path/to/rewind-ledger`` gives): the one
+    next to this interpreter, this checkout's venv."""
+    rewind = Path(sys.executable).parent / "rewind"
+    assert rewind.exists(), f"no {rewind}: the tests run from the project's venv"
+    return os.pathsep.join([str(rewind.parent), path_without_rewind()])
+
+
+def run_pi(pi_cli: Path, project: Path, env: dict[str, str], *extension: str) -> str:
+    """One ``pi -p`` prompt that writes a.txt; the rewind-turn record of that prompt."""
+    node = shutil.which("node") or "node"
+    run = subprocess.run(
+        [
+            node,
+            str(pi_cli),
+            "--provider",
+            "scripted",
+            "--model",
+            "scripted-1",
+            "--no-skills",
+            "--no-prompt-templates",
+            "--no-context-files",
+            "--no-themes",
+            "-e",
+            str(SCRIPTED),
+            *extension,
+            "-p",
+            "hello " + turns([write("a.txt", "one\n")]),
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stderr
+
+
+def assert_recorded(agent_dir: Path, project: Path, stderr: str) -> None:
+    assert "Failed to load extension" not in stderr and "error" not in stderr.lower(), stderr
+    assert "bridge unavailable" not in stderr, stderr
+    (session,) = (agent_dir / "sessions").rglob("*.jsonl")
+    turns_recorded = [e.raw["data"] for e in read_session(session).entries if e.custom_type == TURN]
+    assert len(turns_recorded) == 1, "the extension loaded and its bridge answered"
+    assert len(turns_recorded[0]["bindings"]) == 3 and (project / "a.txt").read_text() == "one\n"
+
+
+def test_pi_e_of_the_checkouts_extension_file_records_a_point(
+    pi_cli: Path, project: Path, tmp_path: Path
+) -> None:
+    package = checkout_copy(tmp_path / "rewind-ledger")
+    agent_dir = tmp_path / "clean-agent"
+    agent_dir.mkdir()
+    env = clean_env(agent_dir, path_with_rewind())
+    extension = package / "tools" / "pi-extension" / "rewind-ledger.ts"
+    stderr = run_pi(pi_cli, project, env, "-e", str(extension))
+    assert_recorded(agent_dir, project, stderr)
+    assert not (package / ".rewind-venv").exists(), "rewind on PATH: no venv set up"
+
+
+def test_the_folder_copy_into_the_agent_dirs_extensions_loads_its_index_and_records(
+    pi_cli: Path, project: Path, tmp_path: Path
+) -> None:
+    """``cp -r tools/pi-extension ~/.pi/agent/extensions/rewind-ledger``: Pi discovers the folder
+    and loads its ``index.ts``, which must parse (issue 32: a ``*/`` in its comment did not)."""
+    agent_dir = tmp_path / "clean-agent"
+    folder = agent_dir / "extensions" / "rewind-ledger"
+    shutil.copytree(ROOT / "tools" / "pi-extension", folder)
+    env = clean_env(agent_dir, path_with_rewind())
+    stderr = run_pi(pi_cli, project, env)
+    assert_recorded(agent_dir, project, stderr)

@@ -161,8 +161,10 @@ def test_conversation_only_keeps_the_files_and_fork_hands_them_to_a_new_session(
     assert keep.custom_type == OP and "undo" not in keep.raw["data"], "/tree's Keep current files"
 
     open_rewind(tui, key="M-r")  # Alt+R opens the same list
-    preview_of(tui, "second")
-    choose_action(tui, "Fork from here")
+    screen = preview_of(tui, "second")
+    # Pi forks only from a prompt: the label says so (issue 32).
+    assert "Fork from this prompt (a new session up to before it, with these files)" in screen
+    choose_action(tui, "Fork from this prompt")
     # A shortcut has no command context (Pi's /fork needs one): the command waits in the editor.
     tui.wait_for("press Enter to run it")
     tui.keys("Enter")

@@ -37,6 +37,13 @@ from tests.snapshotkit import retention
 DAY = 86_400_000
 
 
+@pytest.fixture(autouse=True)
+def upkeep_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests run the upkeep themselves, on loose objects they arrange: the store's own
+    start after an append (tested in test_upkeep_every_entry_point.py) would pack them first."""
+    monkeypatch.setenv("REWIND_AUTO_UPKEEP", "0")
+
+
 def record(path: Path, when_ms: int, **op: object) -> None:
     SessionAppender(path, clock=FixedClock(when_ms)).append_custom(OP, build_op(**op).to_data())  # type: ignore[arg-type]
 

@@ -85,6 +85,9 @@ def rewind_env() -> dict[str, str]:
         "PYTHONPATH": str(ROOT),
         "REWIND_SERVED": "0",  # capture here, never through a server
         "REWIND_AUTO_WATCH": "0",  # no background watcher outliving the test
+        # The sweep's upkeep is the one killed here, on work a capture arranged: the store's own
+        # background start after that capture would do the work first.
+        "REWIND_AUTO_UPKEEP": "0",
     }
 
 
@@ -651,19 +654,32 @@ def test_doctor_names_a_killed_captures_index_lock(
 
 
 @pytest.mark.parametrize("kind", ["repository", "shadow"])
-def test_a_sweep_removes_a_stale_lock_on_the_store_ref_and_leaves_a_young_one(
+def test_a_sweep_removes_a_dead_swaps_lock_on_the_store_ref_and_leaves_gits_own(
     tmp_path: Path, agent_dir: Path, kind: str
 ) -> None:
     """A swap killed between taking and renaming ``store.lock`` (1 in 60 capture kills) made
-    every later capture fail until someone removed the lock by hand."""
+    every later capture fail until someone removed the lock by hand. Its lock names its owner,
+    who is gone: the sweep removes it at once. A lock that is not rewind's (git's own) is never
+    removed by age (issue 32: age proves nothing; tests/integration/test_store_lock_owner.py)."""
+    from ledger.git.liveness import Owner
+    from ledger.git.store.refswap import LOCK_TAG
+
     site = make_site(kind, tmp_path, agent_dir)
     common = site.git_dir
     lock = common / (STORE_REF + ".lock")
     lock.write_text("0" * 40 + "\n")
-    rewind_ok(site.root, "sweep")
-    assert lock.exists(), "a young lock may belong to a swap in progress"
     st = os.lstat(lock)
     os.utime(lock, (st.st_atime, st.st_mtime - 2 * STALE_LOCK_S))
+    rewind_ok(site.root, "sweep")
+    assert lock.exists(), "git's own lock: named by the doctor, never removed by rewind"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    owner = Owner(int(dead.stdout), None, None, Owner.current().host)
+    lock.write_text(f"{LOCK_TAG} {owner.to_fields()} flock=1\n")
     swept = rewind_ok(site.root, "sweep")
     assert not lock.exists()
     assert any(str(lock) == p for p in swept["upkeep"]["leftoversRemoved"]), swept["upkeep"]

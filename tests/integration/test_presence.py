@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
+from ledger.facilities import facilities
+from ledger.git.liveness import boot_id
 from tests.bridgekit import FakePi
 
 MARK = " · 2 sessions here"
@@ -231,7 +234,19 @@ def test_entries_that_are_not_ours_or_dead_are_ignored_and_cleaned(
     }
     (directory / "3-dead-cccccc.json").write_bytes(orjson.dumps(entry))
     (directory / "3-dead-cccccc.lock").write_bytes(b"")
-    (directory / "4-reused-dddddd.json").write_bytes(orjson.dumps({**entry, "lock": False}))
+    # (This host and boot: another host's entry without a lock cannot be judged here; it is
+    # kept and named, tests/integration/test_registry_liveness.py.)
+    # Without a process table (REWIND_PORTABLE=1) no start time can tell a reused pid: a pid
+    # nobody has then.
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    pid = os.getpid() if facilities().process_table else int(gone.stdout)
+    reused = {**entry, "pid": pid, "lock": False, "host": socket.gethostname(), "bootId": boot_id()}
+    (directory / "4-reused-dddddd.json").write_bytes(orjson.dumps(reused))
     time.sleep(1.1)
     reply = pi.event("before_agent_start", {"prompt": "x"})
     assert reply.error is None and reply.status == "◆ 0 points / 0 snapshots"

@@ -7,7 +7,13 @@
  * last file rewind" (or its redo) at the top when there is one. Enter opens a preview: the files
  * that would change with their line counts, the user's own work named, a scrollable diff of any
  * file (Enter on a file), and the actions: restore files only, files and conversation,
- * conversation only, fork from here, cancel.
+ * conversation only, fork from this prompt, cancel. A fork is offered only where Pi 0.73.1 can
+ * fork, at a prompt (a user message); the bridge refuses a fork intent anywhere else before
+ * `ctx.fork` runs, since Pi would refuse it only after `session_before_fork` (and interactive Pi
+ * exits on that error).
+ *
+ * With no list to show, it says why (noListText): rewind-ledger stands aside because
+ * pi-rewind-hook is active (and how to switch), or its bridge gave up.
  *
  * Every decision is the engine's (the bridge events `rewind_list`, `rewind_preview`,
  * `rewind_diff`, `rewind_apply`, `rewind_intent`; ledger/bridge/rewind_events.py), and every
@@ -27,9 +33,35 @@ import { matchesKey, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui"
 
 type Json = Record<string, unknown>;
 
+/** Why rewind is off for the rest of this session: `aside` when another rewind extension
+ * (pi-rewind-hook) records it and ours stands aside, `gave-up` when the bridge could not be kept
+ * running (rewind-ledger.ts's `Bridge.unavailable`). */
+export interface RewindOff {
+	kind: "aside" | "gave-up";
+	why: string;
+}
+
 /** What the command needs of the extension's bridge (rewind-ledger.ts's `Bridge`). */
 export interface RewindBridge {
 	send(event: string, payload: Json, ctx: ExtensionContext | undefined): Promise<Json | undefined>;
+	readonly unavailable?: RewindOff | undefined;
+}
+
+/** What `/rewind` says when it has no list to show: why, and what to do (issue 32). */
+export function noListText(off: RewindOff | undefined): string {
+	if (off?.kind === "aside")
+		return (
+			"Rewind: /rewind is off in this session: pi-rewind-hook (the reference rewind extension) is active " +
+			"and records every prompt, so rewind-ledger stands aside (the footer's points are pi-rewind-hook's; " +
+			"its /tree and /fork menus work). To use rewind-ledger and its /rewind: remove pi-rewind-hook " +
+			"(pi remove <its source>, or delete it from ~/.pi/agent/extensions/), then restart Pi or run /reload."
+		);
+	if (off?.kind === "gave-up")
+		return (
+			`Rewind: /rewind is off in this session: the bridge is unavailable (${off.why}); the warning ` +
+			"\"Rewind: bridge unavailable\" says why and how to fix it; then run /reload to start rewind again."
+		);
+	return "Rewind: no rewind points to show: the bridge gave no list (it is restarting, or its warning says why); try /rewind again.";
 }
 
 interface Counts {
@@ -43,7 +75,12 @@ interface Point {
 	entryId: string;
 	text: string;
 	timestamp: string | null;
+	snapshot?: string | null;
 	pruned: boolean;
+	/** No point to restore: `never` (no snapshot was taken as it ran) or `pruned` (by retention). */
+	missing?: "never" | "pruned" | null;
+	/** The engine's words for `missing`, for the row. */
+	missingText?: string | null;
 	counts: Counts;
 	own: string[];
 	others?: string[];
@@ -79,6 +116,7 @@ interface Action {
 interface Preview {
 	entryId: string;
 	text: string;
+	snapshot: string | null;
 	counts: Counts;
 	files: PreviewFile[];
 	more: number;
@@ -87,6 +125,8 @@ interface Preview {
 	warnings: string[];
 	actions: Action[];
 	refused: string | null;
+	/** Why this entry has no point to restore, and what to do instead. */
+	missing?: string | null;
 }
 type Decision = { action: string; entryId?: string } | undefined;
 type Style = (color: string, text: string) => string;
@@ -108,6 +148,21 @@ function age(timestamp: string | null): string {
 function names(paths: string[], shown = 2): string {
 	const more = paths.length - shown;
 	return paths.slice(0, shown).join(", ") + (more > 0 ? ` (+${more} more)` : "");
+}
+
+/** `text` in lines of at most `width` columns, broken between words. */
+function wrap(text: string, width: number): string[] {
+	const lines: string[] = [];
+	let line = "";
+	for (const word of text.split(/\s+/).filter(Boolean)) {
+		const next = line ? `${line} ${word}` : word;
+		if (line && visibleWidth(next) > width) {
+			lines.push(line);
+			line = word;
+		} else line = next;
+	}
+	if (line) lines.push(line);
+	return lines;
 }
 
 function fit(text: string, width: number): string {
@@ -278,7 +333,7 @@ class RewindOverlay {
 				text = `↶ ${undo.label} · ${undo.counts.words}${others}${own}`;
 			} else {
 				const p = item.point;
-				const what = p.pruned ? "snapshot pruned: cannot be restored" : p.counts.words;
+				const what = p.missingText ?? (p.pruned ? "snapshot pruned by retention: files cannot be restored" : p.counts.words);
 				const own = p.own.length ? `  ⚠ your own work: ${names(p.own)}` : "";
 				const others = p.others?.length ? `  ⚠ another session's: ${names(p.others)}` : "";
 				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${others}${own}`;
@@ -292,8 +347,10 @@ class RewindOverlay {
 	private renderPreview(inner: number): string[] {
 		const s = this.style;
 		const p = this.preview as Preview;
-		const lines = [s("accent", `Rewind to before "${p.text}": ${p.counts.words}`)];
+		const lines = [s("accent", `Rewind to before "${p.text}": ${p.snapshot === null ? "no point to restore" : p.counts.words}`)];
 		if (p.refused) lines.push(s("error", `Files cannot be restored: ${p.refused}`));
+		// What happened and what to do: whole, on as many lines as it takes.
+		for (const line of wrap(p.missing ?? "", inner)) lines.push(s("warning", line));
 		for (const line of p.otherLines ?? []) lines.push(s("warning", `⚠ ${line}`));
 		if (p.ownLine) lines.push(s("warning", `⚠ ${p.ownLine}`));
 		for (const warning of p.warnings) lines.push(s("dim", warning));
@@ -301,7 +358,11 @@ class RewindOverlay {
 			const counts = f.binary ? "binary" : `+${f.additions} -${f.deletions}`;
 			return `${f.change} ${f.path}  ${counts}${f.by ? `  ⚠ session ${f.by.slice(0, 8)}…'s agent` : ""}${f.own ? "  ⚠ your own work" : ""}`;
 		});
-		const actions = p.actions.map((a) => (a.available ? a.label : `${a.label} (not offered: ${a.why ?? "no rewind point"})`));
+		const actions = p.actions.map((a) => {
+			if (a.available) return a.label;
+			const said = p.missing && a.why && p.missing.includes(a.why); // said above, in full
+			return `${a.label} (not offered: ${said ? "see above" : (a.why ?? "no rewind point")})`;
+		});
 		const height = Math.max(3, this.rows() - 10 - actions.length);
 		const { start, shown } = this.window(rows, Math.min(this.previewCursor, rows.length - 1), height);
 		if (rows.length) lines.push(s("dim", "Files (Enter: diff)"));
@@ -343,6 +404,10 @@ async function run(
 	command: ExtensionCommandContext | undefined,
 ): Promise<void> {
 	if (!decision) return;
+	if (bridge.unavailable) {
+		ctx.ui.notify(noListText(bridge.unavailable), "warning");
+		return;
+	}
 	const { action, entryId } = decision;
 	if (action === "undo") {
 		await bridge.send("rewind_apply", { action: "undo" }, ctx);
@@ -367,10 +432,14 @@ async function run(
 
 async function open(bridge: RewindBridge, ctx: ExtensionContext, command: ExtensionCommandContext | undefined): Promise<void> {
 	if (!ctx.hasUI) return;
+	if (bridge.unavailable) {
+		ctx.ui.notify(noListText(bridge.unavailable), "warning");
+		return;
+	}
 	const listed = await bridge.send("rewind_list", {}, ctx);
 	const list = listed?.list as PointList | undefined;
 	if (!list) {
-		ctx.ui.notify("Rewind: no rewind points here (rewind is off, or the bridge said why)", "warning");
+		ctx.ui.notify(noListText(bridge.unavailable), "warning");
 		return;
 	}
 	const decision = await ctx.ui.custom<Decision>(

@@ -51,6 +51,7 @@ import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { RewindOff } from "./rewind-command.ts";
 
 type Level = "info" | "warning" | "error";
 type Params = Record<string, unknown>;
@@ -420,7 +421,7 @@ class Bridge {
 	/** session_shutdown was forwarded and input closed: the bridge's exit is expected. */
 	private closed = false;
 	/** Rewind is off for this session (restarts gave up, or another rewind extension records). */
-	private off: string | undefined;
+	private off: RewindOff | undefined;
 	private loss: Loss | undefined;
 	private everRan = false;
 	private failedStarts = 0;
@@ -437,8 +438,9 @@ class Bridge {
 
 	constructor(private readonly pi: ExtensionAPI) {}
 
-	/** Why rewind is off for this session, or undefined while it runs (or can still restart). */
-	get unavailable(): string | undefined {
+	/** Why rewind is off for this session, or undefined while it runs (or can still restart):
+	 * `/rewind` says which (rewind-command.ts). */
+	get unavailable(): RewindOff | undefined {
 		return this.off;
 	}
 
@@ -635,7 +637,7 @@ class Bridge {
 	private stop(ctx: ExtensionContext | undefined, why: "off" | "shutdown"): void {
 		const loss = this.loss;
 		this.loss = undefined;
-		if (why === "off") this.off = loss?.last.reason ?? "bridge unavailable";
+		if (why === "off") this.off = { kind: "gave-up", why: loss?.last.reason ?? "bridge unavailable" };
 		if (!loss) return;
 		const last = loss.last;
 		let head: string;
@@ -682,7 +684,7 @@ class Bridge {
 
 	/** Another rewind extension records this session: start no bridge, say so once. */
 	standAside(ctx: ExtensionContext, text: string): void {
-		this.off = "another rewind extension records this session";
+		this.off = { kind: "aside", why: "another rewind extension records this session" };
 		this.shown.add(text);
 		show(ctx, text, "warning");
 	}

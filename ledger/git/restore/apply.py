@@ -51,6 +51,7 @@ from ledger.git.restore.safety import SafeFs, WorktreeGuard, parents
 from ledger.git.runner import GitRunner, chunks
 from ledger.git.tree_names import Problem
 from ledger.git.trees import tree_changes, tree_without
+from ledger.quoting import display_name, display_names
 from ledger.settings import SnapshotSettings
 
 STEPS = (
@@ -204,21 +205,22 @@ class Executor:
         ref = None if nested.head_is_detached else nested.head.name
         self.heads.append((path, ref, str(nested.head.target)))
         self._submodule_git(path).run(
-            ["checkout", "-q", "--detach", sha], operation=f"git checkout ({path})"
+            ["checkout", "-q", "--detach", sha], operation=f"git checkout ({display_name(path)})"
         )
 
     def revert_submodules(self) -> None:
         for path, ref, sha in reversed(self.heads):
             git = self._submodule_git(path)
-            git.run(["checkout", "-q", "--detach", sha], operation=f"git checkout ({path})")
+            where = display_name(path)
+            git.run(["checkout", "-q", "--detach", sha], operation=f"git checkout ({where})")
             if ref is not None:
                 tip = git.run(
                     ["rev-parse", "-q", "--verify", ref + "^{commit}"],
-                    operation=f"git rev-parse ({path})",
+                    operation=f"git rev-parse ({where})",
                     check=False,
                 ).text.strip()
                 if tip == sha:
-                    git.run(["symbolic-ref", "HEAD", ref], operation=f"git symbolic-ref ({path})")
+                    git.run(["symbolic-ref", "HEAD", ref], operation=f"git symbolic-ref ({where})")
         self.heads.clear()
 
     # --- verification -----------------------------------------------------------------
@@ -325,8 +327,8 @@ class Executor:
 
 
 def mismatch(paths: Sequence[str]) -> str:
-    shown = ", ".join(paths[:5]) + (f" (and {len(paths) - 5} more)" if len(paths) > 5 else "")
-    return f"the work tree does not match the snapshot after writing: {shown}"
+    """The verification failure's message, names as git quotes them where needed."""
+    return f"the work tree does not match the snapshot after writing: {display_names(paths)}"
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -46,8 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import errno
-import fcntl
 import json
 import os
 import secrets
@@ -59,6 +57,7 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import LedgerError
+from ledger.git.liveness import boot_id, lock_held, proc_start, take_lock
 from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
 
@@ -419,86 +418,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-# --- the owner: lock and identity ------------------------------------------------------------
-
-
-def take_lock(path: Path) -> int | None:
-    """Create ``path`` and hold an exclusive ``flock`` on it; ``None`` where the file system has
-    no ``flock`` (the owner's identity is then the proof). ``O_CLOEXEC``: a git child that
-    outlives a killed restore must not keep the lock (and so the restore) alive."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else holds it
-    except OSError:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        return None
-    return fd
-
-
-def lock_held(path: Path) -> bool | None:
-    """Whether some process holds ``path``'s lock; ``None`` when this cannot be told (no
-    ``flock`` here, no permission), so that the identity decides."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False  # closed, or never made: nobody holds it
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close below
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            return True
-        return None
-    finally:
-        os.close(fd)
-    return False
-
-
-def _read_small(path: str, limit: int) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, limit)  # one bounded read: /proc files are produced whole
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def proc_start(pid: int) -> int | None:
-    """Process ``pid``'s start time: ``/proc/<pid>/stat`` field 22; ``None`` if it is gone (or
-    there is no ``/proc``: :mod:`ledger.facilities`)."""
-    if not _process_table():
-        return None
-    raw = _read_small(f"/proc/{pid}/stat", 4096)
-    if raw is None:
-        return None
-    # Field 2 is the command in parentheses and may hold spaces and ')': split after the last.
-    rest = raw.rpartition(b")")[2].split()
-    try:
-        return int(rest[22 - 3])
-    except (IndexError, ValueError):
-        return None
-
-
-def boot_id() -> str | None:
-    if not _process_table():
-        return None
-    raw = _read_small("/proc/sys/kernel/random/boot_id", 128)
-    if not raw:
-        return None
-    return raw.decode("ascii", "replace").strip() or None
-
-
-def _process_table() -> bool:
-    from ledger.facilities import facilities
-
-    return facilities().process_table
+# The owner's lock and identity helpers live in :mod:`ledger.git.liveness` (the store's ref lock
+# and the session registry use them too); re-exported here for the journal's callers.
 
 
 def _write(path: Path, journal: Journal) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ledger.git.restore.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
 from ledger.git.runner import GitRunner, nul_join
+from ledger.quoting import display_name
 
 SPACE_MARGIN_BYTES = 4 << 20
 """Free space kept in hand beyond the bytes a restore stages (metadata, filters' growth)."""
@@ -107,7 +108,7 @@ class Placer:
             fd = open_dir(self.root, parts, create=create)
         except NotADirectoryOnPath as exc:
             raise PlacementError(
-                exc.errno, f"{os.fsdecode(exc.part)} is not a directory (symlink?)"
+                exc.errno, f"{display_name(exc.part)} is not a directory (symlink?)"
             ) from None
         assert fd is not None  # only missing_ok gives None
         return fd

@@ -11,19 +11,20 @@ without rename detection, at the root, leaf by leaf, validating every target ent
 removals; leave paths under the capture's protected or skipped paths alone; check the work tree
 with ``lstat`` (no write or delete through a symlink, no file of the user's that the capture does
 not hold is replaced, nothing inside a nested repository); leave alone what the capture does not
-hold or git ignores (docs/design.md#ignored-files); refuse paths inside a git directory or Pi's
-agent dir.
+hold or git ignores (docs/design.md#ignored-files, :mod:`ledger.git.restore.ignored`); refuse
+paths inside a git directory or Pi's agent dir.
 
-Invariants: read-only (the only writes are a scratch copy of the target's ``.gitignore`` files in
-our private dir, removed before returning). Any refusal raises
-:class:`~ledger.errors.UnsafeRestoreError` (or :class:`~ledger.errors.MissingCommitError`).
+Invariants: read-only (the only writes are scratch copies of ``.gitignore`` files in our private
+dir, removed before returning). Any refusal raises :class:`~ledger.errors.UnsafeRestoreError` (or
+:class:`~ledger.errors.MissingCommitError`). Paths are the exact bytes of the tree names
+(``os.fsdecode``, :mod:`ledger.git.trees`) and reach the file system and git as those bytes;
+messages name them as git quotes them (:func:`ledger.quoting.display_name`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,14 +34,13 @@ from pygit2.enums import FileMode
 
 from ledger.errors import MissingCommitError, UnsafeRestoreError
 from ledger.git.capture.scan import CaptureResult, capture_tree
-from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
+from ledger.git.restore.ignored import ignored_by_target, ignored_now
 from ledger.git.restore.journal import current_intent
-from ledger.git.restore.placement import remove_tree
 from ledger.git.restore.safety import WorktreeGuard, parents, under
-from ledger.git.runner import GitRunner
 from ledger.git.tree_names import Problem
 from ledger.git.trees import Change, split_changes, tree_changes
+from ledger.quoting import display_names
 from ledger.settings import SnapshotSettings
 
 SUBMODULE_HINT = (
@@ -220,7 +220,7 @@ def build_plan(
         writes = [w for w in writes if w[0] not in uncaptured]
         kept = [c for c in kept if c.path not in uncaptured]
         skipped += sorted(uncaptured)
-    kept_ignored = _ignored_after(repo, target_tree, deletes, kept) if deletes else set()
+    kept_ignored = ignored_by_target(repo, target_tree, deletes, kept)
     if kept_ignored:
         deletes = [d for d in deletes if d not in kept_ignored]
         kept = [c for c in kept if c.path not in kept_ignored]
@@ -238,13 +238,11 @@ def build_plan(
     warnings = list(recorded)
     protected_skips = [p for p in skipped if p not in uncaptured]
     if protected_skips:
-        shown = ", ".join(protected_skips[:5]) + (
-            f" (and {len(protected_skips) - 5} more)" if len(protected_skips) > 5 else ""
+        warnings.append(
+            f"left alone (under protected or skipped paths): {display_names(protected_skips)}"
         )
-        warnings.append(f"left alone (under protected or skipped paths): {shown}")
     if uncaptured:
-        names = sorted(uncaptured)
-        shown = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+        shown = display_names(sorted(uncaptured))
         warnings.append(
             f"left alone (ignored or protected now; a restore never writes those): {shown}"
         )
@@ -270,7 +268,8 @@ def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> se
 
     A restore leaves both alone: overwriting them would destroy bytes no undo snapshot holds
     (the capture skips them), and writing an ignored path that is absent would leave a file the
-    undo could not see to remove (docs/design.md#ignored-files)."""
+    undo could not see to remove (docs/design.md#ignored-files). git answers for the absent
+    ones, every path as its bytes (:mod:`ledger.git.restore.ignored`)."""
     if not added:
         return set()
 
@@ -285,65 +284,7 @@ def _uncaptured(repo: GitRepo, guard: WorktreeGuard, added: Sequence[str]) -> se
         return st is not None and not stat.S_ISDIR(st.st_mode)
 
     found = {p for p in added if present(p)}
-    for path in added:
-        if path not in found:
-            try:
-                if repo.pygit2.path_is_ignored(path):
-                    found.add(path)
-            except (pygit2.GitError, ValueError) as exc:
-                raise UnsafeRestoreError(
-                    "cannot tell whether a path is ignored now", [path], hint=str(exc)
-                ) from exc
-    return found
-
-
-def _ignored_after(
-    repo: GitRepo, target_tree: str, deletes: Sequence[str], changes: Sequence[Change]
-) -> set[str]:
-    """Paths the plan would delete that the target's own ignore rules ignore: files of the user's
-    that a restore had made visible by removing a ``.gitignore`` (an ignored ``.env``). The
-    target's snapshot could never have held them, so deleting them would not make the work tree
-    more like it; they are left alone (docs/design.md#ignored-files).
-
-    Only needed when the plan changes a ``.gitignore``; the target's rule files along the
-    deleted paths are written to a scratch work tree in our private dir, and git's own
-    ``check-ignore`` answers there."""
-    if not any(c.path.rsplit("/", 1)[-1] == ".gitignore" for c in changes):
-        return set()
-    r = repo.pygit2
-    root_tree = r.get(target_tree)
-    directories = {""} | {p for d in deletes for p in parents(d)}
-    scratch = private_dir(repo.git_dir) / f"ignore-scratch-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        make_private_dir(repo.git_dir)
-        scratch.mkdir()
-        for directory in directories:
-            path = f"{directory}/.gitignore" if directory else ".gitignore"
-            try:
-                entry = root_tree[path] if isinstance(root_tree, pygit2.Tree) else None
-            except KeyError:
-                continue
-            blob = (
-                r.get(entry.id)
-                if entry is not None and entry.filemode in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)
-                else None
-            )
-            if isinstance(blob, pygit2.Blob):
-                target = scratch / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(blob.data)
-        result = GitRunner(scratch, repo.git_dir).run(
-            ["check-ignore", "--no-index", "-z", "--stdin"],
-            input=b"".join(os.fsencode(d) + b"\0" for d in deletes),
-            operation="git check-ignore",
-            check=False,
-            extra_env={"GIT_LITERAL_PATHSPECS": "0"},
-        )  # check-ignore refuses pathspec magic; paths are not globs
-        if result.returncode not in (0, 1):
-            return set()  # cannot tell: delete as the plan says (the undo snapshot holds them)
-        return {os.fsdecode(p) for p in result.stdout.split(b"\0") if p}
-    finally:
-        remove_tree(scratch.parent, scratch.name)
+    return found | ignored_now(repo, guard, [p for p in added if p not in found])
 
 
 def _forbidden_paths(repo: GitRepo, paths: Sequence[str]) -> list[str]:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 
 from ledger.git.restore.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
 from ledger.git.tree_names import Problem
+from ledger.quoting import display_name
 
 # --- the work tree ------------------------------------------------------------------------
 
@@ -180,7 +181,8 @@ class SafeFs:
             fd = open_dir(self.root, parts[:-1], missing_ok=True)
         except NotADirectoryOnPath as exc:
             raise UnsafePathError(
-                exc.errno, f"{rel}: {os.fsdecode(exc.part)} is not a directory (symlink?)"
+                exc.errno,
+                f"{display_name(rel)}: {display_name(exc.part)} is not a directory (symlink?)",
             ) from None
         return fd, parts[-1]
 
@@ -195,7 +197,9 @@ class SafeFs:
             except FileNotFoundError:
                 return False
             if stat.S_ISDIR(st.st_mode):
-                raise UnsafePathError(errno.EISDIR, f"{rel} is a directory, expected a file")
+                raise UnsafePathError(
+                    errno.EISDIR, f"{display_name(rel)} is a directory, expected a file"
+                )
             os.unlink(name, dir_fd=fd)
             return True
         finally:
@@ -238,7 +242,9 @@ class SafeFs:
             return
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise UnsafePathError(exc.errno, f"{rel} is not a directory") from None
+                raise UnsafePathError(
+                    exc.errno, f"{display_name(rel)} is not a directory"
+                ) from None
             raise
         try:
             for child in os.listdir(fd):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -238,6 +239,66 @@ def create_shadow(directory: Path | str, agent_dir: Path) -> ShadowInfo:
     return info
 
 
+# --- nested shadows --------------------------------------------------------------------------
+
+MAX_SHADOWS_LISTED = 4096
+"""Shadow homes looked at per listing: far more plain directories than one user works in."""
+
+_DIRECTORIES: dict[str, str] = {}
+"""Shadow home → the real path of the directory it serves. A home's name is ``<basename>-<hash
+of that real path>``, so it never comes to serve another directory: each ``shadow.json`` is read
+once per process (at most one entry per shadow home)."""
+
+
+def shadow_of_git_dir(git_dir: Path) -> ShadowInfo | None:
+    """The shadow whose git directory ``git_dir`` is, or None (a real repository's)."""
+    home = Path(git_dir).parent
+    if Path(git_dir).name != GIT_SUBDIR or not (home / MARKER).is_file():
+        return None
+    return read_info(home)
+
+
+def served_directory(home: Path) -> str | None:
+    """The real path of the directory the shadow at ``home`` serves (its ``shadow.json`` read
+    once per process: see :data:`_DIRECTORIES`), or None when it is not a shadow."""
+    key = str(home)
+    directory = _DIRECTORIES.get(key)
+    if directory is None:
+        info = read_info(home)
+        if info is None:
+            return None
+        directory = _DIRECTORIES[key] = os.path.realpath(info.directory)
+    return directory
+
+
+def overlapping_shadows(home: Path, directory: Path | str) -> list[tuple[Path, Path]]:
+    """``(git dir, served directory)`` of the other shadows of the same agent dir (the parent of
+    ``home``) whose directories contain ``directory`` or lie inside it (nested plain
+    directories: ``scratch`` and ``scratch/sub``), sorted by git dir. Their work trees share
+    files with this one, so they share its turn gate and its list of live sessions
+    (docs/shadow.md#nested-directories). Only shadows whose git directory exists; the shadow
+    root is listed at each call (a shadow made a moment ago is never missed)."""
+    root = Path(home).parent
+    own = os.path.realpath(directory)
+    found: list[tuple[Path, Path]] = []
+    try:
+        with os.scandir(root) as listing:
+            names = [item.name for item in itertools.islice(listing, MAX_SHADOWS_LISTED)]
+    except OSError:
+        return []
+    for name in names:
+        if name.startswith(".") or name == Path(home).name:
+            continue  # a shadow being made (its staging name), or this one
+        other = served_directory(root / name)
+        if other is None or other == own or not (is_inside(other, own) or is_inside(own, other)):
+            continue
+        git_dir = root / name / GIT_SUBDIR
+        if git_dir.is_dir():
+            found.append((git_dir, Path(other)))
+    found.sort(key=lambda pair: str(pair[0]))
+    return found
+
+
 def reopen(root: Path, git_dir: Path) -> GitRepo:
     """A new handle on the same repository (threads need their own pygit2 objects)."""
     home = Path(git_dir).parent
@@ -328,9 +389,12 @@ __all__ = [
     "create_shadow",
     "find_shadow",
     "git_dir_reason",
+    "overlapping_shadows",
     "refusal",
     "reopen",
+    "served_directory",
     "shadow_home",
     "shadow_key",
+    "shadow_of_git_dir",
     "shadow_root",
 ]

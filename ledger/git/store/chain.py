@@ -33,7 +33,7 @@ import pygit2
 from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
-from ledger.git.store.refswap import SwapOutcome, swap_loose_ref
+from ledger.git.store.refswap import RefLock, SwapOutcome, ref_lock, remove_if_gone, swap_loose_ref
 
 _T = TypeVar("_T")
 
@@ -230,12 +230,28 @@ class Store:
         except OSError:
             return None
 
-    def _raise_if_stale_lock(self) -> None:
-        """A lock older than :data:`STALE_LOCK_S` was left by a killed process: waiting for it
-        would only delay the error, so say which file it is and how to clear it."""
-        age = self.lock_age_s()
-        if age is not None and age >= STALE_LOCK_S:
-            raise LockTimeoutError(self.lock_path, age, remedy=stale_lock_remedy(self.lock_path))
+    def lock_state(self) -> RefLock | None:
+        """The lock on the store ref and whose it is (:func:`~ledger.git.store.refswap.ref_lock`),
+        or None when there is none."""
+        return ref_lock(self.repo.common_dir, STORE_REF)
+
+    def _clear_or_raise(self) -> str | None:
+        """Between two attempts: a lock of ours whose owner is provably gone is removed (the next
+        attempt takes the lock); one not of rewind's older than :data:`STALE_LOCK_S` ends the
+        retries at once with its path and remedy (waiting would only delay the error). A lock
+        whose owner runs is waited for, however old: only the owner may remove it. Returns who
+        holds it, for the final error."""
+        lock = self.lock_state()
+        if lock is None:
+            return None
+        if lock.state == "gone":
+            remove_if_gone(self.repo.common_dir, STORE_REF)
+            return None
+        if lock.state == "foreign" and lock.age_s >= STALE_LOCK_S:
+            raise LockTimeoutError(
+                self.lock_path, lock.age_s, remedy=stale_lock_remedy(self.lock_path)
+            )
+        return lock.describe()
 
     def keepalive_chain(
         self,
@@ -271,7 +287,8 @@ class Store:
     ) -> _T | None:
         """The one retry loop every store update goes through: read the head, ``build(head,
         attempt)`` the new chain (None: nothing to do), swap only if the head is still the one
-        read; otherwise back off with jitter and rebuild. A stale ref lock ends it at once."""
+        read; otherwise back off with jitter and rebuild. A lock left by a dead rewind process
+        is removed; an old one not of rewind's ends it at once (:meth:`_clear_or_raise`)."""
         last_detail = ""
         for attempt in range(self.attempts):
             old = self.head()
@@ -294,7 +311,9 @@ class Store:
                 if result.returncode == 0:
                     return value
                 last_detail = result.stderr.decode("utf-8", "replace").strip()
-            self._raise_if_stale_lock()
+            holder = self._clear_or_raise()
+            if holder is not None and outcome is SwapOutcome.LOST:
+                last_detail = f"the lock {self.lock_path} is {holder}"
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
         raise StoreUpdateError(
             operation, f"failed to {what} after {self.attempts} attempts: {last_detail}"
@@ -385,13 +404,24 @@ class Store:
 
 
 STALE_LOCK_S = 10.0
-"""A ref lock this old is stale: git holds one only while it writes the ref."""
+"""A ref lock *not of rewind's* this old is called stale: git holds one only while it writes the
+ref. It is named with a remedy, never removed by rewind: age proves nothing about its owner (a
+stopped process holds a lock for as long as it is stopped). Rewind's own locks are judged by
+their owner's identity instead (:mod:`ledger.git.store.refswap`)."""
 
 
 def stale_lock_remedy(path: Path) -> str:
     return (
-        f"if no git or rewind process is running in this repository, remove the stale lock: "
-        f"rm '{path}' ('rewind sweep' removes it too)"
+        f"if no git or rewind process is running in this repository, remove the lock: "
+        f"rm '{path}' (rewind removes a lock only when it can prove its owner gone)"
+    )
+
+
+def gone_lock_remedy(lock: RefLock) -> str:
+    who = f" (pid {lock.owner.pid})" if lock.owner else ""
+    return (
+        f"the rewind process that took it{who} is gone: 'rewind sweep' removes it, and so does "
+        f"the next snapshot (or: rm '{lock.path}')"
     )
 
 
@@ -411,11 +441,13 @@ __all__ = [
     "FALLBACK_IDENTITY",
     "KEEPALIVE_MESSAGE",
     "SNAPSHOT_SUBJECT",
+    "STALE_LOCK_S",
     "STORE_REF",
     "Identity",
     "RewriteResult",
     "Store",
     "git_identity",
+    "gone_lock_remedy",
     "is_keepalive",
     "offset_minutes",
 ]

@@ -1,22 +1,44 @@
-"""What an interrupted upkeep, repack, object write or capture left behind, named and removed
-(docs/design.md#disk-upkeep).
+"""What an interrupted upkeep, repack, object write, capture or session left behind, named and
+removed (docs/design.md#disk-upkeep).
 
 Why it exists: ``kill -9`` may land anywhere in rewind's disk work. Whatever it leaves must be
 something ``rewind doctor`` names and ``rewind sweep`` removes (issue 26): an upkeep's own work
 directory and a pack it moved without its index; git's and libgit2's temporary files in
 ``objects/`` (``tmp_obj_*``, ``tmp_object_git2_*``, ``objects/pack/tmp_*``); git's
-``index.lock`` on rewind's private capture index; a stale lock on ``refs/pi-rewind/store``.
-The disk upkeep itself (:mod:`ledger.git.store.upkeep`) calls :func:`clean_leftovers` first.
+``index.lock`` on rewind's private capture index; our lock on ``refs/pi-rewind/store`` and the
+swap's temporaries beside it; dead, unreadable and stray files in the session registry. The disk
+upkeep itself (:mod:`ledger.git.store.upkeep`) calls :func:`clean_leftovers` first.
 
-Invariants:
-- Ours are removed only once their owner is gone: an upkeep directory when nobody holds its
-  ``flock``; the private index's ``index.lock`` only under the capture lock (taking that lock is
-  what removes it, never from under a running capture); the store ref's lock only when older
-  than :data:`~ledger.git.store.chain.STALE_LOCK_S` (git holds one for milliseconds).
-- git's temporary files are only named in a user's repository (``git gc`` removes them after
-  ``gc.pruneExpire``); in a shadow (ours alone) they are removed once older than
-  :data:`PRUNE_GRACE_S`.
-- Read-only apart from those removals; nothing outside the git dir is looked at.
+The rule (issue 32): a lock or temporary file is removed only when its owner is provably gone —
+an ``flock`` its owner held for the file's whole life is free, or an identity recorded with it
+(pid, process start time, boot id) is checked against the process table — never by age alone: a
+stopped process (``SIGSTOP``, a suspended laptop, a stalled disk) holds its files as long as it
+is stopped. Each removal here, against that rule:
+
+- an upkeep directory: when nobody holds the ``flock`` on its ``owner.lock``. Its owner makes
+  the directory and takes the lock at once; a removal in the microseconds between makes that
+  upkeep fail before it wrote anything (its files go into the removed directory), never lose one.
+- the store ref's lock: only when it carries our identity line and its owner is gone
+  (:func:`ledger.git.store.refswap.remove_if_gone`, under an ``flock`` of its directory and by
+  name only if the name is still the file judged). A lock without our identity (git's own
+  ``update-ref``, ``pack-refs``, or unknown) is never removed, however old: ``rewind doctor``
+  names it with a remedy.
+- the swap's temporaries (``store.<hex>.lock``): when their ``flock`` is free; removing one whose
+  owner had not yet locked it only makes that swap retry (it links or renames by name and checks).
+- git's ``index.lock`` on our private capture index: only under the capture lock (taking that
+  lock is what removes it, never from under a running capture). Git takes it only inside a
+  capture, which holds the capture lock (an ``flock``) for the whole time.
+- git's temporary files carry no owner: in a user's repository they are only named (``git gc``
+  removes them after ``gc.pruneExpire``, git's own age rule for its own files); in a shadow (ours
+  alone) they are removed once older than :data:`PRUNE_GRACE_S`, git's rule with a shorter
+  expiry. Git writes a temporary and renames it into place in one call: a writer whose
+  temporary is gone fails loudly (the capture errors and is retried), it never loses data
+  silently.
+- the session registry (:func:`ledger.presence.registry_leftovers`): entries and lock files whose
+  ``flock`` is free or whose owner's identity is gone, unreadable entries whose lock is free, and
+  files that are none of ours.
+
+Read-only apart from those removals; nothing outside the git dir is looked at.
 """
 
 from __future__ import annotations
@@ -36,7 +58,14 @@ from ledger.errors import GitError
 from ledger.git.capture.index import VERIFY_DIR, PrivateIndex, VerifyIndex
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.store.chain import STALE_LOCK_S, STORE_REF
+from ledger.git.store.chain import STORE_REF
+from ledger.git.store.refswap import (
+    ref_lock,
+    remove_if_gone,
+    remove_temporary,
+    temporaries,
+    temporary_free,
+)
 
 PRUNE_GRACE_S = 3600
 """Unreachable objects, old packs and temporary files younger than this are never removed."""
@@ -170,6 +199,8 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
             size, age = _age(lock, now)
             free = _capture_lock_free(index)
             found.append(Leftover(lock, "git's lock on rewind's capture index", size, age, free))
+    found += _store_temporaries(repo, now)
+    found += _registry_leftovers(repo)
     shadow = is_shadow(repo)
     for path in _git_temporaries(objects):
         size, age = _age(path, now)
@@ -210,18 +241,48 @@ def _capture_lock_free(index: PrivateIndex) -> bool:
 
 
 def _store_lock(repo: GitRepo, now: float) -> Leftover | None:
-    """git's lock on ``refs/pi-rewind/store`` when it is stale (a writer holds one for
-    milliseconds; one left by a killed swap makes every capture fail until it goes)."""
-    path = Path(repo.common_dir) / (STORE_REF + ".lock")
-    size, age = _age(path, now)
-    if not path.exists() or age < STALE_LOCK_S:
+    """Our lock on ``refs/pi-rewind/store`` when its owner is provably gone (one left by a killed
+    swap makes every capture wait until it goes). ``rewind doctor`` names any lock on the ref
+    apart from this (:meth:`ledger.git.store.chain.Store.lock_state`)."""
+    lock = ref_lock(repo.common_dir, STORE_REF, now=now)
+    if lock is None or lock.state != "gone":
         return None
-    return Leftover(path, "stale lock on the rewind store ref", size, age, True)
+    size, _ = _age(lock.path, now)
+    return Leftover(
+        lock.path, f"lock on the rewind store ref, {lock.describe()}", size, lock.age_s, True
+    )
+
+
+_STORE_TEMPORARY = "temporary of a rewind store swap"
+REGISTRY_WHAT = "session registry"
+
+
+def _registry_leftovers(repo: GitRepo) -> list[Leftover]:
+    """The session registry's dead, unreadable and stray files (:mod:`ledger.presence`, which
+    judges them; imported here only when asked, it sits above the git layer)."""
+    from ledger.presence import registry_leftovers
+
+    found = []
+    for path, what, removable in registry_leftovers(repo.git_dir):
+        size, age = _age(path, time.time())
+        found.append(Leftover(path, f"{REGISTRY_WHAT}: {what}", size, age, removable))
+    return found
+
+
+def _store_temporaries(repo: GitRepo, now: float) -> list[Leftover]:
+    """What a swap killed mid-way left beside the store ref (:mod:`ledger.git.store.refswap`)."""
+    found = []
+    for path in temporaries(repo.common_dir, STORE_REF):
+        size, age = _age(path, now)
+        found.append(Leftover(path, _STORE_TEMPORARY, size, age, temporary_free(path)))
+    return found
 
 
 def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]:
-    """Remove the removable leftovers (see :func:`find_leftovers`) and a stale lock on the store
-    ref; returns what was removed."""
+    """Remove the removable leftovers (see :func:`find_leftovers`) and our lock on the store ref
+    when its owner is gone; returns what was removed."""
+    from ledger.presence import clean_registry
+
     removed = []
     stale = _store_lock(repo, time.time() if now is None else now)
     for item in [*find_leftovers(repo, now=now), *([stale] if stale else [])]:
@@ -240,6 +301,16 @@ def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover
                 continue
             removed.append(item)
             continue
+        if item is stale:
+            if remove_if_gone(repo.common_dir, STORE_REF) is not None:
+                removed.append(item)
+            continue
+        if item.what == _STORE_TEMPORARY:
+            if remove_temporary(item.path):
+                removed.append(item)
+            continue
+        if item.what.startswith(REGISTRY_WHAT):
+            continue  # the registry's own cleaning below judges each again
         try:
             if item.path.is_dir() and not item.path.is_symlink():
                 shutil.rmtree(item.path)
@@ -250,6 +321,10 @@ def clean_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover
         except OSError:
             continue
         removed.append(item)
+    removed += [
+        Leftover(path, f"{REGISTRY_WHAT}: {what}", 0, 0.0, True)
+        for path, what in clean_registry(repo.git_dir)
+    ]
     return removed
 
 

@@ -14,6 +14,8 @@ Invariants:
 - The latest exact snapshot is the caller's (``last_exact=``) or, by default, the small record in
   ``<git-dir>/pi-rewind/last-snapshot.json``, rewritten after every snapshot.
 - Times come from the injected :class:`~ledger.clock.Clock`.
+- After a new snapshot is appended, :func:`ledger.git.store.autoupkeep.after_append` checks
+  (cheaply) whether the disk upkeep is due and starts it detached: never waited for.
 """
 
 from __future__ import annotations
@@ -200,6 +202,11 @@ def commit_snapshot(
     sig = ident.signature(when_s, offset)
     commit = str(r.create_commit(None, sig, sig, _snapshot_message(repo), tree_oid, []))
     head = store.append(commit, ident, when_s, offset)
+    # Every new snapshot passes here, whoever takes it (CLI, library, bridge; retention on or
+    # off): start the disk upkeep in the background when loose objects are over gc.auto.
+    from ledger.git.store.autoupkeep import after_append
+
+    after_append(repo)
     return SnapshotCommit(commit, tree, False, ident.fallback, head)
 
 

@@ -9,18 +9,30 @@ runs, so without this module nothing would ever be reclaimed. Other agents' chec
 grew to hundreds of GB this way, and through temporary packs a killed ``git repack`` left behind.
 
 Invariants:
+- **When it runs**: after every snapshot appended to the store, whoever appended it (the CLI,
+  the library, the bridge; retention on or off), :func:`ledger.git.store.autoupkeep.after_append`
+  asks :func:`upkeep_due` (a few ``listdir``) and, when due, starts it in a detached process;
+  also after a sweep (the scheduler's thread, ``rewind sweep``).
+- **Due** (a user's repository; :mod:`ledger.git.store.loose` counts): the loose objects beyond
+  the *floor* exceed ``gc.auto`` (6700 when unset or ≤ 0: ``gc.auto=0`` turns git's automatic
+  gc off, not ours, since nothing else would ever pack our files), counted exactly when
+  ``gc.auto`` ≤ 256 and from a sample of fan-out directories above; or git's own estimate
+  (``objects/17``) grew past ``gc.auto`` since the last upkeep. The floor is the user's own loose
+  objects (git gc's business), so that thousands of them do not make every capture start a walk.
 - **A user's repository**: never ``git gc``/``repack``/``prune``; no pack, ref, reflog or index of
-  the user's is read for writing or touched. Only when git's own estimate of loose objects (files
-  in ``objects/17`` × 256, as ``gc --auto`` counts) exceeds ``gc.auto`` (6700 when unset or ≤ 0:
-  we bound our own files even when the user turned git's automatic gc off) are **our** loose
-  objects — reachable from ``refs/pi-rewind/store`` and from no other ref — written into one new
-  pack, and then exactly those loose files deleted (each is in the pack by then).
+  the user's is read for writing or touched. **Our** loose objects — reachable from
+  ``refs/pi-rewind/store`` and from no other ref — are written into one new pack, and then
+  exactly those loose files deleted (each is in the pack by then).
 - **A shadow repository** (ours alone): every object its refs, HEAD and the private capture index
   reach goes into one new pack; older packs are deleted, loose copies of packed objects deleted,
   and unreachable loose objects older than :data:`PRUNE_GRACE_S` pruned.
-- Both run under the private index's capture lock, taken with a short timeout (busy: skipped, the
-  next trigger retries), never while a restore journal is open, and never on the capture path (the
-  sweep's background thread, or ``rewind sweep``).
+- One upkeep at a time per repository: each holds an ``flock`` on
+  ``<common-dir>/pi-rewind/upkeep.flock`` (:func:`upkeep_lock`; busy after a short wait: skipped,
+  the next trigger retries). A shadow's repack also holds the private index's capture lock (it
+  deletes packs and prunes). Packing ours in a user's repository does not: it deletes only loose
+  copies of objects already in the pack it installed, which no reader can miss (git and libgit2
+  look in the packs again on a miss), so a capture never waits for it. Never while a restore
+  journal is open, and never on the capture path.
 - Nothing is written into ``objects/`` until it is complete: ``pack-objects --stdout`` and
   ``index-pack -o`` write into our own directory ``<common-dir>/pi-rewind/upkeep-<pid>-<hex>/``,
   whose owner holds an ``flock`` on it. The pack moves in first and its ``.idx`` last (git sees a
@@ -72,12 +84,22 @@ from ledger.git.store.leftovers import (
     is_shadow,
     objects_dir,
 )
+from ledger.git.store.loose import (
+    DEFAULT_GC_AUTO,
+    gc_auto_threshold,
+    in_dir_17,
+    loose_count,
+    loose_estimate,
+    loose_floor,
+    over_threshold,
+    save_floor,
+)
 
-DEFAULT_GC_AUTO = 6700
-"""git's own default for ``gc.auto``."""
 LOCK_TIMEOUT_S = 2.0
 PENDING_FILE = "upkeep-pending"
 """In a shadow's private dir: a sweep dropped snapshots, repack at the next opportunity."""
+LOCK_FILE = "upkeep.flock"
+"""In ``<common-dir>/pi-rewind``: the file an upkeep holds an ``flock`` on while it runs."""
 
 Stop = Callable[[], bool]
 
@@ -116,30 +138,6 @@ class UpkeepReport:
 # --- measuring ---------------------------------------------------------------------------------
 
 
-def loose_estimate(repo: GitRepo) -> int:
-    """Loose objects as ``git gc --auto`` estimates them: the files of ``objects/17`` × 256."""
-    try:
-        names = os.listdir(objects_dir(repo) / "17")
-    except OSError:
-        return 0
-    return sum(1 for name in names if is_hex(name)) * 256
-
-
-def gc_auto_threshold(repo: GitRepo) -> int:
-    """The user's ``gc.auto``; its default (6700) when unset, invalid or ≤ 0."""
-    try:
-        value = int(repo.pygit2.config.get_int("gc.auto"))
-    except Exception:  # missing (KeyError), not a number, an unreadable config: git's default
-        return DEFAULT_GC_AUTO
-    return value if value > 0 else DEFAULT_GC_AUTO
-
-
-def too_many_loose(repo: GitRepo) -> bool:
-    """git's own test: more files in ``objects/17`` than ``gc.auto`` / 256 (rounded up)."""
-    threshold = gc_auto_threshold(repo)
-    return loose_estimate(repo) // 256 > -(-threshold // 256)
-
-
 def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
     """``(oid, path name)`` of the objects only the store reaches that are stored loose; read as
     a stream (one line per object, never the whole listing in memory twice)."""
@@ -168,6 +166,61 @@ def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
     if proc.wait() != 0:
         return []  # no store, or a broken one (doctor says so): nothing of ours to pack
     return found
+
+
+# --- one upkeep at a time ---------------------------------------------------------------------
+
+
+class UpkeepBusy(Exception):
+    """Another process (or thread) runs an upkeep of this repository."""
+
+
+def try_upkeep_lock(repo: GitRepo) -> int | None:
+    """A descriptor holding the upkeep ``flock`` (close it to release), or ``None`` when another
+    upkeep holds it. The descriptor is close-on-exec: only a child given it explicitly
+    (``pass_fds``) keeps the lock (:mod:`ledger.git.store.autoupkeep`)."""
+    home = make_private_dir(repo.common_dir)
+    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextlib.contextmanager
+def upkeep_lock(repo: GitRepo, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the upkeep ``flock`` (waiting up to ``timeout_s``); :class:`UpkeepBusy` when it
+    stays taken. The kernel releases it when its holder dies: a killed upkeep never blocks
+    the next one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fd = try_upkeep_lock(repo)
+        if fd is not None:
+            break
+        if time.monotonic() >= deadline:
+            raise UpkeepBusy()
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def upkeep_running(repo: GitRepo) -> bool:
+    """Whether an upkeep of this repository holds the lock now (a probe; nothing created)."""
+    try:
+        fd = os.open(private_dir(repo.common_dir) / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 # --- the work directory ------------------------------------------------------------------------
@@ -252,17 +305,19 @@ def _install_pack(repo: GitRepo, work: Path, name: str) -> bool:
 # --- the two kinds of upkeep -------------------------------------------------------------------
 
 
-def pack_ours(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
+def pack_ours(repo: GitRepo, report: UpkeepReport, stop: Stop) -> list[str]:
     """A user's repository: our loose objects into one pack of ours, then those loose files
-    deleted. Call with the capture lock held."""
+    deleted. Call with the upkeep lock held (the capture lock is not needed: see the module).
+    Returns the ids of our loose objects the walk found (packed unless stopped)."""
     loose = our_loose_objects(repo)
+    found = [oid for oid, _name in loose]
     if not loose or stop():
-        return
+        return found
     listing = "".join(f"{oid} {name}\n" for oid, name in loose).encode("utf-8", "surrogateescape")
     with _work_dir(repo) as work:
         name = _build_pack(repo, work, [], listing)
         if name is None or stop():
-            return
+            return found
         _install_pack(repo, work, name)
     report.action = "packed-ours"
     report.packed_objects = len(loose)
@@ -271,6 +326,7 @@ def pack_ours(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(objects / oid[:2] / oid[2:])
             report.removed_loose += 1
+    return found
 
 
 def repack_shadow(repo: GitRepo, report: UpkeepReport, stop: Stop) -> None:
@@ -369,10 +425,11 @@ def mark_pending(repo: GitRepo) -> None:
 
 
 def upkeep_due(repo: GitRepo) -> bool:
-    """Cheap (a few ``stat``/``listdir``): whether :func:`run_upkeep` has work to do."""
+    """Cheap (a ``stat`` and up to 256 ``listdir``, ten at git's default ``gc.auto``): whether
+    :func:`run_upkeep` has work to do."""
     if is_shadow(repo) and (private_dir(repo.git_dir) / PENDING_FILE).exists():
         return True
-    return too_many_loose(repo)
+    return over_threshold(repo)
 
 
 def run_upkeep(
@@ -382,14 +439,17 @@ def run_upkeep(
     stop: Stop = lambda: False,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
     force: bool = False,
+    lock_held: bool = False,
 ) -> UpkeepReport:
     """Clean our leftovers, then, when due (or ``force``), pack our loose objects (a user's
     repository) or repack and prune (a shadow). Never raises for being busy: the report says
     what was skipped and why; git failures raise :class:`GitError` (nothing half-done stays).
     ``restore_open``: whether a restore journal is open (running or interrupted): then nothing
     is packed (required, so that no caller forgets it; the journal is the restore subsystem's,
-    :func:`ledger.git.restore.journal.restore_open`)."""
-    report = UpkeepReport(loose_estimate=loose_estimate(repo), threshold=gc_auto_threshold(repo))
+    :func:`ledger.git.restore.journal.restore_open`). ``lock_held``: the caller holds the
+    upkeep lock already (the detached upkeep, :mod:`ledger.git.store.autoupkeep`)."""
+    threshold = gc_auto_threshold(repo)
+    report = UpkeepReport(loose_estimate=loose_estimate(repo), threshold=threshold)
     report.leftovers_removed = [str(item.path) for item in clean_leftovers(repo)]
     if not (force or upkeep_due(repo)):
         return report
@@ -398,33 +458,56 @@ def run_upkeep(
         return report
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(PrivateIndex(repo.git_dir).locked(lock_timeout_s))
-        except GitError:
-            report.skipped = "a capture or restore holds the capture lock"
+            if not lock_held:
+                stack.enter_context(upkeep_lock(repo, lock_timeout_s))
+        except UpkeepBusy:
+            report.skipped = "another rewind upkeep of this repository is running"
             return report
+        if is_shadow(repo):
+            try:  # a repack deletes packs and prunes: never beside a capture or a restore
+                stack.enter_context(PrivateIndex(repo.git_dir).locked(lock_timeout_s))
+            except GitError:
+                report.skipped = "a capture or restore holds the capture lock"
+                return report
+        # The floor (see the module) must never count our own loose objects, or they could
+        # pile up under it: the count is taken before the walk, and what the walk finds of
+        # ours is taken off it. Objects written in between only lower it (packing sooner).
+        count, in_17 = loose_count(repo, threshold), in_dir_17(repo)
         try:
             if stop():
                 report.skipped = "stopped"
             elif is_shadow(repo):
                 repack_shadow(repo, report, stop)
+                # Under the capture lock: what is left loose is unreachable and young.
+                count, in_17 = loose_count(repo, threshold), in_dir_17(repo)
             else:
-                pack_ours(repo, report, stop)
+                ours = pack_ours(repo, report, stop)
+                count -= len(ours)
+                in_17 -= sum(1 for oid in ours if oid.startswith("17"))
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise GitError("rewind upkeep", f"no space left on the device: {exc}") from exc
             raise GitError("rewind upkeep", str(exc)) from exc
+        if report.skipped is None and not stop():
+            save_floor(repo, count, in_17)
     report.loose_estimate = loose_estimate(repo)
     return report
 
 
 __all__ = [
     "DEFAULT_GC_AUTO",
+    "UpkeepBusy",
     "UpkeepReport",
     "gc_auto_threshold",
+    "loose_count",
     "loose_estimate",
+    "loose_floor",
     "mark_pending",
     "our_loose_objects",
+    "over_threshold",
     "run_upkeep",
-    "too_many_loose",
+    "try_upkeep_lock",
     "upkeep_due",
+    "upkeep_lock",
+    "upkeep_running",
 ]
