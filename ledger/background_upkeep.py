@@ -3,8 +3,9 @@ append started (:func:`ledger.git.store.autoupkeep.after_append`).
 
 Why it exists apart: the loop lives in the store layer (:mod:`ledger.git.store.autoupkeep`),
 which may not import the restore subsystem above it (tests/unit/test_architecture.py); the
-upkeep must still never run while a restore journal is open, so this entry point, above the git
-layer, hands it :func:`ledger.git.restore.journal.restore_open`.
+upkeep must still start no pass while a restore journal is open, so this entry point, above the
+git layer, hands it :func:`ledger.git.restore.journal.restore_open` (asked at the start of each
+pass; why a journal opened during a pass is harmless: :mod:`ledger.git.store.upkeep`).
 
 Invariants: prints nothing (its stdio is ``/dev/null``), never raises; ``FD`` is the descriptor
 of the upkeep lock its parent took and passed on, closed (released) before it exits.

@@ -257,43 +257,6 @@ class RestoreRunningError(LedgerError):
         )
 
 
-class OtherTurnRunningError(LedgerError):
-    """Another session's agent is in a turn in this work tree (or in a directory nested in it or
-    around it: docs/shadow.md#nested-directories): a restore would write files under it, so it
-    is refused (after waiting ``waited_s``); nothing was changed (docs/design.md#never-mid-turn)."""
-
-    def __init__(
-        self,
-        repository: Path | str,
-        sessions: list[tuple[str, int]],
-        *,
-        waited_s: float = 0.0,
-        places: dict[str, str] | None = None,
-    ) -> None:
-        self.repository = Path(repository)
-        self.sessions = sessions
-        """``(session id, pid)`` of each session the registry says is in a turn (may be empty:
-        a turn's hold is proof enough; the registry is only the words)."""
-        self.waited_s = waited_s
-        self.places = dict(places or {})
-        """Session id → the directory it works in, for sessions of a nested or enclosing one."""
-        if sessions:
-            named = ", ".join(
-                f"session {sid[:8]}… (pid {pid}"
-                + (f", working in {self.places[sid]})" if sid in self.places else ")")
-                for sid, pid in sessions
-            )
-            who = f"a turn of {named} is running"
-        else:
-            who = "another session's turn is running"
-        waited = f"; it did not end within {waited_s:.0f} s" if waited_s >= 1 else ""
-        super().__init__(
-            f"{who} in {self.repository}: its agent may be writing files right now{waited}",
-            hint="nothing was changed; try again once that turn has ended (or stop it in its own "
-            "terminal); 'rewind status' lists the sessions here",
-        )
-
-
 class InsufficientSpaceError(LedgerError):
     """A restore needs more free space than the file system has; nothing was changed."""
 
@@ -512,48 +475,6 @@ class NoShadowError(NotARepositoryError):
         self.path = Path(path)
 
 
-class OtherRestoreRunningError(OtherTurnRunningError):
-    """Another restore (a ``rewind restore/undo/fork`` or a Pi session's) holds this work tree's
-    turn gate: it is writing files, so this restore is refused (after waiting ``waited_s``);
-    nothing was changed (docs/design.md#never-mid-turn). A subclass of
-    :class:`OtherTurnRunningError`: whoever handles a refusal by the gate handles this one."""
-
-    def __init__(
-        self,
-        repository: Path | str,
-        pid: int,
-        *,
-        session_id: str | None = None,
-        started: str | None = None,
-        where: str | None = None,
-        waited_s: float = 0.0,
-    ) -> None:
-        self.repository = Path(repository)
-        self.pid = pid
-        self.session_id = session_id
-        self.sessions = []
-        self.places = {}
-        self.waited_s = waited_s
-        self.where = where
-        """The directory it restores when that is a nested or enclosing one."""
-        details = [f"pid {pid}"]
-        if session_id:
-            details.append(f"session {session_id[:8]}…")
-        if started:
-            details.append(f"started {started}")
-        if where:
-            details.append(f"restoring {where}")
-        waited = f"; it did not end within {waited_s:.0f} s" if waited_s >= 1 else ""
-        LedgerError.__init__(
-            self,
-            f"another restore is running ({', '.join(details)}) in {self.repository}: it is "
-            f"writing files right now{waited}",
-            hint=f"nothing was changed; run this again once it has finished (restores take "
-            f"seconds; 'rewind status' lists it). If process {pid} hangs, stop it ('kill {pid}'); "
-            "'rewind doctor' then says whether 'rewind undo' is needed",
-        )
-
-
 class AuthorshipIndexError(LedgerError):
     """The authorship index could not be written (it is rebuilt at its next use)."""
 
@@ -566,7 +487,22 @@ class AuthorshipIndexError(LedgerError):
         )
 
 
+class AlreadyRecoveredError(LedgerError):
+    """The interrupted restore an undo chose was recovered (or recorded) since; nothing changed."""
+
+    def __init__(self, target: str, started: str, *, by_pid: int | None = None) -> None:
+        self.target, self.started, self.by_pid = target, started, by_pid
+        by = f" by process {by_pid}" if by_pid else " (or found recorded) since this undo chose it"
+        super().__init__(
+            f"nothing to undo: the interrupted restore to {target[:12]} (started {started}) "
+            f"was already recovered{by}",
+            hint="nothing was changed; run the undo again: it now undoes what was recorded since "
+            "(that recovery)",
+        )
+
+
 __all__ = [
+    "AlreadyRecoveredError",
     "AuthorshipIndexError",
     "CaptureIndexError",
     "CaptureTooLargeError",
@@ -585,8 +521,6 @@ __all__ = [
     "NoShadowError",
     "NotARepositoryError",
     "NothingToUndoError",
-    "OtherRestoreRunningError",
-    "OtherTurnRunningError",
     "RestoreFailedError",
     "RestoreRunningError",
     "SessionAppendError",

@@ -219,7 +219,9 @@ class RecoveryReport:
 
 def recover(engine: Engine, journal: Journal) -> RecoveryReport:
     """Bring the work tree back to ``journal``'s undo snapshot and record it in the engine's
-    session (see the module docstring)."""
+    session (see the module docstring). ``journal`` was chosen earlier: when another process
+    recovered it meanwhile, the restore raises :class:`~ledger.errors.AlreadyRecoveredError`
+    under the capture lock and nothing is changed or appended (one record per recovery)."""
     session_file = engine.host.session_file
     intent = dataclasses.replace(current_intent(), operation="recover")
     # The outermost intent block keeps the recovery's own journal locked until its op record is

@@ -13,7 +13,7 @@ per git directory, ``<git-dir>/pi-rewind/turns.gate``, held through ``flock``:
 - a **restore** (every one goes through ``Engine.restore_files``) holds it *exclusive* while it
   writes files: it waits for every other turn to end, visibly and cancellably on the command line
   (``timeout_s``, Ctrl-C) or not at all inside Pi (a clear refusal, since a menu cannot wait),
-  and then raises :class:`~ledger.errors.OtherTurnRunningError` with nothing changed (or
+  and then raises :class:`~ledger.gate_errors.OtherTurnRunningError` with nothing changed (or
   :class:`~ledger.errors.OtherRestoreRunningError` when another restore holds it);
 - a turn that starts while a restore writes waits for it (bounded, then runs anyway: a turn is
   never refused).
@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.errors import OtherRestoreRunningError, OtherTurnRunningError
+from ledger.gate_errors import OtherRestoreRunningError, OtherTurnRunningError
 from ledger.git.private import make_private_dir, private_dir
 from ledger.work_tree_scope import Member, gate_order, live_here, root_of, scope, where
 
@@ -176,7 +176,12 @@ def read_holder(git_dir: Path) -> GateHolder | None:
     finally:
         os.close(fd)
     holder = GateHolder.parse(raw) if raw else None
-    return holder if holder is not None and holder.alive() else None
+    if holder is None or not holder.alive():
+        return None
+    # The exclusive flock is the proof: a restore writes its record after taking it and clears
+    # it before letting go, so a record on a gate nobody holds exclusively is a killed
+    # restore's (also where no process table can judge the identity: REWIND_PORTABLE=1, macOS).
+    return holder if held_exclusive(git_dir) else None
 
 
 def held_exclusive(git_dir: Path) -> bool:

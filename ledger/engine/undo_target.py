@@ -16,6 +16,9 @@ Invariants (docs/design.md#crash-safe-restore):
   undo is the branch's recorded one (``undo`` of the branch state), if its snapshot still exists.
 - A journal whose owner is alive (a restore still running, in this process or another) is never
   an undo target, never recovered from under it.
+- The target is chosen before the restore takes the capture lock, so two undos (Pi's menu and
+  ``rewind undo``) may choose the same interrupted restore: the second is refused under the lock
+  (:class:`~ledger.errors.AlreadyRecoveredError`), changes nothing and records nothing.
 - An interrupted restore of another session refuses the undo (:class:`InterruptedRestoreError`
   naming it, as ``rewind undo`` always did), before anything changes; what is *offered*
   (:func:`find_undo`) still shows this session's undo, and choosing it says why it cannot run.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.errors import OtherTurnRunningError
+from ledger.gate_errors import OtherTurnRunningError
 from ledger.turngate import GATE_NAME, TurnGate
 
 

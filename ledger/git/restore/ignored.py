@@ -22,14 +22,14 @@ Invariants:
   now, since git never reads a rule file through a symlink. The repository's own git dir serves
   both (``info/exclude``, ``core.excludesFile``).
 - Read-only for the work tree; the only writes are the scratch work trees, removed before
-  returning.
+  returning. Each is made only once its owner holds ``<name>.lock`` (:mod:`ledger.git.owned`):
+  one a kill leaves is removed by the leftovers sweep once that lock is free, never before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -37,10 +37,10 @@ from pathlib import Path
 from pygit2.enums import FileMode, ObjectType
 
 from ledger.errors import UnsafeRestoreError
-from ledger.git.private import make_private_dir, private_dir
+from ledger.git.owned import scratch_dir
+from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.restore.nofollow import NotADirectoryOnPath, open_dir
-from ledger.git.restore.placement import remove_tree
 from ledger.git.restore.safety import WorktreeGuard, parents
 from ledger.git.runner import GitRunner
 from ledger.git.trees import Change, entry_at
@@ -143,13 +143,11 @@ def ignored_by_target(
 
 @contextlib.contextmanager
 def _scratch(repo: GitRepo) -> Iterator[Path]:
-    scratch = private_dir(repo.git_dir) / f"ignore-scratch-{os.getpid()}-{secrets.token_hex(4)}"
-    make_private_dir(repo.git_dir)
-    scratch.mkdir()
-    try:
+    """``<git-dir>/pi-rewind/ignore-scratch-<pid>-<hex>/``, made only once its owner lock is
+    held (:func:`ledger.git.owned.scratch_dir`): one a kill leaves is named by ``rewind doctor``
+    and removed by ``rewind sweep`` once that lock is free, never while its owner lives."""
+    with scratch_dir(make_private_dir(repo.git_dir)) as scratch:
         yield scratch
-    finally:
-        remove_tree(scratch.parent, scratch.name)
 
 
 def _is_link(st: os.stat_result | None) -> bool:

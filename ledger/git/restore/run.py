@@ -48,6 +48,7 @@ import pygit2
 
 from ledger.clock import Clock
 from ledger.errors import (
+    AlreadyRecoveredError,
     InsufficientSpaceError,
     InterruptedRestoreError,
     RestoreFailedError,
@@ -115,27 +116,31 @@ def restore_commit(
     with each step name of :data:`STEPS` (:data:`FaultHook`); raising from it injects a failure
     there. ``verify``:
     see :data:`Verify`. ``recovering``: the interrupted restore's journal this restore undoes
-    (closed when it succeeds; any other interrupted one refuses the restore).
+    (closed when it succeeds; any other interrupted one refuses the restore). It was chosen
+    before the lock was taken, so it is judged again under the lock:
+    :class:`AlreadyRecoveredError` when it is closed by now or a live process is recovering it.
 
-    Raises :class:`MissingCommitError` / :class:`UnsafeRestoreError` /
-    :class:`InterruptedRestoreError` / :class:`RestoreRunningError` (a live journal still
-    ``writing``: never expected under the lock) / :class:`InsufficientSpaceError` (and capture
-    errors) with
-    nothing changed, or :class:`RestoreFailedError` after rolling back (or, when the rollback
-    failed too, with the journal left open so that ``rewind undo`` can finish the job).
+    Raises :class:`AlreadyRecoveredError` / :class:`MissingCommitError` /
+    :class:`UnsafeRestoreError` / :class:`InterruptedRestoreError` / :class:`RestoreRunningError`
+    (a live journal still ``writing``: never expected under the lock) /
+    :class:`InsufficientSpaceError` (and capture errors) with nothing changed, or
+    :class:`RestoreFailedError` after rolling back (or, when the rollback failed too, with the
+    journal left open so that ``rewind undo`` can finish the job).
     """
     started = time.perf_counter()
     settings = settings or SnapshotSettings()
     commit = resolve_commit(repo, target_commit)
     with PrivateIndex(repo.git_dir).locked():
+        if recovering is not None:
+            # ``recovering`` was chosen before this lock was taken: another process may have
+            # recovered it since (its own recovery journal maybe still held until its record
+            # is appended). Judged again here, under the lock, before anything changes.
+            _require_still_interrupted(repo, recovering)
         # Under the lock no other restore writes files: a journal still "writing" is a dead one
         # (a live owner there would be a bug; it is refused as running, never as interrupted).
         _refuse_if_interrupted(repo, recovering)
         if recovering is not None:  # what the interrupted restore (and recoveries of it) had staged
-            for dead in [
-                recovering,
-                *(j for j in open_journals(repo)[0] if j.recovering == recovering.id),
-            ]:
+            for dead in [recovering, *_dead_recoveries_of(repo, recovering)]:
                 if dead.staging:
                     remove_tree(repo.root, dead.staging)
         steps = Steps(fault)
@@ -206,7 +211,7 @@ def restore_commit(
                     f"{describe_failure(exc)} (at {failed_at})", rolled_back_to=undo.commit
                 ) from exc
             if recovering is not None:
-                _close_recovery_of(repo, recovering)
+                _close_recovery_of(repo, recovering, own=journal)
             if journal.session is not None:
                 journal.mark_done()  # closed once the caller's record is found (journal.settle)
             else:
@@ -226,11 +231,38 @@ def restore_commit(
             release_unless_held(journal)
 
 
-def _close_recovery_of(repo: GitRepo, recovered: Journal) -> None:
-    """``recovered`` is undone: close it and any earlier, interrupted recovery of it."""
-    for journal in open_journals(repo)[0]:
-        if journal.recovering == recovered.id:
-            journal.close()
+def _require_still_interrupted(repo: GitRepo, recovering: Journal) -> None:
+    """Under the capture lock: ``recovering`` must still be open with its owner gone, and no
+    live process may be recovering it; else :class:`AlreadyRecoveredError` (or
+    :class:`RestoreRunningError`), with nothing changed."""
+    journals = open_journals(repo)[0]
+    live = [j for j in journals if j.recovering == recovering.id and j.owner_alive()]
+    now = next((j for j in journals if j.id == recovering.id), None)
+    if now is None or live:
+        by = live[-1].pid if live else None
+        raise AlreadyRecoveredError(recovering.target, recovering.started, by_pid=by)
+    if now.owner_alive():  # never expected: it was chosen with its owner gone
+        raise RestoreRunningError(now.pid, repo.root, target=now.target, started=now.started)
+
+
+def _dead_recoveries_of(
+    repo: GitRepo, recovered: Journal, own: Journal | None = None
+) -> list[Journal]:
+    """The open, earlier recoveries of ``recovered`` whose owner is gone (interrupted ones).
+    A journal whose owner is alive is never among them: it is another process's running (or
+    not yet recorded) restore, and ``own`` is this restore's."""
+    return [
+        j
+        for j in open_journals(repo)[0]
+        if j.recovering == recovered.id and (own is None or j.id != own.id) and not j.owner_alive()
+    ]
+
+
+def _close_recovery_of(repo: GitRepo, recovered: Journal, own: Journal | None = None) -> None:
+    """``recovered`` is undone: close it and any earlier, interrupted recovery of it (never
+    ``own``, nor a recovery whose owner is alive)."""
+    for journal in _dead_recoveries_of(repo, recovered, own):
+        journal.close()
     recovered.close()
 
 

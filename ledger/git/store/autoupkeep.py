@@ -11,7 +11,7 @@ Invariants:
 - **Off the capture's path**: :func:`after_append` costs what :func:`~ledger.git.store.upkeep.
   upkeep_due` costs (a ``stat`` and a few ``listdir``; all 256 fan-out directories only when
   ``gc.auto`` ≤ 256) and, when due, one ``flock`` probe and the start of a detached process
-  (``python -m ledger.background_upkeep``, its own session, no terminal, stdio to
+  (``python -c`` running :mod:`ledger.background_upkeep`, its own session, no terminal, stdio to
   ``/dev/null``; that entry point lives above the git layer because it asks the restore
   subsystem whether a restore journal is open). It never raises and never prints: a failure
   only means the next append tries again. The command that appended never waits for the
@@ -27,7 +27,7 @@ Invariants:
   :data:`BUDGET_S` seconds (then it stops at the upkeep's next step and, if an append asked
   meanwhile, starts a successor), and stops after :data:`MAX_IDLE_ROUNDS` passes in a row that
   found nothing to do. A child that found a
-  restore journal open (the upkeep never runs then) leaves :data:`DEFERRED_FILE`, and appends
+  restore journal open (the upkeep starts no pass then) leaves :data:`DEFERRED_FILE`, and appends
   start no other for :data:`DEFER_S` seconds: an interrupted restore left open for days does not
   cost every capture a process. A killed child leaves
   what any killed upkeep leaves (named by ``rewind doctor``, removed by ``rewind sweep``).
@@ -90,21 +90,42 @@ def after_append(repo: GitRepo) -> None:
         return
 
 
+CHILD_PATH_SETUP = """\
+import importlib.util, os, site, sys
+parent = sys.argv[1]
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+spec = importlib.util.find_spec("ledger")
+ours = os.path.realpath(os.path.join(parent, "ledger", "__init__.py"))
+if spec is None or spec.origin is None or os.path.realpath(spec.origin) != ours:
+    sites = {*site.getsitepackages(), site.getusersitepackages()}
+    at = next((i for i, p in enumerate(sys.path) if p in sites), len(sys.path))
+    sys.path.insert(at, parent)
+"""
+"""The child's first lines (``python -c``, ``argv[1]`` the directory holding our ``ledger``):
+that directory is put on ``sys.path`` only when ``ledger`` would not be ours without it (a source
+checkout never installed), and then *after* the standard library (before site-packages, so
+that an unrelated ``ledger`` there does not win). Never through ``PYTHONPATH``, which comes
+before the standard library: for an installed package that directory is ``site-packages``, and
+an old backport there (``enum34``, ``typing``) would replace the standard module in the child,
+whose failures nobody sees (issue 32, review finding 6). The cwd (the git dir) is dropped from
+``sys.path`` too: nothing is imported from a repository."""
+_CHILD_MAIN = "from ledger.background_upkeep import main\nsys.exit(main(sys.argv[2:]))\n"
+
+
 def _start(repo: GitRepo, fd: int) -> None:
     package_parent = str(Path(__file__).resolve().parents[3])
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
     subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "ledger.background_upkeep",
+            "-c",
+            CHILD_PATH_SETUP + _CHILD_MAIN,
+            package_parent,
             str(repo.root),
             str(repo.git_dir),
             str(fd),
         ],
         cwd=str(repo.git_dir),
-        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -6,7 +6,7 @@ from the packing itself.
 
 Invariants:
 - Read-only but for the floor file (``<common-dir>/pi-rewind/loose-floor``, temporary file +
-  rename); no git process; a few ``stat``/``listdir`` (all 256 fan-out directories only when
+  rename; the temporary is ``flock``'ed by its writer, so one a kill leaves is removable); no git process; a few ``stat``/``listdir`` (all 256 fan-out directories only when
   ``gc.auto`` ≤ 256, ten at git's default).
 - :func:`over_threshold` is what "due" means: the loose objects beyond the floor over ``gc.auto``
   by our count, or more new files in ``objects/17`` than git's own ``gc --auto`` allows. The
@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 
+from ledger.git.liveness import same_file, take_lock
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.store.leftovers import is_hex, objects_dir
+from ledger.git.store.leftovers import FLOOR_FILE, FLOOR_TMP_SUFFIX, is_hex, objects_dir
 
 DEFAULT_GC_AUTO = 6700
 """git's own default for ``gc.auto``."""
-FLOOR_FILE = "loose-floor"
-"""In ``<common-dir>/pi-rewind``: the loose objects the last upkeep left that are not ours."""
 SAMPLE_AT_THRESHOLD = 256
 """How many loose objects :func:`loose_count` wants to see at the threshold (±6 %)."""
 
@@ -80,11 +80,24 @@ def loose_floor(repo: GitRepo) -> tuple[int, int]:
 
 
 def save_floor(repo: GitRepo, count: int, in_17: int) -> None:
+    """Write the floor through ``loose-floor.<hex>.tmp``, a temporary that is its own lock
+    (created ``O_EXCL`` and ``flock``'ed at once, :mod:`ledger.git.owned`): one a kill leaves is
+    removed by the leftovers sweep once its ``flock`` is free. A sweep that removed it before we
+    locked it only makes the rename fail: the floor is saved by the next upkeep."""
     home = make_private_dir(repo.common_dir)
-    tmp = home / f"{FLOOR_FILE}.{os.getpid()}.tmp"
+    tmp = home / f"{FLOOR_FILE}.{secrets.token_hex(4)}{FLOOR_TMP_SUFFIX}"
     with contextlib.suppress(OSError):
-        tmp.write_text(f"{max(0, count)} {max(0, in_17)}\n", "ascii")
-        os.replace(tmp, home / FLOOR_FILE)
+        fd = take_lock(tmp)
+        if fd is None:  # no flock here: a plain temporary (never removed by the sweep)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, f"{max(0, count)} {max(0, in_17)}\n".encode("ascii"))
+            if same_file(fd, tmp):
+                os.replace(tmp, home / FLOOR_FILE)
+        finally:
+            os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)  # only when the rename did not happen: normally already gone
 
 
 def over_threshold(repo: GitRepo) -> bool:

@@ -174,6 +174,10 @@ def _take(lock: Path, name: str) -> int:
             # leaves a lock we cannot tell from git's; it is then only named, never removed).
             direct = _create(lock)
             try:
+                # The claim describes this descriptor: a probe holding the new file at the
+                # instant _create tried its flock leaves us without one, and then identity
+                # (not "flock=1") must decide whether we are gone.
+                line = f"{LOCK_TAG} {Owner.current().to_fields()} flock={int(_flocked(direct))}\n"
                 _write_all(direct, line.encode("ascii"))
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -31,8 +31,12 @@ Invariants:
   the next trigger retries). A shadow's repack also holds the private index's capture lock (it
   deletes packs and prunes). Packing ours in a user's repository does not: it deletes only loose
   copies of objects already in the pack it installed, which no reader can miss (git and libgit2
-  look in the packs again on a miss), so a capture never waits for it. Never while a restore
-  journal is open, and never on the capture path.
+  look in the packs again on a miss), so a capture never waits for it. Never on the capture
+  path. A pass is not *started* while a restore journal is open (running or interrupted);
+  one started a moment before a restore opens its journal goes on beside it (the detached
+  upkeep may be started by the restore's own undo snapshot). That is harmless: in a user's
+  repository it deletes only loose copies of objects already in the pack it installed, and in
+  a shadow it holds the capture lock, which a restore takes too.
 - Nothing is written into ``objects/`` until it is complete: ``pack-objects --stdout`` and
   ``index-pack -o`` write into our own directory ``<common-dir>/pi-rewind/upkeep-<pid>-<hex>/``,
   whose owner holds an ``flock`` on it. The pack moves in first and its ``.idx`` last (git sees a
@@ -94,12 +98,17 @@ from ledger.git.store.loose import (
     over_threshold,
     save_floor,
 )
+from ledger.git.store.upkeeplock import (
+    LOCK_FILE,
+    LOCK_TIMEOUT_S,
+    UpkeepBusy,
+    try_upkeep_lock,
+    upkeep_lock,
+    upkeep_running,
+)
 
-LOCK_TIMEOUT_S = 2.0
 PENDING_FILE = "upkeep-pending"
 """In a shadow's private dir: a sweep dropped snapshots, repack at the next opportunity."""
-LOCK_FILE = "upkeep.flock"
-"""In ``<common-dir>/pi-rewind``: the file an upkeep holds an ``flock`` on while it runs."""
 
 Stop = Callable[[], bool]
 
@@ -169,58 +178,6 @@ def our_loose_objects(repo: GitRepo) -> list[tuple[str, str]]:
 
 
 # --- one upkeep at a time ---------------------------------------------------------------------
-
-
-class UpkeepBusy(Exception):
-    """Another process (or thread) runs an upkeep of this repository."""
-
-
-def try_upkeep_lock(repo: GitRepo) -> int | None:
-    """A descriptor holding the upkeep ``flock`` (close it to release), or ``None`` when another
-    upkeep holds it. The descriptor is close-on-exec: only a child given it explicitly
-    (``pass_fds``) keeps the lock (:mod:`ledger.git.store.autoupkeep`)."""
-    home = make_private_dir(repo.common_dir)
-    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
-@contextlib.contextmanager
-def upkeep_lock(repo: GitRepo, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold the upkeep ``flock`` (waiting up to ``timeout_s``); :class:`UpkeepBusy` when it
-    stays taken. The kernel releases it when its holder dies: a killed upkeep never blocks
-    the next one."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        fd = try_upkeep_lock(repo)
-        if fd is not None:
-            break
-        if time.monotonic() >= deadline:
-            raise UpkeepBusy()
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        os.close(fd)
-
-
-def upkeep_running(repo: GitRepo) -> bool:
-    """Whether an upkeep of this repository holds the lock now (a probe; nothing created)."""
-    try:
-        fd = os.open(private_dir(repo.common_dir) / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # --- the work directory ------------------------------------------------------------------------
@@ -319,6 +276,13 @@ def pack_ours(repo: GitRepo, report: UpkeepReport, stop: Stop) -> list[str]:
         if name is None or stop():
             return found
         _install_pack(repo, work, name)
+    # Defence in depth (issue 32, review finding 1): a loose copy goes only while the pack that
+    # holds it is installed, both its files there; anything else removed it meanwhile, and the
+    # loose copies are then the only ones left.
+    pack_dir = objects_dir(repo) / "pack"
+    if not all((pack_dir / f"pack-{name}{ext}").is_file() for ext in (".pack", ".idx")):
+        report.skipped = f"pack-{name} vanished after it was installed; no loose object deleted"
+        return found
     report.action = "packed-ours"
     report.packed_objects = len(loose)
     objects = objects_dir(repo)
@@ -444,13 +408,17 @@ def run_upkeep(
     """Clean our leftovers, then, when due (or ``force``), pack our loose objects (a user's
     repository) or repack and prune (a shadow). Never raises for being busy: the report says
     what was skipped and why; git failures raise :class:`GitError` (nothing half-done stays).
-    ``restore_open``: whether a restore journal is open (running or interrupted): then nothing
-    is packed (required, so that no caller forgets it; the journal is the restore subsystem's,
-    :func:`ledger.git.restore.journal.restore_open`). ``lock_held``: the caller holds the
-    upkeep lock already (the detached upkeep, :mod:`ledger.git.store.autoupkeep`)."""
+    ``restore_open``: whether a restore journal is open (running or interrupted): then no pass
+    is started (asked once, at the start; see the module for why a restore that opens its
+    journal later is safe; required, so that no caller forgets it; the journal is the restore
+    subsystem's, :func:`ledger.git.restore.journal.restore_open`). ``lock_held``: the caller
+    holds the upkeep lock already (the detached upkeep, :mod:`ledger.git.store.autoupkeep`);
+    otherwise the leftovers of interrupted upkeeps are removed only if the lock is free."""
     threshold = gc_auto_threshold(repo)
     report = UpkeepReport(loose_estimate=loose_estimate(repo), threshold=threshold)
-    report.leftovers_removed = [str(item.path) for item in clean_leftovers(repo)]
+    report.leftovers_removed = [
+        str(item.path) for item in clean_leftovers(repo, upkeep_lock_held=lock_held)
+    ]
     if not (force or upkeep_due(repo)):
         return report
     if restore_open():
@@ -496,6 +464,8 @@ def run_upkeep(
 
 __all__ = [
     "DEFAULT_GC_AUTO",
+    "LOCK_FILE",
+    "LOCK_TIMEOUT_S",
     "UpkeepBusy",
     "UpkeepReport",
     "gc_auto_threshold",
