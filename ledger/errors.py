@@ -302,6 +302,19 @@ class NothingToUndoError(LedgerError):
         )
 
 
+class NoStateBeforeError(LedgerError):
+    """``rewind undo --to OP``: the operation has no state before it to go back to (it changed
+    no file, so it recorded none) or that snapshot was pruned."""
+
+    def __init__(self, operation: str, session: str, *, reason: str, hint: str) -> None:
+        self.operation = operation
+        self.session = session
+        super().__init__(
+            f"cannot undo to before operation {operation} of session {session}: {reason}",
+            hint=hint,
+        )
+
+
 # --- review and portability ----------------------------------------------------------------
 
 
@@ -520,6 +533,7 @@ __all__ = [
     "NoRewindPointError",
     "NoShadowError",
     "NotARepositoryError",
+    "NoStateBeforeError",
     "NothingToUndoError",
     "RestoreFailedError",
     "RestoreRunningError",

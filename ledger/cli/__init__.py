@@ -40,6 +40,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("restore", "ledger.cli.restore", "restore files and/or conversation to an entry"),
     ("undo", "ledger.cli.restore", "undo the last file rewind of the session"),
+    ("history", "ledger.cli.history", "the session's file operations, newest first"),
     ("fork", "ledger.cli.restore", "fork the session at an entry (Pi's /fork)"),
     ("checkpoint", "ledger.cli.restore", "snapshot now and bind it to an entry"),
     ("diff", "ledger.cli.restore", "what a restore to an entry would change"),

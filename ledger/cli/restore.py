@@ -81,9 +81,18 @@ def register(
         "undo",
         parents=[common],
         help="undo the last file rewind of the session",
-        description="Restore the latest undo snapshot on the session's branch (undo of undo works).",
+        description="Restore the latest undo snapshot on the session's branch (undo of undo "
+        "works); with --to OP, the files as they were just before that operation (see 'rewind "
+        "history'), itself one more undoable operation.",
     )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument(
+        "--to",
+        metavar="OP",
+        default=None,
+        help="an operation id from 'rewind history' (or a unique prefix of one): restore the "
+        "files to what they were just before it",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(run=run_undo)
@@ -319,6 +328,8 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
     # A restore still running is not interrupted: wait for it and its record, then undo what is
     # the last file rewind by then (that restore, when it is this session's).
     wait_for_running(ctx, engine)
+    if args.to is not None:
+        return _run_undo_to(args, ctx, engine)
     # The engine decides, as for the menus: an interrupted restore of this session first.
     plan = operations.undo(engine, dry_run=True)
     journal = plan.interrupted
@@ -373,6 +384,55 @@ def _undo_text(report: RestoreReport, session_name: str) -> str:
             again,
         ]
     )
+
+
+def _run_undo_to(args: argparse.Namespace, ctx: CliContext, engine: Engine) -> int:
+    """``rewind undo SESSION --to OP``: the files as they were just before operation OP
+    (:func:`ledger.engine.history.undo_to`), with the plan, confirmation and dry run of undo."""
+    from ledger.engine.history import undo_to
+
+    op, plan = undo_to(engine, args.to, dry_run=True)
+    where = f"before operation {op.record} ({op.kind}, snapshot {_short(plan.target)})"
+    if args.dry_run:
+        _warn_all(ctx, plan.warnings)
+        ctx.emit(
+            {**plan.to_json(), "operation": op.record},
+            lambda: "\n".join(
+                [
+                    f"undo to {where} would change {_summary(plan)}",
+                    *plan_lines(plan),
+                    *plan_outside_lines(plan, args.session),
+                ]
+            ),
+        )
+        return 0
+    confirm(
+        ctx,
+        args,
+        f"Restore the files as they were before operation {op.record}",
+        "\n".join(
+            [
+                f"Undo plan ({_summary(plan)}):",
+                *plan_lines(plan),
+                *plan_outside_lines(plan, args.session),
+            ]
+        ),
+    )
+    with restoring(ctx, engine, "undo", op.parent):
+        op, report = undo_to(engine, op.record)
+    _warn_all(ctx, report.warnings)
+    ctx.emit(
+        {**report.to_json(), "operation": op.record},
+        lambda: "\n".join(
+            [
+                f"files now as they were {where}: {_summary(report)}",
+                *plan_lines(report),
+                *plan_outside_lines(report, args.session, done=True),
+                f"undo with: rewind undo {args.session}" if report.undo else "nothing changed",
+            ]
+        ),
+    )
+    return 0
 
 
 def _authors_namespace(authors: Authors) -> SimpleNamespace:
