@@ -12,10 +12,11 @@ Invariants:
 - ``undo --to`` refuses before anything changes: an unknown or ambiguous OP, an operation that
   changed no file (no state before it), a pruned snapshot, an interrupted restore in the work
   tree (its journal is the way back; ``rewind undo`` finishes it first).
-- It is one more operation: one ``rewind-op`` at the leaf (none when the files and the
-  branch's recorded state already are that snapshot, as for ``rewind restore --mode files``), ``current`` = the snapshot brought
+- It is one more operation: one ``rewind-op`` at the leaf, ``current`` = the snapshot brought
   back, ``undo`` = the files it replaced (None when none changed), so a plain ``rewind undo``
-  swaps back; appended while the restore's journal is still held, as every undo is.
+  swaps back; appended while the restore's journal is still held, as every undo is. None is
+  appended when the files and the branch's recorded state already are that snapshot (as for
+  ``rewind restore --mode files``).
 - A dry run changes and appends nothing.
 - Operations are found through the lineage (a fork's ancestors too): a fork's child shares its
   work tree, so the state before an ancestor's operation is a state of this work tree as well.
@@ -25,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ledger.engine.changes_since import plan_authors
 from ledger.engine.engine import Engine
-from ledger.engine.operations import RestoreReport, _fill_plan, plan_for
+from ledger.engine.operations import RestoreReport, plan_for
 from ledger.errors import MissingCommitError, NoStateBeforeError
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import recording
@@ -109,7 +111,15 @@ def undo_to(engine: Engine, name: str, *, dry_run: bool = False) -> tuple[Operat
         assert journal is not None
         raise interruption_error(journal)
     report = RestoreReport(mode=UNDO_TO, entry=op.parent, target=target, dry_run=dry_run)
-    _fill_plan(report, plan_for(engine, target), engine)
+    plan = plan_for(engine, target)
+    report.added, report.modified, report.deleted = (
+        list(plan.added),
+        list(plan.modified),
+        list(plan.deleted),
+    )
+    report.warnings.extend(plan.warnings)
+    authors = plan_authors(engine, plan)  # from the plan's own capture: no capture added
+    report.outside, report.others = list(authors.own), list(authors.others)
     if dry_run:
         return op, report
     with recording():  # the restore counts as running until its op record is appended
@@ -118,11 +128,11 @@ def undo_to(engine: Engine, name: str, *, dry_run: bool = False) -> tuple[Operat
         if outcome.changed or engine.branch_state().current != target:
             report.record = engine.append_op(current=target, undo=outcome.undo_commit)
     report.changed, report.undo, report.leaf = outcome.changed, outcome.undo_commit, report.record
-    plan = outcome.plan
+    done = outcome.plan
     report.added, report.modified, report.deleted = (
-        list(plan.added),
-        list(plan.modified),
-        list(plan.deleted),
+        list(done.added),
+        list(done.modified),
+        list(done.deleted),
     )
     return op, report
 
