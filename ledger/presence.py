@@ -182,7 +182,7 @@ def parse_presence(raw: bytes, stem: str) -> Presence:
     return Presence(
         sid, file, pid, start, boot, host, started, kind, busy, lock, stem,
         title=title if isinstance(title, str) and title else None,
-        pi_pid=pi_pid if _is_int(pi_pid) and pi_pid > 0 else None,
+        pi_pid=pi_pid if isinstance(pi_pid, int) and _is_int(pi_pid) and pi_pid > 0 else None,
     )  # fmt: skip
 
 

@@ -139,6 +139,8 @@ def test_the_rewind_list_preview_and_tree_menu_say_whose_files_they_are(
         "b.txt": second.header["id"],
         "mine.txt": None,
     }
+    labels = {f["path"]: f["byLabel"] for f in preview["files"] if f["by"]}
+    assert labels == {"README.md": short, "b.txt": short}, "the /rewind mark names it too"
     assert preview["otherLines"] == [
         f"2 files written by session {short} (still running) will be overwritten: README.md, "
         'b.txt; "Undo last file rewind" brings them back'
