@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.session_names import session_label
 
 
 class OtherTurnRunningError(LedgerError):
@@ -25,17 +26,19 @@ class OtherTurnRunningError(LedgerError):
         *,
         waited_s: float = 0.0,
         places: dict[str, str] | None = None,
+        titles: dict[str, str] | None = None,
     ) -> None:
         self.repository = Path(repository)
         self.sessions = sessions
         """``(session id, pid)`` of each session the registry says is in a turn (may be empty:
-        a turn's hold is proof enough; the registry is only the words)."""
+        a turn's hold is proof enough; the registry is only the words); the pid is Pi's."""
         self.waited_s = waited_s
         self.places = dict(places or {})
         """Session id → the directory it works in, for sessions of a nested or enclosing one."""
+        titles = titles or {}
         if sessions:
             named = ", ".join(
-                f"session {sid[:8]}… (pid {pid}"
+                f"session {session_label(sid, titles.get(sid))} (pid {pid}"
                 + (f", working in {self.places[sid]})" if sid in self.places else ")")
                 for sid, pid in sessions
             )
@@ -76,7 +79,7 @@ class OtherRestoreRunningError(OtherTurnRunningError):
         """The directory it restores when that is a nested or enclosing one."""
         details = [f"pid {pid}"]
         if session_id:
-            details.append(f"session {session_id[:8]}…")
+            details.append(f"session {session_label(session_id)}")
         if started:
             details.append(f"started {started}")
         if where:

@@ -69,6 +69,10 @@ from ledger.git.liveness import (
     take_lock,
 )
 from ledger.git.private import make_private_dir, private_dir
+from ledger.session_names import session_label, title_of
+
+# The wording of the listings lives with the names (re-exported: callers import it from here).
+from ledger.session_words import describe, footer_mark, others_notice, status_line
 
 PRESENCE_VERSION = 1
 SESSIONS_DIR_NAME = "sessions"
@@ -108,16 +112,30 @@ class Presence:
     whole: bool = True
     """False: listed from its held lock and file name, its entry being unreadable or missing
     (its owner writes it again); the session file, start time and state are then unknown."""
+    title: str | None = None
+    """Pi's session name, else its first prompt's first words (:mod:`ledger.session_names`),
+    written by the live session (which knows its entries), so listings read no session file."""
+    pi_pid: int | None = None
+    """The Pi process's pid (the bridge's parent, or a hosted session's peer); ``pid`` is the
+    process holding the lock (the bridge or the watcher), which liveness is judged by."""
 
     @property
     def started(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
 
     @property
-    def short_id(self) -> str:
-        return self.session_id[:8] + ("…" if len(self.session_id) > 8 else "")
+    def label(self) -> str:
+        """``"fix the login bug" (…7f3a9c2e)`` (:func:`ledger.session_names.session_label`)."""
+        return session_label(self.session_id, self.title)
+
+    @property
+    def shown_pid(self) -> int:
+        """The pid the user knows: Pi's when recorded (entries before issue 33: the bridge's)."""
+        return self.pi_pid if self.pi_pid is not None else self.pid
 
     def to_json(self) -> dict[str, Any]:
+        # Compatibility: title and piPid are optional (issue 33); older readers read by key.
+        added = {"title": self.title, "piPid": self.pi_pid, "entryUnreadable": not self.whole}
         return {
             "version": PRESENCE_VERSION,
             "sessionId": self.session_id,
@@ -131,7 +149,7 @@ class Presence:
             "kind": self.kind,
             "busy": self.busy,
             "lock": self.lock,
-        } | ({} if self.whole else {"entryUnreadable": True})
+        } | {key: value for key, value in added.items() if value not in (None, False)}
 
 
 def _is_int(value: object) -> bool:
@@ -159,7 +177,13 @@ def parse_presence(raw: bytes, stem: str) -> Presence:
         raise ValueError("the boot id or host is not a string")
     if kind not in ("bridge", "hosted") or not isinstance(busy, bool) or not isinstance(lock, bool):
         raise ValueError("kind, busy or lock has the wrong type")
-    return Presence(sid, file, pid, start, boot, host, started, kind, busy, lock, stem)
+    # Added later (issue 33), so tolerated when absent or odd: a wrong type is dropped, never fatal.
+    title, pi_pid = data.get("title"), data.get("piPid")
+    return Presence(
+        sid, file, pid, start, boot, host, started, kind, busy, lock, stem,
+        title=title if isinstance(title, str) and title else None,
+        pi_pid=pi_pid if isinstance(pi_pid, int) and _is_int(pi_pid) and pi_pid > 0 else None,
+    )  # fmt: skip
 
 
 def entry_stem(pid: int, session_id: str, token: str) -> str:
@@ -167,36 +191,6 @@ def entry_stem(pid: int, session_id: str, token: str) -> str:
     a path), the token keeps two announcements of one pid and session apart."""
     safe = re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:64] or "unknown"
     return f"{pid}-{safe}-{token}"
-
-
-def footer_mark(count: int) -> str:
-    """What the footer gains while ``count`` (this one included) sessions are live here."""
-    return f" · {count} sessions here" if count >= 2 else ""
-
-
-def describe(entry: Presence) -> str:
-    """``session 01a2…, pid N, started …``"""
-    return f"session {entry.short_id}, pid {entry.pid}, started {entry.started}"
-
-
-def others_notice(others: list[Presence]) -> str:
-    """The notice a session shows once per other live session it learns of."""
-    if len(others) == 1:
-        who = f"another Pi session works in this directory too ({describe(others[0])})"
-    else:
-        listed = "; ".join(describe(o) for o in others)
-        who = f"{len(others)} other Pi sessions work in this directory too ({listed})"
-    return f"Rewind: {who}; a restore in one overwrites what the other's agent writes"
-
-
-def status_line(entry: Presence, *, own: bool = False) -> str:
-    """One session in ``rewind status`` / ``rewind doctor``."""
-    where = f" ({entry.session_file})" if entry.session_file else ""
-    state = "in a turn" if entry.busy else "idle"
-    hosted = ", hosted by the watcher" if entry.kind == "hosted" else ""
-    if not entry.whole:
-        state = "its entry unreadable (shown from its lock; its owner writes it again)"
-    return f"  {describe(entry)}{hosted}, {state}{' (this one)' if own else ''}{where}"
 
 
 # --- the file adapter ----------------------------------------------------------------------
@@ -228,14 +222,16 @@ class Announcement:
     def live(self) -> bool:
         return self._lock_fd is not None or not self.presence.lock
 
-    def set_busy(self, busy: bool) -> None:
-        """A turn started or ended: one atomic rewrite on a change, else a repair if damaged."""
+    def set_busy(self, busy: bool, title: str | None = None) -> None:
+        """A turn started or ended (``title``: the session's title now, when known): one atomic
+        rewrite on a change, else a repair if damaged."""
         if not self.live:
             return
-        if busy == self.presence.busy:
+        title = title_of(title, None) or self.presence.title
+        if busy == self.presence.busy and title == self.presence.title:
             self.repair()
             return
-        self.presence = replace(self.presence, busy=busy)
+        self.presence = replace(self.presence, busy=busy, title=title)
         with contextlib.suppress(OSError):  # stale "busy" is only a word in a listing
             _write(self.path, self.presence)
 
@@ -279,6 +275,8 @@ def announce(
     *,
     kind: Kind = "bridge",
     now_ms: int | None = None,
+    title: str | None = None,
+    pi_pid: int | None = None,
 ) -> Announcement | None:
     """Announce a session of this process; ``None`` when the registry cannot be written at all
     (a read-only git dir: the session works as before, only unannounced). When only the entry
@@ -302,6 +300,8 @@ def announce(
         kind,
         lock=fd is not None,
         stem=stem,
+        title=title_of(title, None),
+        pi_pid=pi_pid if pi_pid is not None and pi_pid > 0 else None,
     )
     announcement = Announcement(directory, presence, fd)
     try:

@@ -58,6 +58,7 @@ from pathlib import Path
 
 from ledger.gate_errors import OtherRestoreRunningError, OtherTurnRunningError
 from ledger.git.private import make_private_dir, private_dir
+from ledger.session_names import session_label
 from ledger.work_tree_scope import Member, gate_order, live_here, root_of, scope, where
 
 GATE_NAME = "turns.gate"
@@ -76,8 +77,11 @@ class BusySession:
 
     session_id: str
     pid: int
+    """The Pi process's (as its presence entry records it; older entries: its bridge's)."""
     where: str | None = None
     """Its directory when it works in a nested or enclosing one (not this work tree's own)."""
+    title: str | None = None
+    """Its name or first prompt's words (:mod:`ledger.session_names`), from its entry."""
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,8 @@ class GateHolder:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
 
     def words(self) -> str:
-        """``pid N, session 01a2…, started …``"""
-        session = f", session {self.session_id[:8]}…" if self.session_id else ""
+        """``pid N, session …7f3a9c2e, started …`` (the id's random tail, never its prefix)."""
+        session = f", session {session_label(self.session_id)}" if self.session_id else ""
         return f"pid {self.pid}{session}, started {self.started}"
 
 
@@ -223,7 +227,8 @@ class Blocker:
 
 def named(sessions: Sequence[BusySession]) -> str:
     return ", ".join(
-        f"session {s.session_id[:8]}… (pid {s.pid}{f', working in {s.where}' if s.where else ''})"
+        f"session {session_label(s.session_id, s.title)} "
+        f"(pid {s.pid}{f', working in {s.where}' if s.where else ''})"
         for s in sessions
     )
 
@@ -232,7 +237,7 @@ def busy_here(git_dir: Path, own_session_id: str | None) -> list[BusySession]:
     """The other live sessions of this work tree's scope (nested shadows included) that the
     registries say are in a turn."""
     return [
-        BusySession(entry.session_id, entry.pid, where(member))
+        BusySession(entry.session_id, entry.shown_pid, where(member), entry.title)
         for entry, member in live_here(git_dir)
         if entry.busy and entry.session_id != own_session_id
     ]
@@ -479,6 +484,7 @@ class TurnGate:
             [(s.session_id, s.pid) for s in turns],
             waited_s=waited_s,
             places={s.session_id: s.where for s in turns if s.where},
+            titles={s.session_id: s.title for s in turns if s.title},
         )
 
     def close(self) -> None:

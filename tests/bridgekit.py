@@ -166,6 +166,26 @@ class FakePi:
             }
         )["id"]
 
+    @property
+    def pi_pid(self) -> int:
+        """The pid rewind shows for this session: Pi's, which here is this test process (the
+        bridge's parent, or the peer of a hosted session's connection)."""
+        return os.getpid()
+
+    def label(self) -> str:
+        """How rewind names this session (:mod:`ledger.session_names`): its latest name, else
+        its first prompt's words, with the id's random tail."""
+        from ledger.session_names import label_from
+
+        names = [e.get("name") for e in self.entries if e["type"] == "session_info"]
+        prompts = [
+            e["message"]["content"]
+            for e in self.entries
+            if e["type"] == "message" and e["message"]["role"] == "user"
+        ]
+        name = names[-1] if names and isinstance(names[-1], str) else None
+        return label_from(str(self.header["id"]), name, prompts[0] if prompts else None)
+
     def write_file(self) -> Path:
         """Flush the session to disk the way Pi does once it has an assistant message."""
         self.session_file.parent.mkdir(parents=True, exist_ok=True)

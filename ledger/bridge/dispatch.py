@@ -83,6 +83,9 @@ class BridgeState:
     """This session's entry in the presence registry while its engine is on."""
     gate: TurnGate | None = None
     """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
+    pi_pid: int | None = None
+    """The Pi process this session serves (the bridge's parent, or a hosted session's peer):
+    the pid the listings show (docs/design.md#sessions-here)."""
 
 
 @dataclass
@@ -166,15 +169,21 @@ def start_engine(
 
 def _announce(state: BridgeState, repo: GitRepo) -> None:
     from ledger.presence import announce
+    from ledger.session_names import session_title
     from ledger.turngate import TurnGate, TurnPolicy
 
     state.gate = TurnGate(repo.git_dir)
     if state.engine is not None:
         state.engine.turns = TurnPolicy(gate=state.gate)  # inside Pi: refuse, never wait
     file = state.host.session_file
-    session_id = state.host.session_for_status().id
+    session = state.host.session_for_status()
     state.presence = announce(
-        repo.git_dir, session_id, str(file) if file else None, kind=state.kind
+        repo.git_dir,
+        session.id,
+        str(file) if file else None,
+        kind=state.kind,
+        title=session_title(session),  # a resumed session's name or first prompt
+        pi_pid=state.pi_pid,
     )
 
 
@@ -197,10 +206,14 @@ def _turn_begins(state: BridgeState) -> None:
 
 
 def _turn_ends(state: BridgeState) -> None:
+    from ledger.session_names import session_title
+
     if state.gate is not None:
         state.gate.end_turn()
     if state.presence is not None:
-        state.presence.set_busy(False)
+        # The first prompt (or a /name since) is in the mirrored session by now: the entry's
+        # title follows, rewritten only when it changed.
+        state.presence.set_busy(False, session_title(state.host.session_for_status()))
 
 
 LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})

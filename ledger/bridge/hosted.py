@@ -56,6 +56,7 @@ from ledger.bridge.private_socket import (
     LineGate,
     fits,
     listen_private,
+    peer_pid,
     send_decline,
 )
 from ledger.git.private import private_dir, unsafe_private_dir
@@ -285,7 +286,8 @@ class HostedSessions:
         with conn.makefile("rb") as reader, conn.makefile("wb") as writer:
             # The agent dir as a bridge the extension starts finds it: from the environment
             # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
-            server = BridgeServer(reader, writer, kind="hosted")
+            # The extension connects from Pi's own process: its pid is the Pi the user sees.
+            server = BridgeServer(reader, writer, kind="hosted", pi_pid=peer_pid(conn))
             with self._guard:
                 if self._closed.is_set():
                     return  # stopping already: this session starts no event here

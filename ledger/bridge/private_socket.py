@@ -101,6 +101,17 @@ def peer_uid(conn: socket.socket) -> int:
     return int(struct.unpack("3i", creds)[1])
 
 
+def peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a Unix socket (Linux ``SO_PEERCRED``), as of
+    its ``connect``; ``None`` when it cannot be asked."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    pid = int(struct.unpack("3i", creds)[0])
+    return pid if pid > 0 else None
+
+
 def read_line(conn: socket.socket, limit: int) -> bytes | None:
     """One line without its newline; ``None`` at end of input or past ``limit`` bytes. Each
     received byte is scanned once (only the new chunk is searched for the newline)."""
@@ -305,6 +316,7 @@ __all__ = [
     "fits",
     "listen_private",
     "open_dir",
+    "peer_pid",
     "peer_uid",
     "read_line",
     "send_decline",

@@ -64,13 +64,15 @@ class BridgeServer:
         agent_dir: Path | None = None,
         on_first_event: Callable[[EventMessage], None] | None = None,
         kind: Kind = "bridge",
+        pi_pid: int | None = None,
     ) -> None:
         """``kind``: ``bridge`` for a process of its own (:func:`serve_stdio`), ``hosted`` for the
-        watcher's sessions (:mod:`ledger.bridge.hosted`)."""
+        watcher's sessions (:mod:`ledger.bridge.hosted`). ``pi_pid``: the Pi process served
+        (shown in the listings instead of this process's)."""
         self.reader = reader
         self.writer = writer
         self._on_first_event = on_first_event
-        self.state = BridgeState(BridgeHost(self._call), agent_dir, kind=kind)
+        self.state = BridgeState(BridgeHost(self._call), agent_dir, kind=kind, pi_pid=pi_pid)
         self._presence = ScopeView()  # nested directories' sessions too (work_tree_scope)
         self._told: set[str] = set()
         """The other sessions (entry stems) this session was told of."""
@@ -295,5 +297,8 @@ def serve_stdio(
         agent_dir=agent_dir,
         on_first_event=on_first_event,
         kind="bridge",
+        # Pi spawns the bridge itself (tools/pi-extension/rewind-ledger.ts): its parent is the
+        # Pi the user sees (a wrapper in REWIND_BRIDGE_CMD would be named instead; 1: orphaned).
+        pi_pid=os.getppid() if os.getppid() > 1 else None,
     )
     return server.serve()

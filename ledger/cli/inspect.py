@@ -103,6 +103,7 @@ def run_sessions(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.lineage import LineageReader
+    from ledger.session_names import id_tail
     from ledger.session_views import ledger_log
 
     path = resolve_session_path(ctx, args.session)
@@ -114,7 +115,8 @@ def run_log(args: argparse.Namespace, ctx: CliContext) -> int:
     for warning in report.warnings:
         ctx.warn(warning)
     for row in report.rows:
-        prefix = f"{row.session[:8]}  " if args.lineage else ""
+        # The id's random tail: forks made seconds apart share a UUIDv7's time-ordered prefix.
+        prefix = f"{id_tail(row.session)}  " if args.lineage else ""
         text = f"{prefix}{row.entry_id or '-'}  {row.kind:<12}  {row.snapshot}  {row.record}  {row.role or '-':<10}  {row.text or ''}"
         ctx.emit_line(row.to_json(), text.rstrip())
     return 0

@@ -52,6 +52,7 @@ from ledger.git.trees import Change, Entry, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
 from ledger.session.model import Session, is_restorable
+from ledger.session_names import session_label, session_title
 from ledger.work_tree_scope import Member, live_here, scope
 
 if TYPE_CHECKING:
@@ -79,17 +80,17 @@ class Neighbour:
     busy: bool
     """A turn of it is in flight (the registry's word: advisory)."""
     pid: int | None
+    """The Pi process's pid when it runs (as its presence entry records it)."""
     work: StepsWork
-
-    @property
-    def short_id(self) -> str:
-        return self.session_id[:8] + ("…" if len(self.session_id) > 8 else "")
+    title: str | None = None
+    """Its name, else its first prompt's first words (:mod:`ledger.session_names`)."""
 
     @property
     def label(self) -> str:
-        """``session 01a2b3c4… (still running)``"""
+        """``session "fix the login bug" (…7f3a9c2e) (still running)``: never the id's
+        time-ordered prefix, which sessions started close together share."""
         state = "in a turn now" if self.busy else "still running" if self.running else "ended"
-        return f"session {self.short_id} ({state})"
+        return f"session {session_label(self.session_id, self.title)} ({state})"
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class WrittenByOther:
 # The memo: per engine (weakly: an engine that ends takes its memo with it), per session file
 # and repository, the file's state and the neighbour's work then.
 _MEMO: weakref.WeakKeyDictionary[
-    Engine, dict[tuple[str, str], tuple[tuple[int, int], StepsWork]]
+    Engine, dict[tuple[str, str], tuple[tuple[int, int], str | None, StepsWork]]
 ] = weakref.WeakKeyDictionary()
 # The other repositories of the scope an engine read neighbours from (opened once per engine).
 _REPOS: weakref.WeakKeyDictionary[Engine, dict[Path, GitRepo | None]] = weakref.WeakKeyDictionary()
@@ -136,9 +137,9 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
         if work is None:
             continue
         seen.add(entry.session_id)
-        found.append(
-            Neighbour(entry.session_id, entry.session_file, True, entry.busy, entry.pid, work[1])
-        )
+        file, pid = entry.session_file, entry.shown_pid
+        title = work[1] or entry.title  # its file, read anyway, is the fresher
+        found.append(Neighbour(entry.session_id, file, True, entry.busy, pid, work[2], title))
         if len(found) >= MAX_NEIGHBOURS:
             return found
     if own_path is None:
@@ -151,7 +152,7 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
         if work is None or work[0] in seen:
             continue
         seen.add(work[0])
-        found.append(Neighbour(work[0], str(path), False, False, None, work[1]))
+        found.append(Neighbour(work[0], str(path), False, False, None, work[2], work[1]))
     return found
 
 
@@ -179,8 +180,8 @@ def _recent_siblings(own: Path, now: float) -> list[Path]:
 
 def _work_of(
     engine: Engine, path: Path, where: Member | list[Member]
-) -> tuple[str, StepsWork] | None:
-    """``(session id, what its agent wrote)`` for the session file at ``path``, whose snapshots
+) -> tuple[str, str | None, StepsWork] | None:
+    """``(session id, its title, what its agent wrote)`` for the session file at ``path``, whose snapshots
     are in ``where`` (a member of the scope; or, given the scope, the member whose root holds
     the session's directory most closely); ``None`` when it cannot be read as a session or
     its repository cannot be opened (it then names nothing)."""
@@ -201,10 +202,10 @@ def _work_of(
     name = (str(path), str(member.git_dir))
     cached = memo.get(name)
     if cached is not None and cached[0] == key:
-        return session.id, cached[1]
+        return session.id, cached[1], cached[2]
     work = session_agent_work(engine, session, repo=repo, member=member)
-    memo[name] = (key, work)
-    return session.id, work
+    memo[name] = (key, session_title(session), work)
+    return session.id, memo[name][1], work
 
 
 def _member_of(session: Session, members: list[Member]) -> Member:

@@ -70,6 +70,7 @@ from ledger.outside_rules import (
     short_list,
 )
 from ledger.session.model import entry_text, is_restorable, kind_of
+from ledger.session_names import session_label
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
@@ -338,7 +339,7 @@ def preview(engine: Engine, entry_id: str) -> Preview:
     )
     result.own, result.others = authors.own, authors.others
     mine = {c.path for c in result.own}
-    by = {p: g.neighbour.session_id for g in result.others for p in g.paths}
+    by = {p: g.neighbour for g in result.others for p in g.paths}
     change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
     change.update(dict.fromkeys(plan.deleted, "D"))
     # git's own counts (one process): a symlink↔file change is one entry with its lines, and
@@ -359,7 +360,8 @@ def preview(engine: Engine, entry_id: str) -> Preview:
                 f.deletions if f else 0,
                 bool(f and f.binary),
                 path in mine,
-                by.get(path),
+                by[path].session_id if path in by else None,
+                session_label(by[path].session_id, by[path].title) if path in by else None,
             )
         )
     result.actions = _actions(engine, entry_id, has_files=True, refused=None)
@@ -413,13 +415,12 @@ def _article(word: str) -> str:
 def _busy_elsewhere(engine: Engine) -> str | None:
     """Why no file restore is offered now: another session's turn is running (the registry's
     word; the restore itself is refused by the turn gate, docs/design.md#never-mid-turn)."""
-    from ledger.turngate import busy_sessions
+    from ledger.turngate import busy_here, named
 
-    busy = busy_sessions(engine.repo.git_dir, engine.session().id)
+    busy = busy_here(engine.repo.git_dir, engine.session().id)
     if not busy:
         return None
-    named = ", ".join(f"session {sid[:8]}… (pid {pid})" for sid, pid in busy)
-    return f"a turn of {named} is running here; choose again once it has ended"
+    return f"a turn of {named(busy)} is running here; choose again once it has ended"
 
 
 def _why_no_point(engine: Engine, entry_id: str) -> str:

@@ -181,6 +181,8 @@ class PreviewFile:
     own: bool = False
     by: str | None = None
     """The id of the other session whose agent wrote the file's state now, if one did."""
+    by_label: str | None = None
+    """That session's name for the user (:func:`ledger.session_names.session_label`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -191,6 +193,7 @@ class PreviewFile:
             "binary": self.binary,
             "own": self.own,
             "by": self.by,
+            "byLabel": self.by_label,
         }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.session_names import session_label
 from tests.bridgekit import FakePi
 
 WAIT_S = 60.0
@@ -93,7 +94,8 @@ def test_a_cli_restore_meeting_another_restore_at_the_gate_names_it_not_a_turn(
         )
         err = second.stderr
         assert second.returncode == 1, err
-        assert f"another restore (pid {first.pid}, session {pi.header['id'][:8]}…" in err, err
+        tail = session_label(str(pi.header["id"]))  # the id's random tail, not its prefix
+        assert f"another restore (pid {first.pid}, session {tail}" in err, err
         assert "waiting for it to end before writing files (up to 1 s" in err
         assert f"error: another restore is running (pid {first.pid}" in err, err
         assert "turn" not in err, "a restore is not called a turn"

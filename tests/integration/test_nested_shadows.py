@@ -31,6 +31,7 @@ import orjson
 import pytest
 
 from ledger.git.shadow.layout import shadow_home
+from ledger.session_names import session_label
 from ledger.turngate import TurnGate, held_exclusive, read_holder
 from tests.bridgekit import FakePi
 
@@ -62,7 +63,8 @@ def _pid(pi: FakePi) -> int:
 
 
 def _short(pi: FakePi) -> str:
-    return str(pi.header["id"])[:8]
+    """The id's random tail: how a restore's record names its session (it has no title)."""
+    return session_label(str(pi.header["id"]))
 
 
 def _begin_turn(pi: FakePi) -> None:
@@ -145,7 +147,7 @@ def test_a_cli_restore_in_the_outer_directory_waits_for_the_inner_sessions_turn(
     err = refused.stderr.decode()
     assert refused.returncode == 1, (refused.stdout.decode(), err)
     assert "waiting for it to end before writing files (up to 1 s; Ctrl-C cancels" in err
-    who = f"a turn of session {_short(nested.inner)}… (pid {_pid(nested.inner)}"
+    who = f"a turn of session {nested.inner.label()} (pid {nested.inner.pi_pid}"
     assert f"error: {who}" in err, err
     assert str(nested.sub) in err, "it says where that session works"
     assert "hint: nothing was changed" in err
@@ -174,7 +176,7 @@ def test_a_cli_restore_in_the_inner_directory_waits_for_the_outer_sessions_turn(
     refused = nested.restore_inner("--yes", wait="1")
     err = refused.stderr.decode()
     assert refused.returncode == 1, (refused.stdout.decode(), err)
-    who = f"a turn of session {_short(nested.outer)}… (pid {_pid(nested.outer)}"
+    who = f"a turn of session {nested.outer.label()} (pid {nested.outer.pi_pid}"
     assert f"error: {who}" in err, err
     assert work.read_text() == "v2 by B\n"
     _end_turn(nested.outer)
@@ -189,7 +191,7 @@ def test_rewind_and_tree_in_the_outer_session_are_refused_during_the_inner_turn(
     work = nested.sub / "work.txt"
     outer, inner = nested.outer, nested.inner
     _begin_turn(inner)
-    who = f"a turn of session {_short(inner)}… (pid {_pid(inner)}"
+    who = f"a turn of session {inner.label()} (pid {inner.pi_pid}"
     preview = outer.event("rewind_preview", {"entryId": nested.outer_point}).result["preview"]
     offered = {a["id"]: (a["available"], a["why"]) for a in preview["actions"]}
     assert offered["files"][0] is False and who in str(offered["files"][1]), offered
@@ -248,7 +250,7 @@ def test_the_outer_plan_names_the_inner_sessions_file_and_status_lists_both(
     assert [c["path"] for c in data["changedOutsideAgent"]] == []
     text = nested.restore_outer("--dry-run").stdout.decode()
     assert (
-        f"1 file written by session {_short(nested.inner)}… (still running) will be "
+        f"1 file written by session {nested.inner.label()} (still running) will be "
         "overwritten: sub/work.txt" in text
     ), text
 
@@ -287,7 +289,7 @@ def test_the_outer_attribution_also_names_an_inner_sessions_file_in_the_tree_men
     nested.outer.event("session_before_tree", {"targetId": nested.outer_point})
     title = nested.outer.menus[-1][0]
     assert (
-        f"1 file written by session {_short(nested.inner)}… (still running) will be overwritten"
+        f"1 file written by session {nested.inner.label()} (still running) will be overwritten"
         in title
     ), title
 
@@ -372,7 +374,7 @@ def test_a_cli_restore_waiting_for_another_restore_says_a_restore_is_running(
         assert refused.returncode == 1, err
         assert "turn" not in err.split("error: ", 1)[-1].split("\n")[0], err
         assert f"another restore is running (pid {paused.pid}" in err, err
-        assert f"session {_short(nested.outer)}…" in err, "the restoring session is named"
+        assert f"session {_short(nested.outer)}" in err, "the restoring session is named"
         assert "waiting for it to end before writing files" in err
         assert "hint: nothing was changed" in err
         assert (nested.sub / "work.txt").read_text() != "", "untouched by the refused restore"

@@ -80,7 +80,7 @@ def test_a_second_session_is_told_of_the_first_and_both_footers_say_two(
     notices = [n for n in reply.notices if n["text"].startswith(NOTICE)]
     assert len(notices) == 1 and notices[0]["level"] == "warning"
     text = notices[0]["text"]
-    assert f"session {first.header['id'][:8]}…, pid {_pid(first)}, started " in text
+    assert f"session {first.label()}, pid {first.pi_pid}, started " in text
     assert text.endswith("a restore in one overwrites what the other's agent writes")
     assert reply.status == "◆ 0 points / 0 snapshots" + MARK
 
@@ -89,7 +89,7 @@ def test_a_second_session_is_told_of_the_first_and_both_footers_say_two(
     assert told.status is not None and told.status.endswith(MARK)
     about = [n["text"] for n in told.notices if n["text"].startswith(NOTICE)]
     assert len(about) == 1
-    assert about[0].startswith(NOTICE + f"{second.header['id'][:8]}…, pid {_pid(second)}, started ")
+    assert about[0].startswith(NOTICE + f"{second.label()}, pid {second.pi_pid}, started ")
     again = first.event("turn_start", {"turnIndex": 0})
     assert again.status is not None and again.status.endswith(MARK)
     assert not any(n["text"].startswith(NOTICE) for n in again.notices), "told once only"
@@ -152,9 +152,10 @@ def test_status_and_doctor_list_the_live_sessions(
         check=True,
     ).stdout.decode()
     assert "sessions here: 2 live Pi sessions" in said
-    assert f"session {first.header['id'][:8]}…, pid {_pid(first)}, started " in said
+    assert f"session {first.label()}, pid {first.pi_pid}, started " in said
     assert "(this one)" in said
-    assert f"pid {_pid(first)}" in text and f"pid {_pid(second)}" in text
+    assert f"session {first.label()}, pid {first.pi_pid}" in text
+    assert f"session {second.label()}, pid {second.pi_pid}" in text
 
 
 def test_a_killed_session_is_forgotten_at_the_next_read(
@@ -277,7 +278,9 @@ def test_a_session_hosted_by_the_watcher_counts_and_leaves_with_its_connection(
         own, reply = _start(repo, agent_dir)
         assert reply.status is not None and reply.status.endswith(MARK)
         about = [n["text"] for n in reply.notices if n["text"].startswith(NOTICE)]
-        assert len(about) == 1 and f"pid {watcher.pid}," in about[0], "the watcher hosts it"
+        # Pi's pid (the peer of the watcher's connection: this process), not the watcher's.
+        assert len(about) == 1 and f"pid {hosted.pi_pid}," in about[0], about
+        assert f"pid {watcher.pid}," not in about[0]
         listed = _rewind(agent_dir, repo, "doctor")["liveSessions"]
         assert {(e["pid"], e["kind"]) for e in listed} == {
             (watcher.pid, "hosted"),

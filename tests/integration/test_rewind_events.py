@@ -75,6 +75,7 @@ def test_the_preview_lists_files_with_line_counts_marks_own_work_and_offers_acti
         "binary": False,
         "own": False,
         "by": None,
+        "byLabel": None,
     }
     assert by_path["b.txt"]["change"] == "A" and preview["counts"]["words"] == "1 added, 1 modified"
     assert [a["id"] for a in preview["actions"] if a["available"]] == [

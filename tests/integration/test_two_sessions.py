@@ -99,9 +99,9 @@ def test_the_cli_plan_names_the_other_sessions_files_apart_from_the_users(
     assert sorted(plan["deleted"]) == ["a.txt", "b.txt", "mine.txt"]
 
     text = _rewind(first.agent_dir, repo, *args).stdout.decode()
-    short = second.header["id"][:8]
+    short = second.label()
     assert (
-        f"2 files written by session {short}… (still running) will be overwritten: "
+        f"2 files written by session {short} (still running) will be overwritten: "
         "README.md, b.txt; 'rewind undo " in text
     )
     assert "1 file holds your own work, not the agent's, and will be overwritten: mine.txt" in text
@@ -125,7 +125,7 @@ def test_the_rewind_list_preview_and_tree_menu_say_whose_files_they_are(
     two: tuple[FakePi, FakePi, str],
 ) -> None:
     first, second, point = two
-    short = second.header["id"][:8]
+    short = second.label()
     listing = first.event("rewind_list").result["list"]
     oldest = next(p for p in listing["points"] if p["entryId"] == point)
     assert oldest["others"] == ["README.md", "b.txt"]
@@ -139,15 +139,17 @@ def test_the_rewind_list_preview_and_tree_menu_say_whose_files_they_are(
         "b.txt": second.header["id"],
         "mine.txt": None,
     }
+    labels = {f["path"]: f["byLabel"] for f in preview["files"] if f["by"]}
+    assert labels == {"README.md": short, "b.txt": short}, "the /rewind mark names it too"
     assert preview["otherLines"] == [
-        f"2 files written by session {short}… (still running) will be overwritten: README.md, "
+        f"2 files written by session {short} (still running) will be overwritten: README.md, "
         'b.txt; "Undo last file rewind" brings them back'
     ]
 
     first.choices = [None]  # look at the menu, choose nothing
     first.event("session_before_tree", {"targetId": point})
     title = first.menus[-1][0]
-    assert f"2 files written by session {short}… (still running) will be overwritten" in title
+    assert f"2 files written by session {short} (still running) will be overwritten" in title
     assert "mine.txt" in title
 
 
@@ -171,12 +173,12 @@ def test_inside_pi_a_restore_during_the_other_sessions_turn_is_refused_and_chang
     before = _files(repo)
     reply = first.navigate(point, "Restore files to that point")
     texts = " ".join(n["text"] for n in reply.notices)
-    assert f"a turn of session {second.header['id'][:8]}… (pid {_pid(second)}) is running" in texts
+    assert f"a turn of session {second.label()} (pid {second.pi_pid}) is running" in texts
     assert reply.result.get("cancel") is True
     assert _files(repo) == before, "nothing written under a running turn"
     preview = first.event("rewind_preview", {"entryId": point}).result["preview"]
     offered = {a["id"]: (a["available"], a["why"]) for a in preview["actions"]}
-    why = f"a turn of session {second.header['id'][:8]}… (pid {_pid(second)}) is running here"
+    why = f"a turn of session {second.label()} (pid {second.pi_pid}) is running here"
     assert offered["files"][0] is False and offered["files"][1].startswith(why)
     assert offered["conversation"] == (True, None), "the conversation alone is still offered"
     applied = first.event("rewind_apply", {"action": "files", "entryId": point})
@@ -204,7 +206,7 @@ def test_the_cli_waits_for_the_other_turn_and_restores_once_it_ends(
     assert refused.returncode == 1
     err = refused.stderr.decode()
     assert "waiting for it to end before writing files (up to 1 s; Ctrl-C cancels" in err
-    assert f"error: a turn of session {second.header['id'][:8]}… (pid {_pid(second)})" in err
+    assert f"error: a turn of session {second.label()} (pid {second.pi_pid})" in err
     assert "hint: nothing was changed" in err
     assert (repo / "b.txt").exists()
 

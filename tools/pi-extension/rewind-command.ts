@@ -106,6 +106,8 @@ interface PreviewFile {
 	binary: boolean;
 	own: boolean;
 	by?: string | null;
+	/** The label of that session (its name or first prompt, and the id's random tail). */
+	byLabel?: string | null;
 }
 interface Action {
 	id: string;
@@ -356,7 +358,7 @@ class RewindOverlay {
 		for (const warning of p.warnings) lines.push(s("dim", warning));
 		const rows: string[] = p.files.map((f) => {
 			const counts = f.binary ? "binary" : `+${f.additions} -${f.deletions}`;
-			return `${f.change} ${f.path}  ${counts}${f.by ? `  ⚠ session ${f.by.slice(0, 8)}…'s agent` : ""}${f.own ? "  ⚠ your own work" : ""}`;
+			return `${f.change} ${f.path}  ${counts}${f.by ? `  ⚠ session ${f.byLabel ?? `…${f.by.slice(-8)}`}'s agent` : ""}${f.own ? "  ⚠ your own work" : ""}`;
 		});
 		const actions = p.actions.map((a) => {
 			if (a.available) return a.label;
