@@ -164,14 +164,22 @@ class GateHolder:
         return f"pid {self.pid}{session}, started {self.started}"
 
 
-def read_holder(git_dir: Path) -> GateHolder | None:
-    """The live restore recorded in ``git_dir``'s gate, if any (bounded read, no lock taken)."""
+def _open_gate(git_dir: Path) -> int | None:
+    """A new read-only descriptor on ``git_dir``'s gate (never through a symlink, never
+    blocking on a FIFO put there), or None when there is none."""
     try:
-        fd = os.open(
+        return os.open(
             private_dir(git_dir) / GATE_NAME,
             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
         )
     except OSError:
+        return None
+
+
+def read_holder(git_dir: Path) -> GateHolder | None:
+    """The live restore recorded in ``git_dir``'s gate, if any (bounded read, no lock taken)."""
+    fd = _open_gate(git_dir)
+    if fd is None:
         return None
     try:
         raw = os.pread(fd, MAX_HOLDER_BYTES, 0)
@@ -191,12 +199,8 @@ def read_holder(git_dir: Path) -> GateHolder | None:
 def held_exclusive(git_dir: Path) -> bool:
     """Whether some process holds ``git_dir``'s gate exclusively (a restore), not only shared
     (turns): one non-blocking shared ``flock`` on a new descriptor, released at once."""
-    try:
-        fd = os.open(
-            private_dir(git_dir) / GATE_NAME,
-            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-        )
-    except OSError:
+    fd = _open_gate(git_dir)
+    if fd is None:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -20,7 +20,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -222,13 +221,6 @@ class Store:
     def lock_path(self) -> Path:
         """git's lock file for the store ref (it holds one for milliseconds per update)."""
         return self.repo.common_dir / (STORE_REF + ".lock")
-
-    def lock_age_s(self) -> float | None:
-        """How old the store ref's lock file is, or None when there is none."""
-        try:
-            return max(0.0, time.time() - os.lstat(self.lock_path).st_mtime)
-        except OSError:
-            return None
 
     def lock_state(self) -> RefLock | None:
         """The lock on the store ref and whose it is (:func:`~ledger.git.store.refswap.ref_lock`),

@@ -56,7 +56,6 @@ Read-only apart from those removals; nothing outside the git dir is looked at.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -145,21 +144,9 @@ class Leftover:
 
 def _lock_free(path: Path) -> bool:
     """Nobody holds an ``flock`` on ``path`` (a probe on a new descriptor; nothing is created:
-    a missing file is free). An error other than "held" counts as held: nothing is removed on
-    a doubt."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    a missing file is free). A doubt (no ``flock`` here, no permission) counts as held: nothing
+    is removed on a doubt."""
+    return lock_held(path) is False
 
 
 def _owner_gone(directory: Path) -> bool:

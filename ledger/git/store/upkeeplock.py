@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Iterator
 
+from ledger.git.liveness import lock_held
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 
@@ -65,18 +66,9 @@ def upkeep_lock(repo: GitRepo, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[No
 
 
 def upkeep_running(repo: GitRepo) -> bool:
-    """Whether an upkeep of this repository holds the lock now (a probe; nothing created)."""
-    try:
-        fd = os.open(private_dir(repo.common_dir) / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Whether an upkeep of this repository holds the lock now (a probe; nothing created). A
+    doubt (no ``flock`` here) counts as running: no second upkeep is started on a doubt."""
+    return lock_held(private_dir(repo.common_dir) / LOCK_FILE) is not False
 
 
 __all__ = [
