@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
@@ -117,9 +118,41 @@ def session_title(session: Session) -> str | None:
     return None
 
 
+class TitleTracker:
+    """:func:`session_title` kept up to date as a live session grows: each :meth:`update` reads
+    only the entries appended since the last one (a session file is append-only), so a bridge
+    asking after every prompt pays for the new entries, not for the whole history."""
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._name: str | None = None
+        self._prompt: str | None = None
+
+    def _reset(self) -> None:
+        self._seen, self._name, self._prompt = 0, None, None
+
+    def update(self, session: Session) -> str | None:
+        from ledger.session.model import content_text
+
+        entries = session.entries
+        if len(entries) < self._seen:  # another session, or one read anew: start over
+            self._reset()
+        for entry in itertools.islice(entries, self._seen, None):
+            if entry.type == "session_info":
+                value = entry.raw.get("name")  # the latest one wins, as Session.name
+                self._name = value.strip() if isinstance(value, str) and value.strip() else None
+            elif self._prompt is None and entry.type == "message" and entry.role == "user":
+                message = entry.raw.get("message")
+                text = content_text(message.get("content")) if isinstance(message, dict) else ""
+                self._prompt = title_of(None, text)
+        self._seen = len(entries)
+        return title_of(self._name, None) if self._name else self._prompt
+
+
 __all__ = [
     "MAX_TITLE_CHARS",
     "TAIL_CHARS",
+    "TitleTracker",
     "clean_line",
     "id_tail",
     "label_from",

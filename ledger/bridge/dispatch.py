@@ -47,6 +47,7 @@ from ledger.bridge.rewind_events import (
 )
 from ledger.errors import NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
+from ledger.session_names import TitleTracker
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Choose, Engine, EventResult, SessionStartReason
@@ -86,6 +87,9 @@ class BridgeState:
     pi_pid: int | None = None
     """The Pi process this session serves (the bridge's parent, or a hosted session's peer):
     the pid the listings show (docs/design.md#sessions-here)."""
+    titles: TitleTracker = field(default_factory=TitleTracker)
+    """This session's title for its presence entry, read from the entries appended since the
+    last prompt only (ledger/session_names.py)."""
 
 
 @dataclass
@@ -169,7 +173,6 @@ def start_engine(
 
 def _announce(state: BridgeState, repo: GitRepo) -> None:
     from ledger.presence import announce
-    from ledger.session_names import session_title
     from ledger.turngate import TurnGate, TurnPolicy
 
     state.gate = TurnGate(repo.git_dir)
@@ -177,12 +180,13 @@ def _announce(state: BridgeState, repo: GitRepo) -> None:
         state.engine.turns = TurnPolicy(gate=state.gate)  # inside Pi: refuse, never wait
     file = state.host.session_file
     session = state.host.session_for_status()
+    state.titles = TitleTracker()
     state.presence = announce(
         repo.git_dir,
         session.id,
         str(file) if file else None,
         kind=state.kind,
-        title=session_title(session),  # a resumed session's name or first prompt
+        title=state.titles.update(session),  # a resumed session's name or first prompt
         pi_pid=state.pi_pid,
     )
 
@@ -206,14 +210,12 @@ def _turn_begins(state: BridgeState) -> None:
 
 
 def _turn_ends(state: BridgeState) -> None:
-    from ledger.session_names import session_title
-
     if state.gate is not None:
         state.gate.end_turn()
     if state.presence is not None:
         # The first prompt (or a /name since) is in the mirrored session by now: the entry's
         # title follows, rewritten only when it changed.
-        state.presence.set_busy(False, session_title(state.host.session_for_status()))
+        state.presence.set_busy(False, state.titles.update(state.host.session_for_status()))
 
 
 LEDGER_TYPES = frozenset({TURN, OP, FORK_PENDING})

@@ -8,7 +8,14 @@ import json
 from ledger.presence import Presence, parse_presence
 from ledger.session.model import Session
 from ledger.session.parse import parse_session_bytes
-from ledger.session_names import MAX_TITLE_CHARS, id_tail, label_from, session_label, session_title
+from ledger.session_names import (
+    MAX_TITLE_CHARS,
+    TitleTracker,
+    id_tail,
+    label_from,
+    session_label,
+    session_title,
+)
 
 # Two UUIDv7 ids minted in the same millisecond: the first 13 characters are the clock.
 FIRST = "01a22016-5c3e-7a11-9f0b-2d4c7f3a9c2e"
@@ -119,3 +126,42 @@ def orjson_bytes(data: object) -> bytes:
 def _session(*lines: dict[str, object]) -> Session:
     data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
     return Session(parse_session_bytes(data), None)
+
+
+def test_the_live_title_follows_the_session_as_it_grows_reading_only_new_entries() -> None:
+    """The bridge's tracker gives what session_title gives after every append, and a session
+    with fewer entries (another one, read anew) starts it over."""
+    header = {"type": "session", "id": FIRST, "version": 3}
+    entries = [
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": None,
+            "message": {"role": "assistant", "content": "hello"},
+        },
+        {
+            "type": "message",
+            "id": "u1",
+            "parentId": "a1",
+            "message": {"role": "user", "content": "first ask"},
+        },
+        {
+            "type": "message",
+            "id": "u2",
+            "parentId": "u1",
+            "message": {"role": "user", "content": "second ask"},
+        },
+        {"type": "session_info", "id": "n1", "parentId": "u2", "name": "Named"},
+        {
+            "type": "message",
+            "id": "u3",
+            "parentId": "n1",
+            "message": {"role": "user", "content": "third"},
+        },
+        {"type": "session_info", "id": "n2", "parentId": "u3", "name": "  "},
+    ]
+    tracker = TitleTracker()
+    for count in range(len(entries) + 1):
+        session = _session(header, *entries[:count])
+        assert tracker.update(session) == session_title(session), count
+    assert tracker.update(_session(header, entries[1])) == "first ask"
