@@ -130,9 +130,11 @@ def ignored_by_target(
                 entry = entry_at(repo, target_tree, rules)  # by raw bytes, any name
                 if entry is None or entry.mode not in (FileMode.BLOB, FileMode.BLOB_EXECUTABLE):
                     continue
-                kind, data = r.odb.read(entry.oid)
-                if kind == ObjectType.BLOB:
-                    _write_rules(scratch, os.fsencode(directory), data)
+                kind, size = r.odb.read_header(entry.oid)  # bounded before it is read
+                if kind != ObjectType.BLOB or size > _RULES_MAX_BYTES:
+                    return set()  # git cannot be asked: the paths go as the plan says
+                _, data = r.odb.read(entry.oid)
+                _write_rules(scratch, os.fsencode(directory), data)
             return check_ignore(GitRunner(scratch, repo.git_dir), deletes)
     except (IgnoreCheckError, OSError, KeyError, ValueError):
         return set()
