@@ -181,6 +181,9 @@ class Decoded:
     """Bytes of frames that did not check (torn or damaged) before ``end``."""
     pending: bool = False
     """An incomplete frame is at ``end`` (being written now, or torn by a writer that died)."""
+    last_snapshot: str | None = None
+    """The snapshot of the last whole frame read (parsed even when a sparse read left the
+    frame out): the work tree as last captured by anyone, the base of the next capture."""
 
 
 _FILTERED = Record("", Author("user", ""))
@@ -262,11 +265,16 @@ def decode_frames(data: bytes, start: int = 0, *, only: Iterable[bytes] | None =
     out = Decoded(end=start)
     pos = start
     size = len(data)
+    last_filtered: int | None = None
     while pos < size:
         whole = _whole_frame(data, pos, wanted)
         if whole is not None:
             if whole[0] is not _FILTERED:
                 out.records.append(whole[0])
+                out.last_snapshot = whole[0].snapshot
+                last_filtered = None
+            else:
+                last_filtered = pos
             pos = whole[1]
             out.end = pos
             continue
@@ -278,13 +286,23 @@ def decode_frames(data: bytes, start: int = 0, *, only: Iterable[bytes] | None =
             if _could_be_incomplete(data, pos):
                 out.pending = True
                 out.end = pos
-                return out
+                return _with_last(out, data, last_filtered)
             out.skipped += size - pos
             out.end = size
-            return out
+            return _with_last(out, data, last_filtered)
         out.skipped += following - pos
         pos = following
         out.end = pos
+    return _with_last(out, data, last_filtered)
+
+
+def _with_last(out: Decoded, data: bytes, last_filtered: int | None) -> Decoded:
+    """Fill in ``last_snapshot`` when the last whole frame was one a sparse read left out:
+    only that frame's payload is parsed."""
+    if last_filtered is not None:
+        whole = _whole_frame(data, last_filtered)
+        if whole is not None:
+            out.last_snapshot = whole[0].snapshot
     return out
 
 

@@ -82,6 +82,8 @@ class Loaded:
     version: int | None = None
     end: int = 0
     """Where a tailing reader goes on: after the last whole frame, or before an incomplete one."""
+    last_snapshot: str | None = None
+    """The snapshot of the file's last whole record (a sparse read too)."""
 
 
 def _no_flock(exc: OSError) -> bool:
@@ -323,7 +325,13 @@ def _loaded(data: bytes, only: Iterable[bytes] | None = None) -> Loaded:
     decoded = decode_frames(data, header.length, only=only)
     status: Status = "damaged" if decoded.skipped else _status_of(header)
     return Loaded(
-        status, decoded.records, decoded.skipped, decoded.pending, header.version, decoded.end
+        status,
+        decoded.records,
+        decoded.skipped,
+        decoded.pending,
+        header.version,
+        decoded.end,
+        decoded.last_snapshot,
     )
 
 

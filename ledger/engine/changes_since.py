@@ -14,7 +14,8 @@ start of a prompt all compare the files now with the same point (docs/design.md#
   tree now (:mod:`ledger.outside_rules` classifies them).
 
 - **Whose work** a restore would overwrite: this session's agent's, another session's agent's
-  (:mod:`ledger.engine.neighbours`) or the user's own (:func:`plan_authors`), a partition.
+  or the user's own (:func:`plan_authors`), a partition decided by the authorship index
+  (:mod:`ledger.engine.attribution`).
 
 Invariants: no capture of its own: restore plans reuse the plan's capture
 (``RestorePlan.current_tree``); the prompt note reuses the pre-prompt snapshot.
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from ledger.engine.neighbours import Neighbour, WrittenByOther, neighbours, written_by_others
-from ledger.engine.ownership import AgentWork, Step, agent_work, own_work, timeline
+from ledger.engine.attribution import Attribution
+from ledger.engine.neighbours import Neighbour, WrittenByOther
+from ledger.engine.ownership import OwnWork
 from ledger.errors import LedgerError
-from ledger.git.trees import Change, leaf_changes
+from ledger.git.trees import Change, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.outside_rules import (
     ChangeKind,
@@ -166,20 +168,17 @@ def authors_of(
     *,
     skipped: Sequence[str] = (),
     point: LatestPoint | None = None,
-    steps: Sequence[Step] | None = None,
-    work: AgentWork | None = None,
     changes: Sequence[Change] | None = None,
-    others: Sequence[Neighbour] | None = None,
+    attribution: Attribution | None = None,
 ) -> Authors:
     """Of the files a restore from ``current_tree`` to ``target_tree`` would overwrite or
-    delete: those whose state now another session's agent wrote (``others``, default: this
-    work tree's :func:`~ledger.engine.neighbours.neighbours`), and the user's own work among
-    the rest (:mod:`ledger.engine.ownership`), sorted by path: what changed since the latest
-    point, classified exactly, and older work kept in an earlier prompt's point (``since``
-    names that prompt). ``touched``: only these paths (a plan's, which leaves skipped and
-    ignored paths alone); ``skipped``: prefixes a restore never touches. A file whose content
-    now an agent step of this branch produced is in neither list. ``changes``: that diff, when
-    the caller has it already (a tree diff costs what changed)."""
+    delete: those whose state now another session's agent wrote, and the user's own work,
+    sorted by path (:mod:`ledger.engine.attribution`: one index lookup per path). The user's
+    work that changed since the latest point is classified exactly; older work kept in an
+    earlier prompt's point names that prompt (``since``). ``touched``: only these paths (a
+    plan's, which leaves skipped and ignored paths alone); ``skipped``: prefixes a restore
+    never touches. ``changes``: that diff, when the caller has it already;
+    ``attribution``: one shared by several plans (a menu, a list)."""
     diff = leaf_changes(engine.repo, current_tree, target_tree) if changes is None else changes
     if not diff:
         return Authors()
@@ -192,34 +191,56 @@ def authors_of(
     ]
     if not diff:
         return Authors()
-    steps = timeline(engine) if steps is None else steps
-    work = agent_work(engine, steps) if work is None else work
-    others = neighbours(engine) if others is None else others
-    theirs = tuple(written_by_others(diff, others, own=work))
-    mine = {
-        w.path: w
-        for w in own_work(
-            engine, diff, steps=steps, work=work, other_agents=[n.work for n in others]
+    attribution = Attribution.of(engine, diff) if attribution is None else attribution
+    theirs: dict[str, tuple[Neighbour, list[str]]] = {}
+    mine: dict[str, OwnWork] = {}
+    latest_tree: str | None = None
+    latest_known = False
+    for change in diff:
+        whose = attribution.whose(change)
+        if whose.attribution == "other-session" and whose.neighbour is not None:
+            group = theirs.setdefault(whose.neighbour.session_id, (whose.neighbour, []))
+            group[1].append(change.path)
+            continue
+        if whose.attribution != "user":
+            continue
+        if change.old is None:
+            # Absent now: the user's when a capture saw them delete it, or when they deleted
+            # it after the latest point (which still holds it).
+            if whose.producer is None:
+                if not latest_known:
+                    found = point if point is not None else latest_point(engine)
+                    latest_tree, latest_known = (found.tree if found else None), True
+                if latest_tree is None or entry_at(engine.repo, latest_tree, change.path) is None:
+                    continue
+            mine[change.path] = OwnWork(change.path, "recreated")
+            continue
+        kind: Literal["overwritten", "deleted"] = "deleted" if change.new is None else "overwritten"
+        mine[change.path] = OwnWork(change.path, kind, whose.since)
+    others = tuple(
+        WrittenByOther(neighbour, tuple(sorted(paths)))
+        for neighbour, paths in sorted(
+            theirs.values(), key=lambda group: (not group[0].running, group[0].session_id)
         )
-    }
+    )
     if not mine:
-        return Authors((), theirs)
+        return Authors((), others)
     recent = {c.path: c for c in changed_since(engine, current_tree, point=point).changes}
-    found: list[OutsideChange] = []
+    found_own: list[OutsideChange] = []
     for path in sorted(mine):
         if path in recent:
-            found.append(recent[path])
+            found_own.append(recent[path])
             continue
         own = mine[path]
-        kind: ChangeKind = (
+        change_kind: ChangeKind = (
             "deleted"
             if own.change == "recreated"
             else "added"
             if own.change == "deleted"
             else "modified"
         )
-        found.append(OutsideChange(path, kind, since=own.since))
-    return Authors(tuple(found), theirs)
+        found_own.append(OutsideChange(path, change_kind, since=own.since))
+    return Authors(tuple(found_own), others)
 
 
 def prompt_status_note(engine: Engine, before: LastExact | None) -> str | None:

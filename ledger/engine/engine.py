@@ -38,8 +38,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ledger.authorship.rebuild import Point as AuthorshipPoint
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
+from ledger.engine.authorship_log import AuthorshipLog
 from ledger.engine.changes_since import prompt_status_note
 from ledger.engine.conversation import assistant_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
@@ -99,6 +101,9 @@ class Engine:
         self._pending_tree: FileState | None = None
         self.tree_diff_cache: dict[tuple[str, str], list[Change]] = {}
         """Leaf changes between two recorded trees (ledger.engine.ownership): they never change."""
+        self.authorship = AuthorshipLog(repo, self._authorship_ledgers)
+        """Who produced each file's content (docs/authorship.md): a record after each capture
+        that makes a ledger point, a lookup per path for each plan."""
         self._held_journals: list[Journal] = []
         self._fork_preference: str | None = None
         self._unconsumed_fork: FileState | None = None
@@ -147,20 +152,47 @@ class Engine:
         tree = self.repo.tree_of(current) if current else None
         self.last_exact = LastExact(current, tree) if current and tree else None
 
-    def snapshot(self) -> str:
-        """Capture the work tree; reuse the latest exact snapshot when the tree is unchanged."""
+    def snapshot(self, *, agent_entry: str | None = None) -> str:
+        """Capture the work tree; reuse the latest exact snapshot when the tree is unchanged.
+        Every caller makes a ledger point of it, so it is recorded in the authorship index:
+        the agent's turn ending at ``agent_entry``, else what a capture found (the user's)."""
         report = take_snapshot(
             self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock
         )
         self.last_exact = LastExact(report.commit, report.tree)
         if not report.reused and self.retention is not None:
             self.retention.on_snapshot_added(1)
+        own = self.session().id
+        if agent_entry is not None:
+            self.authorship.agent(report.commit, own, agent_entry)
+        else:
+            self.authorship.capture(report.commit, own, busy=self._busy_other(own))
         return report.commit
 
-    def _try_snapshot(self, when: str, result: EventResult) -> str | None:
+    def _busy_other(self, own: str) -> str | None:
+        """The one other session whose turn runs here now (the registries' word): what a
+        capture finds changed meanwhile is its agent's work in flight, not the user's."""
+        from ledger.turngate import busy_here
+
+        try:
+            busy = {b.session_id for b in busy_here(self.repo.git_dir, own)}
+        except (LedgerError, OSError):
+            return None
+        return busy.pop() if len(busy) == 1 else None
+
+    def _authorship_ledgers(self) -> dict[str, list[AuthorshipPoint]]:
+        """What a rebuild of the authorship index replays: every session of this work tree
+        the ledgers name (:func:`ledger.engine.authorship_log.work_tree_ledgers`)."""
+        from ledger.engine.authorship_log import ledgers_here
+
+        return ledgers_here(self.session(), self.host.session_file, self.reader, self.repo.git_dir)
+
+    def _try_snapshot(
+        self, when: str, result: EventResult, *, agent_entry: str | None = None
+    ) -> str | None:
         """:meth:`snapshot`, where a failed capture is a warning that says ``when``, not an error."""
         try:
-            return self.snapshot()
+            return self.snapshot(agent_entry=agent_entry)
         except LedgerError as exc:
             hint = f"; {exc.hint}" if exc.hint else ""
             result.warn(f"Rewind: could not snapshot {when} ({exc.message}){hint}")
@@ -224,6 +256,9 @@ class Engine:
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
+        # What the restore wrote is a rewind's, never anyone's work to warn about; what its
+        # pre-restore capture found is the user's (docs/authorship.md#wiring).
+        self.authorship.rewind(outcome.undo_commit, commit, self.session().id)
         return outcome
 
     def _release_held(self) -> None:
@@ -335,7 +370,7 @@ class Engine:
             entry = assistant_entry(session, message, self.host.leaf_id())
         if entry is None:
             return result
-        commit = self._try_snapshot("after this turn", result)
+        commit = self._try_snapshot("after this turn", result, agent_entry=entry.id)
         if commit is None:
             return result
         if entry.id not in self._collector.bound:

@@ -81,16 +81,21 @@ class Neighbour:
     """A turn of it is in flight (the registry's word: advisory)."""
     pid: int | None
     """The Pi process's pid when it runs (as its presence entry records it)."""
-    work: StepsWork
+    work: StepsWork | None
+    """Its agent steps, for a session recording into another shadow (nested or enclosing);
+    ``None`` for a session of this repository, which the authorship index answers for."""
     title: str | None = None
     """Its name, else its first prompt's first words (:mod:`ledger.session_names`)."""
+    forked_from: bool = False
+    """The session this conversation was forked from (its turns after the fork)."""
 
     @property
     def label(self) -> str:
         """``session "fix the login bug" (…7f3a9c2e) (still running)``: never the id's
         time-ordered prefix, which sessions started close together share."""
-        state = "in a turn now" if self.busy else "still running" if self.running else "ended"
-        return f"session {session_label(self.session_id, self.title)} ({state})"
+        state = "turn running" if self.busy else "still running" if self.running else "ended"
+        who = "the session this one was forked from" if self.forked_from else "session"
+        return f"{who} {session_label(self.session_id, self.title)} ({state})"
 
 
 @dataclass(frozen=True)
@@ -120,9 +125,66 @@ _MEMO: weakref.WeakKeyDictionary[
 _REPOS: weakref.WeakKeyDictionary[Engine, dict[Path, GitRepo | None]] = weakref.WeakKeyDictionary()
 
 
-def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
+def live_neighbours(engine: Engine) -> dict[str, Neighbour]:
+    """The other live sessions of this repository (its presence registry), by id: named from
+    what they announced (no session file is read)."""
+    own_id = engine.session().id
+    found: dict[str, Neighbour] = {}
+    for entry, member in live_here(engine.repo.git_dir):
+        if entry.session_id == own_id or not member.own:
+            continue
+        found[entry.session_id] = Neighbour(
+            entry.session_id,
+            entry.session_file or "",
+            True,
+            entry.busy,
+            entry.shown_pid,
+            None,
+            entry.title,
+        )
+    return found
+
+
+def describe(engine: Engine, session_id: str, *, forked_from: bool = False) -> Neighbour:
+    """Another session that is not live, named: its file found among this session's lineage
+    or beside this session's file (Pi names a file ``<time>_<id>.jsonl``), its title read from
+    it; without a file, by its id alone."""
+    session = engine.session()
+    for link in engine.reader.lineage(session).links[1:]:
+        if link.session_id == session_id:
+            title = session_title(link.session) if link.session is not None else None
+            return Neighbour(
+                session_id, str(link.path), False, False, None, None, title, forked_from
+            )
+    own_file = engine.host.session_file
+    if own_file is not None:
+        for path in _named_siblings(Path(os.path.realpath(own_file)), session_id):
+            try:
+                other = engine.reader.load(path, full=True).session
+            except (OSError, LedgerError):
+                continue
+            if other is not None and other.id == session_id:
+                title = session_title(other)
+                return Neighbour(
+                    session_id, str(path), False, False, None, None, title, forked_from
+                )
+    return Neighbour(session_id, "", False, False, None, None, None, forked_from)
+
+
+def nested_neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
+    """:func:`neighbours` recording into another shadow (nested or enclosing): the authorship
+    index of this repository does not see their captures, so their agent steps are asked."""
+    if len(scope(engine.repo.git_dir)) <= 1:
+        return []
+    return [n for n in neighbours(engine, now=now, nested_only=True) if n.work is not None]
+
+
+def neighbours(
+    engine: Engine, *, now: float | None = None, nested_only: bool = False
+) -> list[Neighbour]:
     """The other sessions of this work tree whose agents may have written its files (see the
-    module): live ones first (oldest first), then recently ended ones (newest first)."""
+    module): live ones first (oldest first), then recently ended ones (newest first).
+    ``nested_only``: only those recording into another shadow."""
     own_id = engine.session().id
     own_file = engine.host.session_file
     own_path = os.path.realpath(own_file) if own_file is not None else None
@@ -132,6 +194,8 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
         if entry.session_id in seen or entry.session_file is None:
             continue
         if own_path is not None and os.path.realpath(entry.session_file) == own_path:
+            continue
+        if nested_only and member.own:
             continue
         work = _work_of(engine, Path(entry.session_file), member)
         if work is None:
@@ -148,7 +212,7 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
     for path in _recent_siblings(Path(own_path), now if now is not None else time.time()):
         if len(found) >= MAX_NEIGHBOURS:
             break
-        work = _work_of(engine, path, members)
+        work = _work_of(engine, path, members, nested_only=nested_only)
         if work is None or work[0] in seen:
             continue
         seen.add(work[0])
@@ -156,8 +220,24 @@ def neighbours(engine: Engine, *, now: float | None = None) -> list[Neighbour]:
     return found
 
 
-def _recent_siblings(own: Path, now: float) -> list[Path]:
-    """The ``*.jsonl`` files beside ``own`` changed within :data:`RECENT_S`, newest first."""
+def _named_siblings(own: Path, session_id: str) -> list[Path]:
+    """The ``*.jsonl`` files beside ``own`` whose name holds ``session_id`` (a listing only)."""
+    found: list[Path] = []
+    try:
+        with os.scandir(own.parent) as listing:
+            for count, item in enumerate(listing):
+                if count >= MAX_SIBLINGS_LISTED or len(found) >= 4:
+                    break
+                if item.name.endswith(".jsonl") and session_id in item.name:
+                    found.append(Path(item.path))
+    except OSError:
+        return []
+    return found
+
+
+def _recent_siblings(own: Path, now: float | None) -> list[Path]:
+    """The ``*.jsonl`` files beside ``own`` changed within :data:`RECENT_S` (any time when
+    ``now`` is ``None``), newest first."""
     dated: list[tuple[float, Path]] = []
     try:
         with os.scandir(own.parent) as listing:
@@ -170,7 +250,8 @@ def _recent_siblings(own: Path, now: float) -> list[Path]:
                     stat = item.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if item.is_file(follow_symlinks=False) and now - stat.st_mtime <= RECENT_S:
+                recent = now is None or now - stat.st_mtime <= RECENT_S
+                if item.is_file(follow_symlinks=False) and recent:
                     dated.append((stat.st_mtime, Path(item.path)))
     except OSError:
         return []
@@ -179,7 +260,7 @@ def _recent_siblings(own: Path, now: float) -> list[Path]:
 
 
 def _work_of(
-    engine: Engine, path: Path, where: Member | list[Member]
+    engine: Engine, path: Path, where: Member | list[Member], *, nested_only: bool = False
 ) -> tuple[str, str | None, StepsWork] | None:
     """``(session id, its title, what its agent wrote)`` for the session file at ``path``, whose snapshots
     are in ``where`` (a member of the scope; or, given the scope, the member whose root holds
@@ -194,6 +275,8 @@ def _work_of(
     if session is None:
         return None
     member = where if isinstance(where, Member) else _member_of(session, where)
+    if nested_only and member.own:
+        return None
     repo = _repo_of(engine, member)
     if repo is None:
         return None
@@ -359,7 +442,7 @@ def session_agent_work(
 def author(change: Change, others: Sequence[Neighbour]) -> Neighbour | None:
     """The first neighbour whose agent wrote the current state of ``change`` (a diff from the
     work tree now to a restore target), if any."""
-    return next((n for n in others if n.work.wrote(change)), None)
+    return next((n for n in others if n.work is not None and n.work.wrote(change)), None)
 
 
 def written_by_others(
@@ -390,7 +473,10 @@ __all__ = [
     "StepsWork",
     "WrittenByOther",
     "author",
+    "describe",
+    "live_neighbours",
     "neighbours",
+    "nested_neighbours",
     "session_agent_work",
     "written_by_others",
 ]

@@ -1,13 +1,12 @@
-"""Whose work a file holds: the agent's, or the user's own (docs/outside-changes.md#your-own-work).
+"""A branch's recorded file states, and the values of the user's own work (docs/outside-changes.md#your-own-work).
 
-Why it exists: before a restore, undo or fork overwrites or deletes files, the user is told which
-of them hold work that did not come from the agent. Comparing with the latest rewind point only
-(:mod:`ledger.engine.changes_since`) sees what changed since the agent's last turn; a file created by
-hand before an earlier prompt was captured in that prompt's pre-prompt snapshot and is missed.
-The ledger knows more: along the branch, every prompt's pre-prompt snapshot and every turn's
-post-turn snapshot are recorded, so each change between two consecutive points has an author.
+Why it exists: whose work a file holds is decided by the authorship index
+(:mod:`ledger.engine.attribution`); what stays here is the branch timeline (every recorded file
+state root → leaf, which a fresh comparison walks), agent steps as the nested-shadow neighbours
+still need them (:mod:`ledger.engine.neighbours`), and :class:`OwnWork`, a file of the user's a
+restore would change. Before the index, this module decided ownership by walking the timeline:
 
-The rule (content identity, so a rewind and its undo change nothing about authorship):
+The old rule (content identity, so a rewind and its undo change nothing about authorship):
 
 - the **timeline** is the branch root → leaf: each restorable entry's exact point through
   lineage (a user entry: the files before its prompt; an assistant entry: after its turn; a
@@ -19,9 +18,8 @@ The rule (content identity, so a rewind and its undo change nothing about author
 - a file that exists now and whose ``(mode, blob)`` no agent step on the branch produced holds
   the **user's own work** (made by hand between prompts, by another tool, or before the session).
 
-A file the agent wrote is never listed as the user's, however often it was restored since. Pure
-apart from tree diffs, which are memoised per pair of trees on the engine (the timeline only
-grows, so a long session pays for each step once).
+A file the agent wrote is never listed as the user's, however often it was restored since. The
+index keeps the same rule as work happens, in O(changed paths) per plan.
 
 Invariants: read-only; no capture of its own (callers pass the tree of the capture they already
 took); a missing or pruned snapshot just drops its steps.
@@ -29,12 +27,10 @@ took); a missing or pruned snapshot just drops its steps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from ledger.git.trees import Change, entry_at, leaf_changes
+from ledger.git.trees import Change, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
 from ledger.session.model import Session, is_restorable
@@ -159,76 +155,12 @@ def _changes(engine: Engine, old_tree: str, new_tree: str) -> list[Change]:
     return found
 
 
-def agent_work(engine: Engine, steps: Sequence[Step] | None = None) -> AgentWork:
-    """Everything the agent's steps on the branch produced (see the module)."""
-    steps = timeline(engine) if steps is None else steps
-    work = AgentWork()
-    for before, after in pairwise(steps):
-        if after.kind != "agent":
-            continue
-        for change in _changes(engine, before.tree, after.tree):
-            if change.new is None:
-                work.deleted.add(change.path)
-            else:
-                work.made.add((change.path, change.new.mode, change.new.oid))
-    return work
-
-
-def own_work(
-    engine: Engine,
-    changes: Iterable[Change],
-    *,
-    steps: Sequence[Step] | None = None,
-    work: AgentWork | None = None,
-    other_agents: Sequence[Authorship] = (),
-) -> list[OwnWork]:
-    """The user's own work among ``changes`` (a diff from the work tree now to a restore
-    target: ``old`` is what is there now). A file the restore only adds is not listed unless
-    the user deleted it since the latest point. ``other_agents``: what other sessions' agents
-    wrote (:mod:`ledger.engine.neighbours`): their files are theirs, not the user's."""
-    steps = timeline(engine) if steps is None else steps
-    work = agent_work(engine, steps) if work is None else work
-    latest = steps[-1].tree if steps else None
-    found: list[OwnWork] = []
-    for change in changes:
-        if work.wrote(change) or any(other.wrote(change) for other in other_agents):
-            continue
-        if change.old is None:
-            # Absent now: the user's only if they deleted it after the latest point.
-            if latest is None or not _holds(engine, latest, change.path):
-                continue
-            found.append(OwnWork(change.path, "recreated"))
-            continue
-        kind: Literal["overwritten", "deleted"] = "deleted" if change.new is None else "overwritten"
-        found.append(OwnWork(change.path, kind, _since(engine, steps, change)))
-    return found
-
-
-def _holds(engine: Engine, tree: str, path: str) -> bool:
-    return entry_at(engine.repo, tree, path) is not None
-
-
-def _since(engine: Engine, steps: Sequence[Step], change: Change) -> str | None:
-    """The first step of the latest run of steps holding the current content of the path."""
-    now = change.old
-    if now is None:
-        return None
-    since: str | None = None
-    for step in reversed(steps):
-        if entry_at(engine.repo, step.tree, change.path) != now:
-            break
-        since = step.entry
-    return since
-
-
 __all__ = [
     "AgentWork",
     "Authorship",
     "OwnWork",
     "Step",
-    "agent_work",
     "branch_timeline",
-    "own_work",
     "recorded_changes",
     "timeline",
 ]

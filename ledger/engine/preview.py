@@ -4,7 +4,7 @@ file's diff, and the ``/tree`` / ``/fork`` menu titles (docs/pi.md#rewind).
 Why it exists: the moment a user decides — which point, and what will happen to my files — must
 not be blind. Every answer here compares the work tree *now* (one capture, shared by everything a
 call computes) with a recorded point, and names the user's own work among the files it would
-change (:mod:`ledger.engine.ownership`).
+change (:mod:`ledger.engine.attribution`).
 
 - :func:`list_points`: the rewind points of the branch the user is on, newest first: each
   prompt's point (the files before it ran) with its text, time and how many files differ from
@@ -37,16 +37,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger.engine import messages as M
+from ledger.engine.attribution import Attribution
 from ledger.engine.changes_since import MENU_UNDO, authors_of, latest_point
-from ledger.engine.neighbours import Neighbour, WrittenByOther, author, neighbours
-from ledger.engine.ownership import (
-    AgentWork,
-    Step,
-    agent_work,
-    own_work,
-    recorded_changes,
-    timeline,
-)
+from ledger.engine.neighbours import Neighbour, WrittenByOther
+from ledger.engine.ownership import recorded_changes
 from ledger.engine.preview_model import (
     FORK_LABEL,
     NEVER_TAKEN,
@@ -61,7 +55,7 @@ from ledger.engine.preview_model import (
 )
 from ledger.engine.undo_target import find_undo
 from ledger.errors import LedgerError, NoRewindPointError
-from ledger.git.trees import Change, Entry, leaf_changes, split_changes
+from ledger.git.trees import Change, Entry, entry_at, leaf_changes, split_changes
 from ledger.outside_rules import (
     ChangeKind,
     OutsideChange,
@@ -113,8 +107,7 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
     captured = _capture(engine)
     now = captured.tree
     bare = [s.path.rstrip("/") for s in captured.skipped]
-    steps = timeline(engine)
-    work = agent_work(engine, steps)
+    attribution = Attribution.of(engine)
     point = latest_point(engine)
     lineage = engine.reader.lineage(session)
     result = PointList(shadow=_shadow(engine))
@@ -124,8 +117,7 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
         if e.type == "message" and e.role == "user" and is_restorable(e)
     ]
     result.more = max(0, len(users) - limit)
-    others = neighbours(engine)
-    walk = _Walk(engine, now, bare, steps, work, others)
+    walk = _Walk(engine, now, bare, attribution, point.tree if point is not None else None)
     for entry in reversed(users[-limit:] if limit else users):
         found = lineage.resolve(entry.id, engine.repo.commit_exists)
         text = prompt_text(entry_text(entry))
@@ -144,9 +136,7 @@ def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
     undoing = find_undo(engine)  # an interrupted restore first (ledger.engine.undo_target)
     if undoing is not None:
         undo = undoing.snapshot
-        counts, own, others_wrote = compare_point(
-            engine, now, undo, bare, point, steps, work, others
-        )
+        counts, own, others_wrote = compare_point(engine, now, undo, bare, point, attribution)
         theirs = tuple(sorted(p for group in others_wrote for p in group.paths))
         redo = undoing.interrupted is None and _is_redo(engine)  # finishing one is no redo
         result.undo = UndoPoint(undo, redo, counts, own, theirs)
@@ -164,12 +154,11 @@ class _Walk:
         engine: Engine,
         now: str,
         skipped: Sequence[str],
-        steps: Sequence[Step],
-        work: AgentWork,
-        others: Sequence[Neighbour] = (),
+        attribution: Attribution,
+        latest: str | None,
     ) -> None:
         self.engine, self.newer, self.skipped = engine, now, skipped
-        self.steps, self.work, self.others = steps, work, others
+        self.attribution, self.latest = attribution, latest
         self.first = True
         self.now: dict[str, Entry | None] = {}
         self.at: dict[str, Entry | None] = {}
@@ -186,13 +175,18 @@ class _Walk:
         return "added" if before is None else "deleted" if after is None else "modified"
 
     def _is_mine(self, path: str) -> bool:
+        """The path's state now is the user's own work (an absence only when a capture saw
+        the user delete it, or the latest point still holds it)."""
         found = self.mine.get(path)
         if found is None:
-            change = Change(path, self.now[path], self.at[path])
-            others = [n.work for n in self.others]
-            found = bool(
-                own_work(
-                    self.engine, [change], steps=self.steps, work=self.work, other_agents=others
+            now = self.now[path]
+            whose = self.attribution.whose(Change(path, now, self.at[path]))
+            found = whose.attribution == "user" and (
+                now is not None
+                or whose.producer is not None
+                or (
+                    self.latest is not None
+                    and entry_at(self.engine.repo, self.latest, path) is not None
                 )
             )
             self.mine[path] = found
@@ -203,7 +197,7 @@ class _Walk:
         found = self.theirs.get(path)
         if found is None:
             change = Change(path, self.now[path], self.at[path])
-            found = not self.work.wrote(change) and author(change, self.others) is not None
+            found = self.attribution.whose(change).attribution == "other-session"
             self.theirs[path] = found
         return found
 
@@ -257,9 +251,7 @@ def compare_point(
     commit: str,
     skipped: Sequence[str],
     point: Any,
-    steps: Sequence[Step],
-    work: AgentWork,
-    others: Sequence[Neighbour],
+    attribution: Attribution | None = None,
 ) -> tuple[Counts, tuple[OutsideChange, ...], tuple[WrittenByOther, ...]]:
     """What restoring ``commit`` would change (by tree: the plan proper is the preview's), the
     user's own work among it, and what other sessions' agents wrote among it."""
@@ -272,9 +264,7 @@ def compare_point(
         c for c in changes if not any(c.path == p or c.path.startswith(p + "/") for p in bare)
     ]
     added, modified, deleted = split_changes(changes)
-    authors = authors_of(
-        engine, now, tree, point=point, steps=steps, work=work, changes=changes, others=others
-    )
+    authors = authors_of(engine, now, tree, point=point, changes=changes, attribution=attribution)
     return Counts(added, modified, deleted), authors.own, authors.others
 
 
@@ -480,15 +470,13 @@ def menu_title(
         try:
             captured = _capture(engine)
             skipped = [s.path for s in captured.skipped]
-            steps = timeline(engine)
-            work = agent_work(engine, steps)
             point = latest_point(engine)
-            others = neighbours(engine)
+            attribution = Attribution.of(engine)
             mine: dict[str, OutsideChange] = {}
             theirs: dict[str, tuple[Neighbour, set[str]]] = {}
             for label, commit in offered:
                 counts, own, wrote = compare_point(
-                    engine, captured.tree, commit, skipped, point, steps, work, others
+                    engine, captured.tree, commit, skipped, point, attribution
                 )
                 lines.append(f"{label}: {_restores(counts)}")
                 for change in own:

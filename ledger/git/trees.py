@@ -187,10 +187,11 @@ def tree_changes(
     return [change for _, change in out]
 
 
-def leaf_changes(repo: GitRepo, old_tree: str, new_tree: str) -> list[Change] | None:
-    """Leaf changes from ``old_tree`` to ``new_tree`` (no rename detection, sorted by path),
-    with both sides' modes and object ids, or ``None`` when a tree is missing or corrupt.
-    Identical subtrees are skipped, so the cost grows with the changes, not the repository."""
+def leaf_changes(repo: GitRepo, old_tree: str | None, new_tree: str) -> list[Change] | None:
+    """Leaf changes from ``old_tree`` (``None``: an empty tree) to ``new_tree`` (no rename
+    detection, sorted by path), with both sides' modes and object ids, or ``None`` when a tree
+    is missing or corrupt. Identical subtrees are skipped, so the cost grows with the changes,
+    not the repository."""
     try:
         return tree_changes(repo.pygit2, old_tree, new_tree)
     except (KeyError, ValueError, pygit2.GitError):

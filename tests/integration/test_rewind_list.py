@@ -12,7 +12,6 @@ import pytest
 
 from ledger.engine.changes_since import latest_point
 from ledger.engine.operations import restore, undo
-from ledger.engine.ownership import agent_work, timeline
 from ledger.engine.preview import compare_point, list_points
 from ledger.git.capture.scan import capture_tree
 from tests.enginekit import Agent
@@ -22,16 +21,8 @@ def oracle(agent: Agent, snapshot: str) -> tuple[dict[str, object], list[str]]:
     engine = agent.engine
     captured = capture_tree(engine.repo, engine.settings.snapshot)
     skipped = [s.path for s in captured.skipped]
-    steps = timeline(engine)
     counts, own, _ = compare_point(
-        engine,
-        captured.tree,
-        snapshot,
-        skipped,
-        latest_point(engine),
-        steps,
-        agent_work(engine, steps),
-        [],
+        engine, captured.tree, snapshot, skipped, latest_point(engine)
     )
     return counts.to_json(), [c.path for c in own]
 

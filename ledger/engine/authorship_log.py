@@ -1,0 +1,348 @@
+"""The engine's adapter to the authorship index: appends as work happens, reads for plans,
+rebuilds from the ledgers (docs/authorship.md#wiring).
+
+Why it exists: whose work a restore would overwrite used to be recomputed from every recorded
+point of every session at each use (slow, slower with every prompt, and wrong where the walk
+did not model a flow). :mod:`ledger.authorship` keeps the answer as it happens; this module is
+the one place that feeds it from git and the ledgers:
+
+- **Appends**, one record per capture that makes a ledger point, right after the capture
+  (:meth:`AuthorshipLog.capture`, :meth:`~AuthorshipLog.agent`, :meth:`~AuthorshipLog.rewind`),
+  through the pure :class:`~ledger.authorship.rebuild.Chain` rule: a capture is compared with
+  the work tree's latest recorded snapshot (whoever took it: the index's last record), an agent
+  turn or a rewind with the same session's previous point. One tree diff that skips equal
+  subtrees, so a record costs what changed. A record without changes is not written (its tree
+  equals its base, so it says nothing).
+- **Reads** for a plan: a few paths in a process without the index in memory read only the
+  frames naming them (:meth:`~ledger.authorship.store.AuthorshipStore.read` with ``only``);
+  more paths, or a long-lived engine (the bridge), load the index once and then take only the
+  bytes appended since.
+- **Rebuild** when the file is missing, partial (created by appends while no index existed),
+  damaged, too large or of a newer version: every session of this work tree that the ledgers
+  name (this one, its ancestors, the session files beside it and the live ones), their points
+  in time order, replayed through the same rule (:func:`ledger.authorship.rebuild.rebuild`), then
+  written in place of the file (kept in memory only for a newer version).
+
+Invariants: an index problem never fails a capture or a restore (a failed append invalidates
+the file, which is rebuilt at its next read); nothing here captures or touches the work tree;
+only files in our private dir are written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
+
+from ledger.authorship.model import AuthorshipIndex, Key, Record, absent
+from ledger.authorship.rebuild import Chain, Point, ordered, rebuild
+from ledger.authorship.store import AuthorshipReader, AuthorshipStore
+from ledger.clock import ms_from_iso
+from ledger.errors import AuthorshipIndexError, LedgerError
+from ledger.git.private import make_private_dir, private_dir
+from ledger.git.repo import GitRepo
+from ledger.git.trees import leaf_changes
+from ledger.ledgerview import LedgerView
+from ledger.lineage import LineageReader
+from ledger.records import FORK_PENDING, OP, TURN
+from ledger.session.model import Session
+
+SPARSE_PATHS = 32
+"""A plan of at most this many paths, in a process without the index loaded, reads only the
+frames naming them (a scan of the file in C) instead of parsing every entry."""
+MAX_REBUILD_SESSIONS = 64
+"""Session files beside this one a rebuild reads at most (newest first)."""
+MAX_SIBLINGS_LISTED = 4096
+
+Ledgers = Mapping[str, Sequence[Point]]
+"""Per session id, its points in the order they were recorded."""
+
+
+def keys_between(repo: GitRepo, base: str | None, snapshot: str) -> list[Key]:
+    """The keys a capture of ``snapshot`` records against ``base`` (commits): each path whose
+    ``(mode, blob)`` changed, with its new state (an absence when deleted); every file of
+    ``snapshot`` when ``base`` is ``None`` or gone. Equal subtrees are skipped."""
+    new_tree = repo.tree_of(snapshot)
+    if new_tree is None:
+        return []
+    old_tree = repo.tree_of(base) if base is not None else None
+    if old_tree == new_tree:
+        return []
+    changes = leaf_changes(repo, old_tree, new_tree) or []  # None: a corrupt tree, no keys
+    keys: list[Key] = []
+    for change in changes:
+        path = os.fsencode(change.path)
+        new = change.new
+        keys.append(absent(path) if new is None else (path, new.mode, new.oid))
+    return keys
+
+
+class AuthorshipLog:
+    """One engine's authorship index of its repository's work tree (see the module)."""
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        ledgers: Callable[[], Ledgers] | None = None,
+        *,
+        keep_loaded: bool = False,
+    ) -> None:
+        self.repo = repo
+        self.store = AuthorshipStore(private_dir(repo.git_dir))
+        self.ledgers = ledgers
+        """What a rebuild replays (``None``: no rebuild, the file as it is)."""
+        self.keep_loaded = keep_loaded
+        """A long-lived engine (the bridge): load the index once and tail it."""
+        self._reader: AuthorshipReader | None = None
+        self._own: dict[str, str] = {}
+        """Per session, its latest point written by this process (the chain's session bases)."""
+        self._memory: AuthorshipIndex | None = None
+        """A rebuilt index that could not be written (a newer file version, or busy)."""
+        self.rebuilds = 0
+        self.last_error: str | None = None
+
+    # --- appends ----------------------------------------------------------------------------
+
+    def capture(self, snapshot: str, session: str, *, busy: str | None = None) -> None:
+        """A capture that makes a ledger point: what changed since the work tree's latest
+        recorded snapshot was found, not made (the user's), unless ``busy`` names the one
+        other session whose turn was running then (its agent's, until its turn says)."""
+        if busy is not None:
+            self._note(Point(snapshot, "agent", busy), base=self._last())
+            self._own[session] = snapshot
+            return
+        self._note(Point(snapshot, "capture", session))
+
+    def agent(self, snapshot: str, session: str, entry: str | None) -> None:
+        """An agent turn's post-turn snapshot (``entry``: its assistant entry)."""
+        self._note(Point(snapshot, "agent", session, entry))
+
+    def rewind(self, before: str | None, after: str, session: str) -> None:
+        """A restore, undo or fork restore: ``before`` its pre-restore capture, ``after`` the
+        state it wrote."""
+        if before is not None:
+            self.capture(before, session)
+        self._note(Point(after, "rewind", session))
+
+    def _note(self, point: Point, *, base: str | None = None) -> None:
+        if base is None:
+            own = self._own.get(point.session) if point.kind != "capture" else None
+            base = own if own is not None else self._last()
+        chain = Chain(last=base, sessions={point.session: base} if base else {})
+        record = chain.record(point, lambda old, new: keys_between(self.repo, old, new))
+        self._own[point.session] = point.snapshot
+        if not record.entries:
+            return
+        self._append(record)
+
+    def _append(self, record: Record) -> None:
+        try:
+            make_private_dir(self.repo.git_dir)
+            if not self.store.append([record]):
+                self.last_error = "the index file is of a newer version or damaged"
+        except (AuthorshipIndexError, OSError) as exc:
+            # Never fail the capture: the index is only advice, and a rebuild restores it.
+            self.last_error = str(exc)
+            with contextlib.suppress(OSError):
+                self.store.invalidate()
+        if self._memory is not None:
+            self._memory.add(record)
+
+    def _last(self) -> str | None:
+        """The work tree's latest recorded snapshot (the base of a capture)."""
+        if self._memory is not None:
+            return self._memory.last_snapshot
+        if self._reader is not None or self.keep_loaded:
+            return self._loaded().index.last_snapshot
+        return self.store.read(only=()).last_snapshot
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _loaded(self) -> AuthorshipReader:
+        if self._reader is None:
+            self._reader = AuthorshipReader(self.store)
+        self._reader.refresh()
+        return self._reader
+
+    def index_for(self, paths: Collection[bytes] | None) -> AuthorshipIndex:
+        """An index that answers for ``paths`` (``None``, many paths, or an index kept loaded:
+        for every path), rebuilt first when the file must be."""
+        if self._memory is not None:
+            return self._memory
+        if (
+            paths is None
+            or self._reader is not None
+            or self.keep_loaded
+            or len(paths) > SPARSE_PATHS
+        ):
+            reader = self._loaded()
+            if reader.status == "ok":
+                return reader.index
+            return self._rebuild(reader.status)
+        loaded = self.store.read(only=paths)
+        if loaded.status == "ok":
+            index = AuthorshipIndex.of(loaded.records)
+            index.last_snapshot = loaded.last_snapshot
+            return index
+        return self._rebuild(loaded.status)
+
+    def _rebuild(self, status: str) -> AuthorshipIndex:
+        """Replay every session's points (see the module); write the result unless the file
+        is of a newer version. Without a ledger source: the file's records as they are."""
+        if self.ledgers is None:
+            return AuthorshipIndex.of(self.store.read().records)
+        records = [
+            r
+            for r in rebuild(
+                ordered(self.ledgers()), lambda old, new: keys_between(self.repo, old, new)
+            )
+            if r.entries
+        ]
+        self.rebuilds += 1
+        written = False
+        if status != "newer":
+            with contextlib.suppress(OSError):
+                make_private_dir(self.repo.git_dir)
+                written = self.store.replace(records)
+        if written:
+            if self._reader is not None or self.keep_loaded:
+                return self._loaded().index
+            return AuthorshipIndex.of(self.store.read().records)
+        self._memory = AuthorshipIndex.of(records)
+        return self._memory
+
+
+# --- the ledgers a rebuild replays ------------------------------------------------------------
+
+
+def session_points(session: Session, seen: set[tuple[str, str]]) -> list[Point]:
+    """The points of one session's ledger in file order, as the live writer appended them:
+    a turn's bindings (the pre-prompt snapshot a capture, each assistant entry's an agent
+    turn), an op's ``undo`` (a capture) then ``current`` (a rewind; without an ``undo``, a
+    capture: "Keep current files"), its bindings (checkpoints, compactions: captures), a
+    fork hand-off's restore. ``seen``: record ids and rewinds already replayed (a fork copies
+    its parent's records with their ids, and imports the hand-off its parent recorded): they
+    are skipped, and the new ones added."""
+    view = LedgerView.of(session)
+    points: list[Point] = []
+    sid = session.id
+    for record in view.records:
+        rid = record.record_id
+        if ("record", rid) in seen:
+            continue
+        seen.add(("record", rid))
+        at = ms_from_iso(record.timestamp) / 1000.0
+        if record.custom_type == TURN:
+            for entry_id, sha in record.bindings:
+                entry = session.get(entry_id)
+                stamp = entry.timestamp if entry is not None else None
+                when = (ms_from_iso(stamp) / 1000.0) or at
+                if entry is not None and entry.type == "message" and entry.role == "assistant":
+                    points.append(Point(sha, "agent", sid, entry_id, at=when))
+                else:
+                    points.append(Point(sha, "capture", sid, at=when))
+            continue
+        if record.custom_type not in (OP, FORK_PENDING):
+            continue
+        if record.current and record.undo:
+            pair = (record.current, record.undo)
+            if ("rewind", f"{pair[0]}:{pair[1]}") in seen:
+                continue  # a fork's import of its parent's hand-off, or a fork that did not happen
+            seen.add(("rewind", f"{pair[0]}:{pair[1]}"))
+            points.append(Point(record.undo, "capture", sid, at=at))
+            points.append(Point(record.current, "rewind", sid, at=at))
+        elif record.current:
+            points.append(Point(record.current, "capture", sid, at=at))
+        for _entry_id, sha in record.bindings:
+            points.append(Point(sha, "capture", sid, at=at))
+    return points
+
+
+def work_tree_ledgers(
+    own: Session,
+    ancestors: Sequence[Session],
+    others: Sequence[Session],
+) -> dict[str, list[Point]]:
+    """Every session's points for a rebuild: ancestors first (a fork's copied records are its
+    parent's), then this session, then the others."""
+    seen: set[tuple[str, str]] = set()
+    found: dict[str, list[Point]] = {}
+    for session in [*reversed(ancestors), own, *others]:
+        if session.id in found:
+            continue
+        found[session.id] = session_points(session, seen)
+    return found
+
+
+def sibling_files(own: Path | None, *, limit: int = MAX_REBUILD_SESSIONS) -> list[Path]:
+    """The ``*.jsonl`` files beside ``own`` (Pi keeps one directory per working directory),
+    newest first, at most ``limit`` (a listing of at most :data:`MAX_SIBLINGS_LISTED` names)."""
+    if own is None:
+        return []
+    dated: list[tuple[float, Path]] = []
+    try:
+        with os.scandir(own.parent) as listing:
+            for count, item in enumerate(listing):
+                if count >= MAX_SIBLINGS_LISTED:
+                    break
+                if not item.name.endswith(".jsonl") or item.path == str(own):
+                    continue
+                with contextlib.suppress(OSError):
+                    if item.is_file(follow_symlinks=False):
+                        dated.append((item.stat(follow_symlinks=False).st_mtime, Path(item.path)))
+    except OSError:
+        return []
+    dated.sort(key=lambda d: d[0], reverse=True)
+    return [path for _, path in dated[:limit]]
+
+
+def load_sessions(paths: Sequence[Path], load: Callable[[Path], Session | None]) -> list[Session]:
+    """The sessions at ``paths`` that can be read (one that cannot names nothing)."""
+    found: list[Session] = []
+    for path in paths:
+        try:
+            session = load(path)
+        except (OSError, LedgerError):
+            continue
+        if session is not None:
+            found.append(session)
+    return found
+
+
+def ledgers_here(
+    own: Session, own_file: str | Path | None, reader: LineageReader, git_dir: Path
+) -> dict[str, list[Point]]:
+    """:func:`work_tree_ledgers` of this work tree's sessions: ``own`` (the engine's, in
+    memory) with its ancestors, the session files beside its file and the live sessions of
+    this repository."""
+    from ledger.presence import live_sessions
+
+    def load(path: Path) -> Session | None:
+        return reader.load(path, full=True).session
+
+    ancestors = load_sessions([link.path for link in reader.lineage(own).links[1:]], load)
+    own_path = Path(os.path.realpath(own_file)) if own_file is not None else None
+    paths = sibling_files(own_path)
+    with contextlib.suppress(OSError, LedgerError):
+        for entry in live_sessions(git_dir):
+            if entry.session_file and Path(os.path.realpath(entry.session_file)) not in (
+                own_path,
+                *paths,
+            ):
+                paths.append(Path(entry.session_file))
+    others = [s for s in load_sessions(paths, load) if s.id != own.id]
+    return work_tree_ledgers(own, ancestors, others)
+
+
+__all__ = [
+    "SPARSE_PATHS",
+    "AuthorshipLog",
+    "Ledgers",
+    "keys_between",
+    "ledgers_here",
+    "load_sessions",
+    "session_points",
+    "sibling_files",
+    "work_tree_ledgers",
+]
