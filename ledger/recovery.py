@@ -52,9 +52,9 @@ from ledger.session.model import Session
 from ledger.session.store import read_session
 
 if TYPE_CHECKING:
-    # The engine imports this module to report interrupted restores; recovery needs the
-    # engine's type only for its signature, so no run-time dependency runs back to the engine.
-    from ledger.engine.engine import Engine
+    # The engine imports this module to report interrupted restores: recovery names only the
+    # protocol of what it uses of an engine, so no import, not even a type's, runs back to it.
+    from ledger.engine.context import EngineContext
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class HeldSession:
     read: Callable[[], Session]
 
 
-def held_session(engine: Engine) -> HeldSession | None:
+def held_session(engine: EngineContext) -> HeldSession | None:
     """The engine's session as its host holds it (None for a host without a session file)."""
     session_file = engine.host.session_file
     if session_file is None:
@@ -217,7 +217,7 @@ class RecoveryReport:
         }
 
 
-def recover(engine: Engine, journal: Journal) -> RecoveryReport:
+def recover(engine: EngineContext, journal: Journal) -> RecoveryReport:
     """Bring the work tree back to ``journal``'s undo snapshot and record it in the engine's
     session (see the module docstring). ``journal`` was chosen earlier: when another process
     recovered it meanwhile, the restore raises :class:`~ledger.errors.AlreadyRecoveredError`

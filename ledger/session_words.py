@@ -10,10 +10,30 @@ Invariants: pure (no file, no clock); one line per session.
 
 from __future__ import annotations
 
-# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ledger.presence import Presence
+# Only ledger.presence imports this module, and it imports typing already: no start-up cost.
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class Listed(Protocol):
+    """A session as the listings name it: :class:`ledger.presence.Presence` satisfies it. A
+    protocol, not the class, so that this module (which presence imports) imports nothing of
+    presence back, not even a type (issue 33: no import circles, type-only imports included)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def shown_pid(self) -> int: ...
+    @property
+    def started(self) -> str: ...
+    @property
+    def session_file(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def busy(self) -> bool: ...
+    @property
+    def whole(self) -> bool: ...
 
 
 def footer_mark(count: int) -> str:
@@ -21,12 +41,12 @@ def footer_mark(count: int) -> str:
     return f" · {count} sessions here" if count >= 2 else ""
 
 
-def describe(entry: Presence) -> str:
+def describe(entry: Listed) -> str:
     """``session "fix the login bug" (…7f3a9c2e), pid N, started …`` (Pi's pid)."""
     return f"session {entry.label}, pid {entry.shown_pid}, started {entry.started}"
 
 
-def others_notice(others: list[Presence]) -> str:
+def others_notice(others: Sequence[Listed]) -> str:
     """The notice a session shows once per other live session it learns of."""
     if len(others) == 1:
         who = f"another Pi session works in this directory too ({describe(others[0])})"
@@ -36,7 +56,7 @@ def others_notice(others: list[Presence]) -> str:
     return f"Rewind: {who}; a restore in one overwrites what the other's agent writes"
 
 
-def status_line(entry: Presence, *, own: bool = False) -> str:
+def status_line(entry: Listed, *, own: bool = False) -> str:
     """One session in ``rewind status`` / ``rewind doctor``."""
     where = f" ({entry.session_file})" if entry.session_file else ""
     state = "in a turn" if entry.busy else "idle"

@@ -2,9 +2,9 @@
 
 Why it exists: the protocol's event names and payloads are Pi's
 (docs/design.md#pis-events-and-their-order); the engine's methods are host-agnostic. The
-:data:`ROUTES` table is the only place that knows both. :class:`BridgeState` is what the bridge
-keeps between events, :class:`Outcome` what one event produced; the server owns the one and puts
-the other on the wire.
+:data:`ROUTES` table is the only place that knows both. :class:`~ledger.bridge.state.BridgeState`
+(re-exported here) is what the bridge keeps between events, :class:`Outcome` what one event
+produced; the server owns the one and puts the other on the wire.
 
 Invariants:
 - ``session_start`` (re)creates the engine: Pi runs a fresh extension instance after
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.bridge.host import BridgeHost
 from ledger.bridge.protocol import EventMessage, EventName
 from ledger.bridge.rewind_events import (
     chooser,
@@ -45,6 +44,7 @@ from ledger.bridge.rewind_events import (
     rewind_list,
     rewind_preview,
 )
+from ledger.bridge.state import BridgeState
 from ledger.errors import NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
@@ -52,44 +52,8 @@ from ledger.session_names import TitleTracker
 if TYPE_CHECKING:
     from ledger.engine.engine import Choose, Engine, EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
-    from ledger.presence import Announcement, Kind
     from ledger.retention.scheduler import SweepScheduler
     from ledger.settings import Settings
-    from ledger.turngate import TurnGate
-
-
-@dataclass
-class BridgeState:
-    """What the bridge keeps between the events of one extension instance (one Pi session)."""
-
-    host: BridgeHost
-    agent_dir: Path | None = None
-    engine: Engine | None = None
-    """None before the first event, and outside a git repository (rewind is off)."""
-    settings: Settings | None = None
-    """Set once an engine was started (stays set while the engine is off outside a repository)."""
-    scheduler: SweepScheduler | None = None
-    """The retention sweeps of this session; None when retention is off or after shutdown."""
-    passive: bool = False
-    """Another extension records this session: we record nothing and leave the footer alone."""
-    status_note: str | None = None
-    """Shown after the footer until the next prompt or rewind action
-    (docs/design.md#outside-changes)."""
-    intent: tuple[str, str] | None = None
-    """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for that
-    entry answers (:mod:`ledger.bridge.rewind_events`)."""
-    kind: Kind = "bridge"
-    """How this session is served: a bridge process of its own, or hosted by the watcher."""
-    presence: Announcement | None = None
-    """This session's entry in the presence registry while its engine is on."""
-    gate: TurnGate | None = None
-    """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
-    pi_pid: int | None = None
-    """The Pi process this session serves (the bridge's parent, or a hosted session's peer):
-    the pid the listings show (docs/design.md#sessions-here)."""
-    titles: TitleTracker = field(default_factory=TitleTracker)
-    """This session's title for its presence entry, read from the entries appended since the
-    last prompt only (ledger/session_names.py)."""
 
 
 @dataclass

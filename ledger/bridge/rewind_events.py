@@ -31,8 +31,8 @@ from ledger.engine import messages as M
 from ledger.errors import LedgerError
 
 if TYPE_CHECKING:
-    from ledger.bridge.dispatch import BridgeState
     from ledger.bridge.protocol import EventMessage
+    from ledger.bridge.state import BridgeState
     from ledger.engine.engine import Choose, Engine, EventResult
 
 INTENT_CHOICES: dict[str, dict[str, str]] = {

@@ -45,7 +45,7 @@ from ledger.records import OP, TURN
 from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext as Engine
     from ledger.git.store.snapshot import LastExact
 
 MENU_UNDO = '"Undo last file rewind"'

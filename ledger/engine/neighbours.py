@@ -56,7 +56,7 @@ from ledger.session_names import session_label, session_title
 from ledger.work_tree_scope import Member, live_here, scope
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext as Engine
     from ledger.git.repo import GitRepo
 
 RECENT_S = 24 * 3600.0

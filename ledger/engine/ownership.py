@@ -36,7 +36,7 @@ from ledger.records import OP
 from ledger.session.model import Session, is_restorable
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext as Engine
 
 StepKind = Literal["agent", "prompt", "moment", "rewind"]
 

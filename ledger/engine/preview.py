@@ -67,7 +67,7 @@ from ledger.session.model import entry_text, is_restorable, kind_of
 from ledger.session_names import session_label
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext
     from ledger.git.capture.scan import CaptureResult
 
 MAX_POINTS = 200
@@ -82,7 +82,7 @@ TEXT_CHARS = 80
 # --- the list ---------------------------------------------------------------------------------
 
 
-def _capture(engine: Engine) -> CaptureResult:
+def _capture(engine: EngineContext) -> CaptureResult:
     from ledger.git.capture.scan import capture_tree
 
     return capture_tree(engine.repo, engine.settings.snapshot)
@@ -93,7 +93,7 @@ def prompt_text(entry_text_value: str) -> str:
     return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
 
 
-def list_points(engine: Engine, *, limit: int = MAX_POINTS) -> PointList:
+def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
     """The rewind points of the branch the user is on, newest first (see the module).
 
     One capture, then one walk from now back through the points: each point differs from the
@@ -151,7 +151,7 @@ class _Walk:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineContext,
         now: str,
         skipped: Sequence[str],
         attribution: Attribution,
@@ -246,7 +246,7 @@ class _Walk:
 
 
 def compare_point(
-    engine: Engine,
+    engine: EngineContext,
     now: str,
     commit: str,
     skipped: Sequence[str],
@@ -268,7 +268,7 @@ def compare_point(
     return Counts(added, modified, deleted), authors.own, authors.others
 
 
-def _is_redo(engine: Engine) -> bool:
+def _is_redo(engine: EngineContext) -> bool:
     """Whether the branch's last file action was an undo (its ``current`` is the ``undo`` of the
     op before it): then "Undo last file rewind" redoes the rewind."""
     from ledger.ledgerview import LedgerView
@@ -286,7 +286,7 @@ def _is_redo(engine: Engine) -> bool:
     return len(ops) >= 2 and ops[-1].current == ops[-2].undo
 
 
-def _shadow(engine: Engine) -> str | None:
+def _shadow(engine: EngineContext) -> str | None:
     from ledger.git.shadow.layout import ShadowRepo
 
     return str(engine.repo.git_dir) if isinstance(engine.repo, ShadowRepo) else None
@@ -295,7 +295,7 @@ def _shadow(engine: Engine) -> str | None:
 # --- one point --------------------------------------------------------------------------------
 
 
-def preview(engine: Engine, entry_id: str) -> Preview:
+def preview(engine: EngineContext, entry_id: str) -> Preview:
     """What restoring ``entry_id``'s point would change, file by file, and what can be done."""
     from ledger.git.restore.plan import plan_restore
     from ledger.review.diff import GitDiffer
@@ -359,7 +359,7 @@ def preview(engine: Engine, entry_id: str) -> Preview:
 
 
 def _actions(
-    engine: Engine, entry_id: str, *, has_files: bool, refused: str | None
+    engine: EngineContext, entry_id: str, *, has_files: bool, refused: str | None
 ) -> list[Action]:
     why = refused or (None if has_files else _why_no_point(engine, entry_id))
     if has_files and why is None:
@@ -377,7 +377,9 @@ def _actions(
     ]
 
 
-def pi_fork_refusal(engine: Engine, entry_id: str, position: str | None = "before") -> str | None:
+def pi_fork_refusal(
+    engine: EngineContext, entry_id: str, position: str | None = "before"
+) -> str | None:
     """Why Pi 0.73.1 would refuse to fork at ``entry_id``, or ``None`` when it forks there.
 
     Pi's ``AgentSessionRuntime.fork`` fires ``session_before_fork`` first and checks the entry
@@ -402,7 +404,7 @@ def _article(word: str) -> str:
     return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
-def _busy_elsewhere(engine: Engine) -> str | None:
+def _busy_elsewhere(engine: EngineContext) -> str | None:
     """Why no file restore is offered now: another session's turn is running (the registry's
     word; the restore itself is refused by the turn gate, docs/design.md#never-mid-turn)."""
     from ledger.turngate import busy_here, named
@@ -413,7 +415,7 @@ def _busy_elsewhere(engine: Engine) -> str | None:
     return f"a turn of {named(busy)} is running here; choose again once it has ended"
 
 
-def _why_no_point(engine: Engine, entry_id: str) -> str:
+def _why_no_point(engine: EngineContext, entry_id: str) -> str:
     entry = engine.session().get(entry_id)
     if entry is None or not is_restorable(entry):
         return "that entry is not a prompt, reply or summary: it has no rewind point"
@@ -426,7 +428,7 @@ def _why_no_point(engine: Engine, entry_id: str) -> str:
     )
 
 
-def file_diff(engine: Engine, entry_id: str, path: str) -> tuple[str, bool]:
+def file_diff(engine: EngineContext, entry_id: str, path: str) -> tuple[str, bool]:
     """The diff of ``path`` from the work tree now to ``entry_id``'s point (what the restore
     would do to it), cut at :data:`MAX_DIFF_BYTES`; ``(text, cut)``."""
     from ledger.git.trees import patch
@@ -457,7 +459,7 @@ def _restores(counts: Counts) -> str:
 
 
 def menu_title(
-    engine: Engine,
+    engine: EngineContext,
     offered: Sequence[tuple[str, str]],
     missing: Sequence[tuple[str, str]],
 ) -> str:
@@ -501,7 +503,7 @@ def menu_title(
 
 
 def choice_title(
-    engine: Engine, entry_id: str, target: str | None, undo: str | None, *, fork: bool
+    engine: EngineContext, entry_id: str, target: str | None, undo: str | None, *, fork: bool
 ) -> str:
     """The ``Restore Options`` title of ``/tree`` (``fork=False``) or ``/fork`` for ``entry_id``
     with its point ``target`` and the branch's ``undo`` (:func:`menu_title`)."""

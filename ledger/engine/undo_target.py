@@ -39,8 +39,9 @@ from ledger.git.restore.journal import recording
 from ledger.recovery import Interrupted, held_session, interrupted_of, interruption_error, recover
 
 if TYPE_CHECKING:
-    # Type names only: the engine imports this module, so nothing here runs back to it.
-    from ledger.engine.engine import Engine
+    # Type names only; the engine imports this module, so it names the engine's protocol
+    # (ledger/engine/context.py), never ledger.engine.engine.
+    from ledger.engine.context import EngineContext
     from ledger.engine.results import EventResult
     from ledger.git.restore.journal import Journal
 
@@ -82,7 +83,7 @@ def interrupted_note(journal: Journal) -> str:
     )
 
 
-def _interrupted(engine: Engine) -> Interrupted:
+def _interrupted(engine: EngineContext) -> Interrupted:
     session_file = engine.host.session_file
     return interrupted_of(engine.repo, session_file, held_session(engine))
 
@@ -91,14 +92,14 @@ def _from_journal(journal: Journal) -> UndoTarget:
     return UndoTarget(journal.undo, journal.entry, journal)
 
 
-def _recorded_undo(engine: Engine) -> UndoTarget | None:
+def _recorded_undo(engine: EngineContext) -> UndoTarget | None:
     state = engine.branch_state()
     if state.undo is None or not engine.repo.commit_exists(state.undo):
         return None
     return UndoTarget(state.undo, state.undo_from)
 
 
-def find_undo(engine: Engine) -> UndoTarget | None:
+def find_undo(engine: EngineContext) -> UndoTarget | None:
     """What "Undo last file rewind" would bring back now, for offering it (None: nothing to
     undo). See the module docstring for the order."""
     found = _interrupted(engine)
@@ -107,7 +108,7 @@ def find_undo(engine: Engine) -> UndoTarget | None:
     return _recorded_undo(engine)
 
 
-def require_undo(engine: Engine) -> UndoTarget:
+def require_undo(engine: EngineContext) -> UndoTarget:
     """What an undo brings back now, or why it cannot run: :class:`NothingToUndoError`, or
     :class:`~ledger.errors.InterruptedRestoreError` for another session's interrupted restore.
     Changes nothing."""
@@ -126,7 +127,7 @@ def require_undo(engine: Engine) -> UndoTarget:
     raise NothingToUndoError(session_id, reason=f"its snapshot {undo[:12]} was pruned")
 
 
-def undo_files(engine: Engine, target: UndoTarget) -> UndoDone:
+def undo_files(engine: EngineContext, target: UndoTarget) -> UndoDone:
     """Bring back ``target`` (from :func:`require_undo`) and record it; raises before changing
     anything when the restore refuses, and rolls back when it fails."""
     if target.interrupted is not None:
@@ -155,7 +156,7 @@ def undo_files(engine: Engine, target: UndoTarget) -> UndoDone:
     )
 
 
-def report_interrupted(engine: Engine, result: EventResult) -> None:
+def report_interrupted(engine: EngineContext, result: EventResult) -> None:
     """At session start: an interrupted restore of this work tree is said at once, with what
     brings every file back (for this session's own, the undo in its menus as well)."""
     try:

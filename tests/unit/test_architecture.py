@@ -3,7 +3,8 @@ on the source itself.
 
 - **No import circles** in ``ledger/``: a module never reaches itself through the modules it
   imports when it runs (module-level and function-level imports both count; imports under
-  ``if TYPE_CHECKING:`` do not, since they never run: type names may point upward).
+  ``if TYPE_CHECKING:`` do not here, since they never run; tests/unit/test_import_graph.py is
+  stricter and counts those too, issue 33).
 - **No private names across modules**: ``from ledger.x import _name`` only inside ``ledger.x``.
 - **No module over 600 lines.**
 - **pygit2 only in the git layer** (``ledger/git/``).

@@ -1,0 +1,60 @@
+"""What the bridge keeps between the events of one extension instance (one Pi session).
+
+Why it exists apart from :mod:`ledger.bridge.dispatch`: the ``/rewind`` events
+(:mod:`ledger.bridge.rewind_events`) read and set its ``intent``, and the dispatcher imports
+them; with the state defined in the dispatcher the two modules imported each other (issue 33:
+no import circles, type-only imports included). Both import it from here; the dispatcher
+re-exports it.
+
+Invariants: plain data, no behaviour; imports nothing of the bridge but its host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ledger.bridge.host import BridgeHost
+from ledger.session_names import TitleTracker
+
+if TYPE_CHECKING:
+    from ledger.engine.engine import Engine
+    from ledger.presence import Announcement, Kind
+    from ledger.retention.scheduler import SweepScheduler
+    from ledger.settings import Settings
+    from ledger.turngate import TurnGate
+
+
+@dataclass
+class BridgeState:
+    """What the bridge keeps between the events of one extension instance (one Pi session)."""
+
+    host: BridgeHost
+    agent_dir: Path | None = None
+    engine: Engine | None = None
+    """None before the first event, and outside a git repository (rewind is off)."""
+    settings: Settings | None = None
+    """Set once an engine was started (stays set while the engine is off outside a repository)."""
+    scheduler: SweepScheduler | None = None
+    """The retention sweeps of this session; None when retention is off or after shutdown."""
+    passive: bool = False
+    """Another extension records this session: we record nothing and leave the footer alone."""
+    status_note: str | None = None
+    """Shown after the footer until the next prompt or rewind action
+    (docs/design.md#outside-changes)."""
+    intent: tuple[str, str] | None = None
+    """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for that
+    entry answers (:mod:`ledger.bridge.rewind_events`)."""
+    kind: Kind = "bridge"
+    """How this session is served: a bridge process of its own, or hosted by the watcher."""
+    presence: Announcement | None = None
+    """This session's entry in the presence registry while its engine is on."""
+    gate: TurnGate | None = None
+    """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
+    pi_pid: int | None = None
+    """The Pi process this session serves (the bridge's parent, or a hosted session's peer):
+    the pid the listings show (docs/design.md#sessions-here)."""
+    titles: TitleTracker = field(default_factory=TitleTracker)
+    """This session's title for its presence entry, read from the entries appended since the
+    last prompt only (ledger/session_names.py)."""

@@ -1,0 +1,86 @@
+"""What the engine's helper modules need of an engine, as a protocol (issue 33: "engine helpers
+take the values they need, not the Engine").
+
+Why it exists: :class:`ledger.engine.engine.Engine` imports its helpers (``changes_since``,
+``neighbours``, ``ownership``, ``preview``, ``undo_target``, and :mod:`ledger.recovery`) to run
+them; when they named ``Engine`` in their signatures, even under ``if TYPE_CHECKING:``, each
+was in an import circle with the engine (tests/unit/test_import_graph.py counts those). They
+annotate with :class:`EngineContext` instead, which ``Engine`` satisfies structurally: nothing
+here imports ``ledger.engine.engine``, and nothing needs to subclass this.
+
+Invariants: declares only what those helpers use today (add a member when a helper starts
+using one); read-only properties for the state, so the helpers promise not to rebind it (the
+``tree_diff_cache`` dict is filled in place); the imports below are type names only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ledger.engine.host import SessionHost
+    from ledger.git.repo import GitRepo
+    from ledger.git.restore.journal import Journal
+    from ledger.git.restore.run import RestoreOutcome
+    from ledger.git.store.snapshot import LastExact
+    from ledger.git.trees import Change
+    from ledger.ledgerview import BranchState
+    from ledger.lineage import LineageReader
+    from ledger.session.model import Session
+    from ledger.session.store import ParentRequest
+    from ledger.settings import Settings
+
+
+class EngineContext(Protocol):
+    """One session's engine as its helpers see it (:class:`ledger.engine.engine.Engine`)."""
+
+    @property
+    def host(self) -> SessionHost: ...
+
+    @property
+    def repo(self) -> GitRepo: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def reader(self) -> LineageReader: ...
+
+    @property
+    def last_exact(self) -> LastExact | None:
+        """The latest exact snapshot, the dedup candidate of the next capture."""
+        ...
+
+    @property
+    def tree_diff_cache(self) -> dict[tuple[str, str], list[Change]]:
+        """Leaf changes between two recorded trees (:mod:`ledger.engine.ownership`)."""
+        ...
+
+    def session(self) -> Session: ...
+
+    def branch_state(self) -> BranchState: ...
+
+    def resolve_point(self, entry_id: str) -> str | None:
+        """The entry's exact rewind point through lineage, if its commit still exists."""
+        ...
+
+    def pruned_point(self, entry_id: str) -> bool:
+        """The entry was bound to a snapshot that retention pruned since."""
+        ...
+
+    def restore_files(
+        self, commit: str, *, until_recorded: bool = False, recovering: Journal | None = None
+    ) -> RestoreOutcome:
+        """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure)."""
+        ...
+
+    def append_op(
+        self,
+        *,
+        current: str | None = None,
+        undo: str | None = None,
+        bindings: list[tuple[str, str]] | None = None,
+        parent_id: ParentRequest = ...,
+    ) -> str:
+        """Append a ``rewind-op`` record; returns its id."""
+        ...
