@@ -128,6 +128,9 @@ def start_engine(
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
     state.scheduler = _scheduler(state, repo, agent_dir, settings)
     engine = Engine(state.host, repo, settings=settings, retention=state.scheduler)
+    # A long-lived engine: the authorship index is loaded once, then only what other sessions
+    # append is read (docs/authorship.md#wiring).
+    engine.authorship.keep_loaded = True
     state.engine = engine
     _absorb(state, engine.session_start(_REASONS.get(reason, "startup"), previous), outcome)
     state.host.watch_writers()

@@ -363,7 +363,7 @@ def run_undo(args: argparse.Namespace, ctx: CliContext) -> int:
         ),
     )
     with restoring(ctx, engine, "undo" if journal is None else "recover"):
-        report = operations.undo(engine)
+        report = operations.undo(engine, planned=plan)  # the plan is computed once
     ctx.emit(report.to_json(), lambda: _undo_text(report, args.session))
     return 0
 

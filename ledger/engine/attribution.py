@@ -35,7 +35,7 @@ from ledger.authorship.model import AuthorshipIndex, Key, Lineage, Record, absen
 from ledger.git.trees import Change
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext as Engine
     from ledger.engine.neighbours import Neighbour
 
 

@@ -310,6 +310,18 @@ def load_sessions(paths: Sequence[Path], load: Callable[[Path], Session | None])
     return found
 
 
+def busy_other(git_dir: Path, own: str) -> str | None:
+    """The one other session whose turn runs in this work tree now (the registries' word):
+    what a capture finds changed meanwhile is its agent's work in flight, not the user's."""
+    from ledger.turngate import busy_here
+
+    try:
+        busy = {b.session_id for b in busy_here(git_dir, own)}
+    except (LedgerError, OSError):
+        return None
+    return busy.pop() if len(busy) == 1 else None
+
+
 def ledgers_here(
     own: Session, own_file: str | Path | None, reader: LineageReader, git_dir: Path
 ) -> dict[str, list[Point]]:
@@ -339,6 +351,7 @@ __all__ = [
     "SPARSE_PATHS",
     "AuthorshipLog",
     "Ledgers",
+    "busy_other",
     "keys_between",
     "ledgers_here",
     "load_sessions",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ledger.engine.authorship_log import AuthorshipLog
     from ledger.engine.host import SessionHost
     from ledger.git.repo import GitRepo
     from ledger.git.restore.journal import Journal
@@ -54,6 +55,11 @@ class EngineContext(Protocol):
     @property
     def tree_diff_cache(self) -> dict[tuple[str, str], list[Change]]:
         """Leaf changes between two recorded trees (:mod:`ledger.engine.ownership`)."""
+        ...
+
+    @property
+    def authorship(self) -> AuthorshipLog:
+        """The work tree's authorship index (:mod:`ledger.engine.authorship_log`)."""
         ...
 
     def session(self) -> Session: ...

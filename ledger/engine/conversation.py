@@ -121,3 +121,15 @@ def fork_path(
             copied.append({**source.raw, "parentId": leaf})
             leaf = source.id
     return copied
+
+
+def describe_entry(session: Session, entry_id: str) -> str:
+    """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
+    entry = session.get(entry_id)
+    if entry is None:
+        return entry_id
+    kind = entry.role if entry.type == "message" and entry.role else entry.type.replace("_", " ")
+    text = " ".join(entry_text(entry).split())
+    if len(text) > 40:
+        text = text[:39] + "…"
+    return f'{kind} "{text}" ({entry_id})' if text else f"{kind} {entry_id}"

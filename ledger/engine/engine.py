@@ -38,12 +38,11 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ledger.authorship.rebuild import Point as AuthorshipPoint
 from ledger.clock import Clock, SystemClock
 from ledger.engine import messages as M
-from ledger.engine.authorship_log import AuthorshipLog
+from ledger.engine.authorship_log import AuthorshipLog, busy_other, ledgers_here
 from ledger.engine.changes_since import prompt_status_note
-from ledger.engine.conversation import assistant_entry, prompt_user_entry
+from ledger.engine.conversation import assistant_entry, describe_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
 from ledger.engine.host import SessionHost
 from ledger.engine.preview import choice_title
@@ -101,9 +100,11 @@ class Engine:
         self._pending_tree: FileState | None = None
         self.tree_diff_cache: dict[tuple[str, str], list[Change]] = {}
         """Leaf changes between two recorded trees (ledger.engine.ownership): they never change."""
-        self.authorship = AuthorshipLog(repo, self._authorship_ledgers)
-        """Who produced each file's content (docs/authorship.md): a record after each capture
-        that makes a ledger point, a lookup per path for each plan."""
+        self.authorship = AuthorshipLog(
+            repo,
+            lambda: ledgers_here(self.session(), self.host.session_file, self.reader, repo.git_dir),
+        )
+        """Who produced each file's content (docs/authorship.md)."""
         self._held_journals: list[Journal] = []
         self._fork_preference: str | None = None
         self._unconsumed_fork: FileState | None = None
@@ -153,9 +154,8 @@ class Engine:
         self.last_exact = LastExact(current, tree) if current and tree else None
 
     def snapshot(self, *, agent_entry: str | None = None) -> str:
-        """Capture the work tree; reuse the latest exact snapshot when the tree is unchanged.
-        Every caller makes a ledger point of it, so it is recorded in the authorship index:
-        the agent's turn ending at ``agent_entry``, else what a capture found (the user's)."""
+        """Capture the work tree (reusing the latest exact snapshot when unchanged): a ledger
+        point, so recorded in the authorship index as ``agent_entry``'s turn, else found."""
         report = take_snapshot(
             self.repo, self.settings.snapshot, last_exact=self.last_exact, clock=self.clock
         )
@@ -166,26 +166,8 @@ class Engine:
         if agent_entry is not None:
             self.authorship.agent(report.commit, own, agent_entry)
         else:
-            self.authorship.capture(report.commit, own, busy=self._busy_other(own))
+            self.authorship.capture(report.commit, own, busy=busy_other(self.repo.git_dir, own))
         return report.commit
-
-    def _busy_other(self, own: str) -> str | None:
-        """The one other session whose turn runs here now (the registries' word): what a
-        capture finds changed meanwhile is its agent's work in flight, not the user's."""
-        from ledger.turngate import busy_here
-
-        try:
-            busy = {b.session_id for b in busy_here(self.repo.git_dir, own)}
-        except (LedgerError, OSError):
-            return None
-        return busy.pop() if len(busy) == 1 else None
-
-    def _authorship_ledgers(self) -> dict[str, list[AuthorshipPoint]]:
-        """What a rebuild of the authorship index replays: every session of this work tree
-        the ledgers name (:func:`ledger.engine.authorship_log.work_tree_ledgers`)."""
-        from ledger.engine.authorship_log import ledgers_here
-
-        return ledgers_here(self.session(), self.host.session_file, self.reader, self.repo.git_dir)
 
     def _try_snapshot(
         self, when: str, result: EventResult, *, agent_entry: str | None = None
@@ -256,8 +238,7 @@ class Engine:
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
-        # What the restore wrote is a rewind's, never anyone's work to warn about; what its
-        # pre-restore capture found is the user's (docs/authorship.md#wiring).
+        # What it wrote is a rewind's; what its pre-restore capture found, the user's.
         self.authorship.rewind(outcome.undo_commit, commit, self.session().id)
         return outcome
 
@@ -493,18 +474,7 @@ class Engine:
 
     def describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
-        from ledger.session.model import entry_text
-
-        entry = self.session().get(entry_id)
-        if entry is None:
-            return entry_id
-        kind = (
-            entry.role if entry.type == "message" and entry.role else entry.type.replace("_", " ")
-        )
-        text = " ".join(entry_text(entry).split())
-        if len(text) > 40:
-            text = text[:39] + "…"
-        return f'{kind} "{text}" ({entry_id})' if text else f"{kind} {entry_id}"
+        return describe_entry(self.session(), entry_id)
 
     def record_navigation(
         self, new_leaf_id: str | None, *, summary_entry_id: str | None = None
@@ -613,8 +583,12 @@ class Engine:
 
     def for_host(self, host: SessionHost) -> Engine:
         """An engine on another session (a fork's child) with this one's repository, settings,
-        clock and lineage reader."""
-        return Engine(host, self.repo, settings=self.settings, clock=self.clock, reader=self.reader)
+        clock and lineage reader (and its way of reading the authorship index)."""
+        child = Engine(
+            host, self.repo, settings=self.settings, clock=self.clock, reader=self.reader
+        )
+        child.authorship.keep_loaded = self.authorship.keep_loaded
+        return child
 
     def shutdown(self, reason: str = "quit") -> EventResult:
         """``session_shutdown``. With ``reason="fork"`` the prepared fork is happening: the child

@@ -163,10 +163,14 @@ def restore(
     return report
 
 
-def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
+def undo(
+    engine: Engine, *, dry_run: bool = False, planned: RestoreReport | None = None
+) -> RestoreReport:
     """ "Undo last file rewind": an interrupted restore of this session first (``mode`` =
     ``recover``), else the branch's recorded undo (:mod:`ledger.engine.undo_target`, the same
-    decision as the menus')."""
+    decision as the menus'). ``planned``: this undo's dry run, already shown to the user: when
+    it is still the undo to do, its plan and attribution are not computed again (the restore
+    itself plans once more under its lock, as every restore does)."""
     found = require_undo(engine)
     report = RestoreReport(
         mode="undo" if found.interrupted is None else "recover",
@@ -175,10 +179,24 @@ def undo(engine: Engine, *, dry_run: bool = False) -> RestoreReport:
         dry_run=dry_run,
         interrupted=found.interrupted,
     )
-    _fill_plan(report, plan_for(engine, found.snapshot), engine)
+    if (
+        planned is not None
+        and not dry_run
+        and planned.target == found.snapshot
+        and planned.mode == report.mode
+    ):
+        report.warnings.extend(planned.warnings)
+        report.outside, report.others = list(planned.outside), list(planned.others)
+    else:
+        _fill_plan(report, plan_for(engine, found.snapshot), engine)
     if dry_run:
         return report
     done = undo_files(engine, found)
+    report.added, report.modified, report.deleted = (
+        list(done.added),
+        list(done.modified),
+        list(done.deleted),
+    )
     report.changed, report.undo, report.record = done.changed, done.undo, done.record
     report.leaf = report.record
     return report

@@ -21,9 +21,7 @@ def oracle(agent: Agent, snapshot: str) -> tuple[dict[str, object], list[str]]:
     engine = agent.engine
     captured = capture_tree(engine.repo, engine.settings.snapshot)
     skipped = [s.path for s in captured.skipped]
-    counts, own, _ = compare_point(
-        engine, captured.tree, snapshot, skipped, latest_point(engine)
-    )
+    counts, own, _ = compare_point(engine, captured.tree, snapshot, skipped, latest_point(engine))
     return counts.to_json(), [c.path for c in own]
 
 
