@@ -14,14 +14,14 @@ now, its key ``(path, mode, blob)`` (``(path, 0, "")`` for a file that is absent
 1. **this conversation's agent**: an agent record of the asking session (any branch), or of a
    session it was forked from for a turn the fork copied (:class:`Lineage`), produced exactly
    this content. Checked first: nothing this conversation's agent wrote is ever named.
-2. otherwise the **latest** agent or user record producing it decides: **another session's
-   agent**, or **the user** (changes found by a capture, not made by an agent or a rewind).
-3. otherwise a **rewind** (restore, undo, fork restore) put it there and nobody else is known to
-   have produced it: never a warning.
-4. otherwise nothing recorded it: the content appeared after the last capture, i.e. the user's.
+2. otherwise the **latest** record producing it decides: **another session's agent**, **the
+   user** (changes found by a capture, not made by an agent or a rewind), or a **rewind**
+   (restore, undo, fork restore) that put it there last: never a warning (what it wrote is in
+   the snapshot it came from, and the user made nothing since).
+3. otherwise nothing recorded it: the content appeared after the last capture, i.e. the user's.
 
-Content identity: a rewind only ever writes content some snapshot holds, so rewind records never
-outrank an agent or user record of the same content, and a restore and its undo change no answer.
+Content identity: the key is the content, so a file changed by hand back to content some record
+produced is answered by that record.
 
 Invariants: pure (values in, values out; paths are bytes, modes ints, blob ids hex strings); the
 index only grows by :meth:`AuthorshipIndex.add` in record order, so "latest" is file order;
@@ -127,6 +127,9 @@ _REWIND = 1
 """The latest rewind record producing it."""
 _AGENTS = 2
 """Per session, every agent record producing it (usually one), oldest first; or ``None``."""
+_LATEST_AT = 3
+_REWIND_AT = 4
+"""The positions (record numbers) of ``_LATEST`` and ``_REWIND``: which came last."""
 
 
 @dataclass
@@ -154,6 +157,7 @@ class AuthorshipIndex:
     def add(self, record: Record) -> None:
         """Take one record, later than every record added before."""
         self.records += 1
+        at = self.records
         self.entries += len(record.entries)
         self.last_snapshot = record.snapshot
         slots = self._slots
@@ -164,24 +168,27 @@ class AuthorshipIndex:
             for key in record.entries:
                 slot = get(key)
                 if slot is None:
-                    slots[key] = [None, record, None]
+                    slots[key] = [None, record, None, 0, at]
                 else:
                     slot[_REWIND] = record
+                    slot[_REWIND_AT] = at
         elif kind == "user":
             for key in record.entries:
                 slot = get(key)
                 if slot is None:
-                    slots[key] = [record, None, None]
+                    slots[key] = [record, None, None, at, 0]
                 else:
                     slot[_LATEST] = record
+                    slot[_LATEST_AT] = at
         else:
             session = record.author.session
             for key in record.entries:
                 slot = get(key)
                 if slot is None:
-                    slots[key] = [record, None, {session: [record]}]
+                    slots[key] = [record, None, {session: [record]}, at, 0]
                     continue
                 slot[_LATEST] = record
+                slot[_LATEST_AT] = at
                 agents = slot[_AGENTS]
                 if agents is None:
                     slot[_AGENTS] = {session: [record]}
@@ -197,16 +204,21 @@ class AuthorshipIndex:
     def keys(self) -> Iterator[Key]:
         return iter(self._slots)
 
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._slots)
+
     def attribute(self, key: Key, lineage: Lineage) -> Verdict:
         """Whose work the content ``key`` is, asked by the conversation ``lineage``."""
         slot = self._slots.get(key)
         if slot is None:
             return UNRECORDED
-        latest, rewind, agents = slot
+        latest, rewind, agents, latest_at, rewind_at = slot
         if agents is not None:
             own = _own(agents, lineage)
             if own is not None:
                 return own
+        if rewind is not None and rewind_at > latest_at:
+            return Verdict("rewind", rewind)
         if latest is not None:
             if latest.author.kind == "user":
                 return Verdict("user", latest)
@@ -225,7 +237,7 @@ class AuthorshipIndex:
         slot = self._slots.get(key)
         if slot is None:
             return (None, None, ())
-        latest, rewind, agents = slot
+        latest, rewind, agents, _, _ = slot
         return (latest, rewind, tuple(r for rs in (agents or {}).values() for r in rs))
 
 

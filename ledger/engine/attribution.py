@@ -32,11 +32,15 @@ from typing import TYPE_CHECKING
 
 from ledger.authorship.model import Attribution as Verdict_
 from ledger.authorship.model import AuthorshipIndex, Key, Lineage, Record, absent
+from ledger.clock import ms_from_iso
+from ledger.errors import LedgerError
 from ledger.git.trees import Change
 
 if TYPE_CHECKING:
     from ledger.engine.context import EngineContext as Engine
     from ledger.engine.neighbours import Neighbour
+    from ledger.lineage import LedgerFile
+    from ledger.session.model import Session
 
 
 def key_of(change: Change) -> Key:
@@ -86,7 +90,7 @@ class Attribution:
         session = engine.session()
         links = engine.reader.lineage(session).links
         ancestors = tuple(link.session_id for link in links[1:])
-        inherited = frozenset(e.id for e in session.entries) if ancestors else None
+        inherited = _same_conversation(engine, session, links) if ancestors else None
         bound: dict[str, str] = {}
         for link in links:
             for entry_id, sha in link.view.entry_to_commit.items():
@@ -129,6 +133,30 @@ class Attribution:
             )
             self._named[session_id] = found
         return found
+
+
+def _same_conversation(
+    engine: Engine, session: Session, links: Sequence[LedgerFile]
+) -> frozenset[str]:
+    """The entries whose turns are this conversation's: its own, and each ancestor's entries
+    written before the fork that made its child (the same Pi process did them: a fork made at
+    the first prompt copies none of them, yet they are the conversation's past, named as the
+    session it was forked from, never as another session). An ancestor's turns after the fork
+    are another session's."""
+    found = {e.id for e in session.entries}
+    child_started = ms_from_iso(session.header.get("timestamp"))
+    for link in links[1:]:
+        try:
+            parent = link.session or engine.reader.load(link.path, full=True).session
+        except (OSError, LedgerError):
+            parent = None
+        if parent is None:
+            continue
+        for entry in parent.entries:
+            if child_started and ms_from_iso(entry.timestamp) <= child_started:
+                found.add(entry.id)
+        child_started = ms_from_iso(parent.header.get("timestamp"))
+    return frozenset(found)
 
 
 __all__ = ["Attribution", "Whose", "key_of"]

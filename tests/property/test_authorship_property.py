@@ -242,10 +242,10 @@ class World:
             w[0] == "agent" and w[1] in asking.ancestors and w[2] in asking.copied for w in whos
         ):
             return "fork-parent"
-        made = [w for w in whos if w[0] != "rewind"]
-        if made:
-            return "user" if made[-1][0] == "user" else "other-session"
-        return "rewind" if whos else "user"
+        if not whos:
+            return "user"
+        last = whos[-1][0]  # whoever produced this content last: a rewind never warns
+        return "rewind" if last == "rewind" else "user" if last == "user" else "other-session"
 
     def check_plan(self, session: Session, goal: Tree) -> None:
         """What a restore plan would say about each file the restore changes."""
@@ -265,7 +265,8 @@ class World:
                 )
                 if verdict.attribution == "user":
                     assert truth[0] == "user", "named as the user's: it is the user's"
-                if truth[0] == "user":
+                rewound = self.produced.get(now, [("user",)])[-1][0] == "rewind"
+                if truth[0] == "user" and not rewound:
                     assert verdict.warns, "the user's file a restore overwrites is named"
                 if ours:
                     assert not verdict.warns, "nothing this conversation's agent wrote is named"

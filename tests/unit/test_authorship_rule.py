@@ -53,11 +53,19 @@ def test_the_latest_of_the_user_and_other_agents_decides() -> None:
     )
 
 
-def test_a_rewind_never_takes_content_from_its_author_and_is_named_only_alone() -> None:
+def test_content_a_rewind_put_back_last_is_the_rewinds_and_never_warns() -> None:
     restored = AuthorshipIndex.of([_user(X), _agent("B", "b1", Y), _rewind(X)])
-    assert restored.attribute(X, A).attribution == "user"
+    verdict = restored.attribute(X, A)
+    assert verdict.attribution == "rewind" and not verdict.warns
+    # The user (or another agent) producing it again after the rewind is the last word.
+    again = AuthorshipIndex.of([_user(X), _rewind(X), _agent("B", "b1", X)])
+    assert again.attribute(X, A).attribution == "other-session"
     alone = AuthorshipIndex.of([_rewind(X)]).attribute(X, A)
     assert alone.attribution == "rewind" and not alone.warns
+    # This conversation's agent is still checked first.
+    assert AuthorshipIndex.of([_agent("A", "a1", X), _rewind(X)]).attribute(X, A).attribution == (
+        "this-session"
+    )
 
 
 def test_a_fork_inherits_its_parents_turns_it_copied_and_no_others() -> None:
