@@ -83,6 +83,9 @@ class DoctorReport:
     chain_problems: list[str] = field(default_factory=list)
     references: list[DanglingReference] = field(default_factory=list)
     index: str = "missing"
+    authorship: str = "missing"
+    """The authorship index's status (docs/authorship.md): anything but ``ok`` is rebuilt at
+    the next plan (``newer``: in memory only)."""
     chain_started_ms: int | None = None
     """When the chain began (its last rewrite or first append); None without a keepalive chain."""
     usage: StoreUsage | None = None
@@ -213,6 +216,7 @@ class DoctorReport:
             "sessions": self.sessions,
             "ledgers": self.ledgers,
             "privateIndex": self.index,
+            "authorshipIndex": self.authorship,
             "references": [
                 {
                     "session": r.session,
@@ -301,6 +305,14 @@ def preview_retention(
     }
 
 
+def _authorship_status(repo: GitRepo) -> str:
+    """The authorship index file's status, from a read that parses no entry."""
+    from ledger.authorship.store import AuthorshipStore
+    from ledger.git.private import private_dir
+
+    return AuthorshipStore(private_dir(repo.git_dir)).read(only=()).status
+
+
 def diagnose(
     repo: GitRepo,
     agent_dir: Path,
@@ -339,6 +351,7 @@ def diagnose(
         0,
         chain_problems,
         index=PrivateIndex(repo.git_dir).health(),
+        authorship=_authorship_status(repo),
         chain_started_ms=chain_started_ms(repo),
     )
     try:

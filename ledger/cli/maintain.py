@@ -374,6 +374,14 @@ def _doctor_text(report: DoctorReport) -> str:
         f"sessions     {report.sessions} of this repository, {report.ledgers} with rewind records",
         f"capture index {report.index}"
         + ("" if report.index == "ok" else " (rebuilt at the next capture)"),
+        f"authorship   {report.authorship}"
+        + (
+            ""
+            if report.authorship == "ok"
+            else " (left alone: a newer version)"
+            if report.authorship == "newer"
+            else " (rebuilt from the ledgers at the next plan)"
+        ),
     ]
     if report.platform_absent:
         lines.append(

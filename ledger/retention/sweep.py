@@ -325,8 +325,30 @@ def run_sweep(
         last = load_last_exact(repo)
         if last is not None and last.commit not in result.kept:
             save_last_exact(repo, None)
+        _compact_authorship(repo)
     report.ms = (time.perf_counter() - started) * 1000
     return report
+
+
+COMPACT_FROM_BYTES = 1 << 20
+"""An authorship index smaller than this is left as it is by a sweep (nothing worth a rewrite)."""
+
+
+def _compact_authorship(repo: GitRepo) -> None:
+    """The authorship index is compacted with retention (docs/authorship.md#compaction): the
+    records superseded for every key dropped, a torn tail too. Keys of pruned snapshots are
+    kept (a later capture may find that content again); a busy or damaged file is left for
+    the next sweep or its rebuild."""
+    from ledger.authorship.store import AuthorshipStore
+    from ledger.git.private import private_dir
+
+    store = AuthorshipStore(private_dir(repo.git_dir))
+    try:
+        if store.path.stat().st_size < COMPACT_FROM_BYTES:
+            return
+        store.compact(None)
+    except OSError:
+        return
 
 
 def policy_from(
