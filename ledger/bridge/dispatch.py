@@ -29,12 +29,14 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.bridge.host import BridgeHost
+from ledger.bridge.overwrites import prompt_note
 from ledger.bridge.protocol import EventMessage, EventName
 from ledger.bridge.rewind_events import (
     chooser,
@@ -45,7 +47,7 @@ from ledger.bridge.rewind_events import (
     rewind_list,
     rewind_preview,
 )
-from ledger.errors import NotARepositoryError
+from ledger.errors import LedgerError, NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
 
@@ -90,6 +92,12 @@ class BridgeState:
     titles: TitleTracker = field(default_factory=TitleTracker)
     """This session's title for its presence entry, read from the entries appended since the
     last prompt only (ledger/session_names.py)."""
+    overwrite_note: str | None = None
+    """Another session's restore overwrote this session's agent's files: the footer says so
+    until the next prompt starts (:mod:`ledger.bridge.overwrites`)."""
+    restored_by: dict[str, str] = field(default_factory=dict)
+    """Paths other sessions' restores changed since this session's last prompt → the
+    restoring session's label: the next prompt's note does not call them the user's."""
 
 
 @dataclass
@@ -301,6 +309,7 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
     if not state.passive:
         result.panel = []  # a new prompt: the last rewind action's panel has been read
         state.status_note = None  # and the last prompt's status note too
+        state.overwrite_note = None  # and another session's restore (a new one is shown anew)
         state.intent = None
     return result
 
@@ -308,6 +317,12 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
 def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
     result = engine.turn_start(_int(message.payload, "turnIndex"))
     _turn_begins(state)  # a host without before_agent_start; otherwise already held
+    if _int(message.payload, "turnIndex") == 0 and state.restored_by:
+        # Files another session restored are not "your changed files" (issue 33).
+        restored, state.restored_by = state.restored_by, {}
+        if result.status_note is not None:
+            with contextlib.suppress(LedgerError, OSError):
+                result.status_note = prompt_note(engine, restored) or result.status_note
     return result
 
 
