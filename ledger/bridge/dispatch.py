@@ -29,11 +29,13 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.bridge.overwrites import prompt_note
 from ledger.bridge.protocol import EventMessage, EventName
 from ledger.bridge.rewind_events import (
     chooser,
@@ -45,7 +47,7 @@ from ledger.bridge.rewind_events import (
     rewind_preview,
 )
 from ledger.bridge.state import BridgeState
-from ledger.errors import NotARepositoryError
+from ledger.errors import LedgerError, NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
 
@@ -268,6 +270,7 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
     if not state.passive:
         result.panel = []  # a new prompt: the last rewind action's panel has been read
         state.status_note = None  # and the last prompt's status note too
+        state.overwrite_note = None  # and another session's restore (a new one is shown anew)
         state.intent = None
     return result
 
@@ -275,6 +278,12 @@ def _before_agent_start(state: BridgeState, engine: Engine, message: EventMessag
 def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
     result = engine.turn_start(_int(message.payload, "turnIndex"))
     _turn_begins(state)  # a host without before_agent_start; otherwise already held
+    if _int(message.payload, "turnIndex") == 0 and state.restored_by:
+        # Files another session restored are not "your changed files" (issue 33).
+        restored, state.restored_by = state.restored_by, {}
+        if result.status_note is not None:
+            with contextlib.suppress(LedgerError, OSError):
+                result.status_note = prompt_note(engine, restored) or result.status_note
     return result
 
 

@@ -24,6 +24,9 @@ Invariants:
   :class:`~ledger.work_tree_scope.ScopeView` (the registries of nested plain directories too;
   again only when one changed or a second passed), never while a capture runs. The entry is
   withdrawn when the bridge ends.
+- Another session's restore (docs/design.md#telling-the-other-session): the notices it left for
+  this session are taken after each event and shown in that event's reply (a warning, the
+  panel, the footer until the next prompt; :mod:`ledger.bridge.overwrites`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
+from ledger.bridge.overwrites import show_overwrites
 from ledger.bridge.protocol import EVENT_NAMES, ErrorCode, EventMessage, ReplyMessage
 from ledger.errors import LedgerError
 from ledger.presence import Kind, footer_mark, others_notice
@@ -217,6 +221,7 @@ class BridgeServer:
         }
         if not self.state.passive:
             started = time.perf_counter()
+            show_overwrites(self.state, outcome)  # another session's restore (issue 33)
             others = self._others(outcome)
             reply["status"] = self._footer(recount=message.event != "message_end", others=others)
             self._footer_s = time.perf_counter() - started
@@ -279,8 +284,9 @@ class BridgeServer:
                 # Not a git repository: say where the points are kept (docs/shadow.md).
                 self._status += " · shadow repository"
             self._status_key = key
-        note = self.state.status_note
-        status = f"{self._status} · {note}" if note and self._status else self._status
+        # Another session's restore first: the prompt's note must not hide it (issue 33).
+        notes = [n for n in (self.state.overwrite_note, self.state.status_note) if n]
+        status = " · ".join([self._status, *notes]) if self._status else self._status
         return status + footer_mark(others + 1) if status else status
 
 

@@ -58,3 +58,9 @@ class BridgeState:
     titles: TitleTracker = field(default_factory=TitleTracker)
     """This session's title for its presence entry, read from the entries appended since the
     last prompt only (ledger/session_names.py)."""
+    overwrite_note: str | None = None
+    """Another session's restore overwrote this session's agent's files: the footer says so
+    until the next prompt starts (:mod:`ledger.bridge.overwrites`)."""
+    restored_by: dict[str, str] = field(default_factory=dict)
+    """Paths other sessions' restores changed since this session's last prompt → the
+    restoring session's label: the next prompt's note does not call them the user's."""

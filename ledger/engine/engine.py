@@ -54,6 +54,7 @@ from ledger.engine.results import (
     RetentionHooks,
     SessionStartReason,
 )
+from ledger.engine.tell_others import Overwritten, overwritten_by, tell
 from ledger.engine.undo_target import find_undo, report_interrupted, require_undo, undo_files
 from ledger.errors import LedgerError
 from ledger.git.repo import GitRepo
@@ -114,6 +115,7 @@ class Engine:
         self.turns = TurnPolicy()  # restores vs other sessions' turns (design.md#never-mid-turn)
         self.restore_fault: Callable[[str], None] | None = None
         """Test seam: called at each step of a restore; raising there injects a failure."""
+        self._overwritten: Overwritten | None = None  # asked after a restore, told at its record
 
     # --- state ----------------------------------------------------------------------------
 
@@ -193,8 +195,10 @@ class Engine:
         from ledger.record_models import build_op
 
         data = build_op(current=current, undo=undo, bindings=bindings).to_data()
+        told, self._overwritten = self._overwritten, None  # only the record right after it
         record = self.host.append_custom(OP, data, parent_id=parent_id)
         self._reconstruct()
+        tell(self, told, record)  # the other live sessions whose agents' files it overwrote
         return record
 
     def restore_files(
@@ -238,13 +242,16 @@ class Engine:
         # Only a verified restore makes the target the dedup candidate; otherwise the next
         # capture must compare against the work tree, not assume it.
         self.last_exact = LastExact(commit, outcome.plan.target_tree) if outcome.exact else None
-        # What it wrote is a rewind's; what its pre-restore capture found, the user's.
+        # Whose files it overwrote (for their sessions' notices), asked before the index
+        # learns that what it wrote is a rewind's and what its capture found, the user's.
+        self._overwritten = overwritten_by(self, outcome.plan) if outcome.changed else None
         self.authorship.rewind(outcome.undo_commit, commit, self.session().id)
         return outcome
 
     def _release_held(self) -> None:
         """The restore held by ``until_recorded`` is recorded now (or never will be)."""
         held, self._held_journals = self._held_journals, []
+        self._overwritten = None  # a restore not recorded by now never will be: no notice
         for journal in held:
             journal.release()
 
@@ -569,8 +576,10 @@ class Engine:
         from ledger.record_models import ForkPendingData
 
         data = ForkPendingData(v=2, current=state.current, undo=state.undo).to_data()
+        told, self._overwritten = self._overwritten, None
         record = self.host.append_custom(FORK_PENDING, data)
         self._unconsumed_fork = state
+        tell(self, told, record)  # a /fork restore's operation is this record
         return record
 
     def settle_fork(self, *, happened: bool) -> None:

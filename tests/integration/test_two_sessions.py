@@ -231,7 +231,9 @@ def test_the_cli_waits_for_the_other_turn_and_restores_once_it_ends(
     second.event("before_agent_start", {"prompt": "next"})
     reply = second.event("turn_start", {"turnIndex": 0})
     assert reply.status is not None
-    assert " · rewind: kept your 4 changed files as a point before this prompt" in reply.status
+    # Issue 33: not "your changed files": they are what the other session's restore changed.
+    kept = f"rewind: kept 4 files restored by session {first.label()} as a point before this prompt"
+    assert f" · {kept}" in reply.status
 
 
 def test_a_killed_busy_session_frees_the_work_tree_at_once(
