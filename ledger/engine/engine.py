@@ -451,10 +451,15 @@ class Engine:
         """The menus' "Undo last file rewind" (:mod:`ledger.engine.undo_target`, as every undo):
         restore, record at the leaf (undoable again), cancel the navigation or fork; ``stay``
         says what became of the conversation."""
-        done = undo_files(self, require_undo(self))
+        from ledger.engine.past_states import undo_words
+
+        target = require_undo(self)
+        words = undo_words(self, target)  # undo or redo, said before its op turns it around
+        done = undo_files(self, target)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.cancel = True
-        result.show(*M.panel_undone(done, stay=stay), *done.notes, M.UNDO_HINT_AGAIN)
+        panel = M.panel_undone(done, stay=stay, head=words.head, state=words.state)
+        result.show(*panel, *done.notes, M.UNDO_HINT_AGAIN)
 
     def describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""
