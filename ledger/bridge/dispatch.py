@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +46,7 @@ from ledger.bridge.rewind_events import (
     rewind_list,
     rewind_preview,
 )
-from ledger.bridge.state import BridgeState
+from ledger.bridge.state import BridgeState, Outcome
 from ledger.errors import LedgerError, NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
@@ -56,15 +56,6 @@ if TYPE_CHECKING:
     from ledger.git.repo import GitRepo
     from ledger.retention.scheduler import SweepScheduler
     from ledger.settings import Settings
-
-
-@dataclass
-class Outcome:
-    """What one event produced, before it is put on the wire."""
-
-    result: dict[str, Any] = field(default_factory=dict)
-    notices: list[dict[str, str]] = field(default_factory=list)
-    panel: list[str] | None = None
 
 
 Handler = Callable[[BridgeState, "Engine", EventMessage], "EventResult | None"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ledger.overwrite_notices import take
 
 if TYPE_CHECKING:
-    from ledger.bridge.dispatch import BridgeState, Outcome
+    from ledger.bridge.state import BridgeState, Outcome
     from ledger.engine.engine import Engine
 
 MAX_REMEMBERED = 4096

@@ -7,10 +7,12 @@ facts and appends), and each action goes through the same engine operation and w
 records as the menu choice it stands for:
 
 - ``rewind_list`` → :func:`ledger.engine.preview.list_points`;
-- ``rewind_preview`` ``{entryId}`` → :func:`ledger.engine.preview.preview`;
-- ``rewind_diff`` ``{entryId, path}`` → :func:`ledger.engine.preview.file_diff`;
+- ``rewind_preview`` ``{entryId}`` → :func:`ledger.engine.preview.preview`, ``{operation}`` →
+  :func:`ledger.engine.state_preview.state_preview` (the state before a past file operation);
+- ``rewind_diff`` ``{entryId, path, operation?}`` → :func:`ledger.engine.preview.file_diff`;
 - ``rewind_apply`` ``{action: "files"|"undo", entryId?}``: "Code only" / "Undo last file rewind"
-  (a restore and an op at the leaf, :mod:`ledger.engine.operations`);
+  (a restore and an op at the leaf, :mod:`ledger.engine.operations`); ``{action: "undo-to",
+  operation}``: ``rewind undo --to OP`` (:func:`ledger.engine.history.undo_to`);
 - ``rewind_intent`` ``{action: "both"|"conversation"|"fork", entryId}``: the extension then calls
   Pi's ``ctx.navigateTree`` / ``ctx.fork``; the ``session_before_tree`` / ``session_before_fork``
   that follows for that entry answers its menu with "Restore files to that point", "Keep current
@@ -40,6 +42,7 @@ INTENT_CHOICES: dict[str, dict[str, str]] = {
     "fork": {"fork": M.FORK_RESTORE_ALL},
 }
 """Which menu answer each intent stands for, per menu."""
+STAY = "the conversation is unchanged"
 
 
 def _text(payload: dict[str, Any], key: str) -> str | None:
@@ -64,8 +67,13 @@ def rewind_list(state: BridgeState, engine: Engine, message: EventMessage) -> Ev
 
 
 def rewind_preview(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    """A prompt's point (``entryId``), or the state before a past operation (``operation``)."""
     from ledger.engine.preview import preview
+    from ledger.engine.state_preview import state_preview
 
+    operation = _text(message.payload, "operation")
+    if operation is not None:
+        return _answer({"preview": state_preview(engine, operation).to_json()})
     entry = _text(message.payload, "entryId")
     if entry is None:
         raise LedgerError("rewind_preview needs an entryId", hint="a bug in the extension")
@@ -76,9 +84,10 @@ def rewind_diff(state: BridgeState, engine: Engine, message: EventMessage) -> Ev
     from ledger.engine.preview import file_diff
 
     entry, path = _text(message.payload, "entryId"), _text(message.payload, "path")
+    operation = _text(message.payload, "operation")
     if entry is None or path is None:
         raise LedgerError("rewind_diff needs an entryId and a path", hint="a bug in the extension")
-    text, cut = file_diff(engine, entry, path)
+    text, cut = file_diff(engine, entry, path, operation=operation)
     return _answer({"diff": text, "cut": cut})
 
 
@@ -86,19 +95,36 @@ def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> E
     """Restore files only (the "Code only" record) or undo the last file rewind."""
     from ledger.engine import operations
     from ledger.engine.engine import EventResult
-    from ledger.engine.undo_target import interrupted_note
+    from ledger.engine.history import find_operation, undo_to
+    from ledger.engine.past_states import state_label, undo_words
+    from ledger.engine.undo_target import interrupted_note, require_undo
 
     action, entry = _text(message.payload, "action"), _text(message.payload, "entryId")
+    operation = _text(message.payload, "operation")
     result = EventResult()
     if action == "undo":
+        # Said as it was offered: an undo or a redo, and back to which files (read before the
+        # undo appends its op, which turns the next one into the opposite).
+        found = require_undo(engine)
+        words = undo_words(engine, found)
         report = operations.undo(engine)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         # An undo that finished an interrupted restore says so, as the /tree and /fork panels do.
         recovered = [] if report.interrupted is None else [interrupted_note(report.interrupted)]
         result.show(
-            *M.panel_undone(report, stay="the conversation is unchanged"),
+            *M.panel_undone(report, stay=STAY, head=words.head, state=words.state),
             *recovered,
             M.UNDO_HINT_AGAIN,
+        )
+    elif action == "undo-to" and operation is not None:
+        # rewind undo --to OP: the one restore path for a state before a past operation.
+        op = find_operation(engine, operation)
+        label = state_label(engine, op)
+        op, report = undo_to(engine, op.record)
+        result.info(M.FILES_RESTORED_BEFORE_REWIND)
+        result.show(
+            *M.panel_state(report, label, stay=STAY),
+            M.UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
         )
     elif action == "files" and entry is not None:
         report = operations.restore(engine, entry, "files")

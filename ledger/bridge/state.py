@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.bridge.host import BridgeHost
 from ledger.session_names import TitleTracker
@@ -64,3 +64,12 @@ class BridgeState:
     restored_by: dict[str, str] = field(default_factory=dict)
     """Paths other sessions' restores changed since this session's last prompt → the
     restoring session's label: the next prompt's note does not call them the user's."""
+
+
+@dataclass
+class Outcome:
+    """What one event produced, before it is put on the wire."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    notices: list[dict[str, str]] = field(default_factory=list)
+    panel: list[str] | None = None

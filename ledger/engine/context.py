@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ledger.engine.authorship_log import AuthorshipLog
+    from ledger.engine.filestate import FileState
     from ledger.engine.host import SessionHost
+    from ledger.engine.results import EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
     from ledger.git.restore.journal import Journal
     from ledger.git.restore.run import RestoreOutcome
@@ -89,4 +91,26 @@ class EngineContext(Protocol):
         parent_id: ParentRequest = ...,
     ) -> str:
         """Append a ``rewind-op`` record; returns its id."""
+        ...
+
+    def snapshot(self, *, agent_entry: str | None = None) -> str:
+        """Capture the work tree as a ledger point; returns the snapshot commit."""
+        ...
+
+    def prepare_fork(self, state: FileState) -> str:
+        """Hand ``state`` to the fork about to be made (a ``rewind-fork-pending`` record)."""
+        ...
+
+    def settle_fork(self, *, happened: bool) -> None:
+        """The fork prepared by :meth:`prepare_fork` was made, or not."""
+        ...
+
+    def for_host(self, host: SessionHost) -> EngineContext:
+        """An engine on another session (a fork's child) sharing this one's repository."""
+        ...
+
+    def session_start(
+        self, reason: SessionStartReason = "startup", previous_session_file: str | None = None
+    ) -> EventResult:
+        """``session_start``: a fork's child imports its parent's hand-off."""
         ...

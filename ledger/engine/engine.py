@@ -44,6 +44,7 @@ from ledger.engine.authorship_log import AuthorshipLog, busy_other, ledgers_here
 from ledger.engine.changes_since import prompt_status_note
 from ledger.engine.conversation import assistant_entry, describe_entry, prompt_user_entry
 from ledger.engine.filestate import FileState
+from ledger.engine.fork_import import import_fork
 from ledger.engine.host import SessionHost
 from ledger.engine.preview import choice_title
 from ledger.engine.results import (
@@ -266,39 +267,11 @@ class Engine:
         self._unconsumed_fork = None
         self._reconstruct()
         if reason == "fork" and previous_session_file:
-            self._import_fork(previous_session_file, result)
+            import_fork(self, previous_session_file, result)
         report_interrupted(self, result)  # docs/design.md#crash-safe-restore
         if self.retention is not None:
             self.retention.on_session_start()
         return result
-
-    def _import_fork(self, parent_file: str, result: EventResult) -> None:
-        try:
-            parent = self.reader.load(parent_file, full=True)
-        except LedgerError as exc:
-            result.warn(
-                f"Rewind: parent session unreadable, fork state not imported ({exc.message})"
-            )
-            return
-        pending = parent.view.fork_pending
-        session = parent.session
-        # D13: the hand-off is for this fork only if nothing was appended to the parent after it
-        # (a cancelled fork's record is followed by the parent's next entries, or superseded).
-        if (
-            pending is None
-            or session is None
-            or not session.entries
-            or session.entries[-1].id != pending.record_id
-        ):
-            return
-        if any(e.custom_type == OP and e.id not in session.by_id for e in self.session().entries):
-            return  # already imported (a reload of the child); copied records share the parent's ids
-        if not pending.current or not self.repo.commit_exists(pending.current):
-            return
-        undo = pending.undo if pending.undo and self.repo.commit_exists(pending.undo) else None
-        self.append_op(current=pending.current, undo=undo)
-        if undo is not None:
-            result.show(M.PANEL_FORK_RESTORED, M.UNDO_HINT)
 
     def before_agent_start(self, prompt: str) -> EventResult:
         """A prompt is about to run (nothing to do before its ``turn_start``)."""
@@ -474,10 +447,15 @@ class Engine:
         """The menus' "Undo last file rewind" (:mod:`ledger.engine.undo_target`, as every undo):
         restore, record at the leaf (undoable again), cancel the navigation or fork; ``stay``
         says what became of the conversation."""
-        done = undo_files(self, require_undo(self))
+        from ledger.engine.past_states import undo_words
+
+        target = require_undo(self)
+        words = undo_words(self, target)  # undo or redo, said before its op turns it around
+        done = undo_files(self, target)
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.cancel = True
-        result.show(*M.panel_undone(done, stay=stay), *done.notes, M.UNDO_HINT_AGAIN)
+        panel = M.panel_undone(done, stay=stay, head=words.head, state=words.state)
+        result.show(*panel, *done.notes, M.UNDO_HINT_AGAIN)
 
     def describe(self, entry_id: str) -> str:
         """``user "fix the parser…" (a1b2c3d4)``: which point, in words the user recognises."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledger.engine.changes_since import plan_authors
-from ledger.engine.engine import Engine
+from ledger.engine.context import EngineContext as Engine
 from ledger.engine.operations import RestoreReport, plan_for
 from ledger.errors import MissingCommitError, NoStateBeforeError
 from ledger.git.repo import GitRepo

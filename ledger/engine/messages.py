@@ -75,8 +75,24 @@ def panel_restored(plan: object, point: str, *, after: str) -> list[str]:
     return [f"Rewind: files restored to {point}: {changes(plan)}; {after}", *named(plan)]
 
 
-def panel_undone(plan: object, *, stay: str) -> list[str]:
-    return [f"Rewind: last file rewind undone: {changes(plan)}; {stay}", *named(plan)]
+def panel_undone(
+    plan: object, *, stay: str, head: str = "last file rewind undone", state: str | None = None
+) -> list[str]:
+    """What an undo did: ``head`` says whether it undid the last file rewind or redid it (an
+    undo of an undo; :func:`ledger.engine.past_states.undo_words`) and ``state`` which files
+    are back (``the files before "edit a"``)."""
+    back = [f"  back to {state}"] if state else []
+    return [f"Rewind: {head}: {changes(plan)}; {stay}", *named(plan), *back]
+
+
+def panel_state(plan: object, state: str, *, stay: str) -> list[str]:
+    """What restoring the state before a past operation did (``/rewind``'s earlier file states,
+    ``rewind undo --to OP``); ``state``: ``Files before rewinding to "edit a" (10:42)``."""
+    return [
+        f"Rewind: files restored to the state before a past operation: {changes(plan)}; {stay}",
+        *named(plan),
+        f"  back to: {state}",
+    ]
 
 
 @dataclass(frozen=True)

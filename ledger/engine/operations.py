@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.engine.changes_since import plan_authors
+from ledger.engine.context import EngineContext as Engine
 from ledger.engine.conversation import fork_path, rewind_parent
-from ledger.engine.engine import Engine
 from ledger.engine.filestate import FileState
 from ledger.engine.neighbours import WrittenByOther
 from ledger.engine.undo_target import require_undo, undo_files

@@ -8,11 +8,14 @@ change (:mod:`ledger.engine.attribution`).
 
 - :func:`list_points`: the rewind points of the branch the user is on, newest first: each
   prompt's point (the files before it ran) with its text, time and how many files differ from
-  now, marked when restoring it would overwrite the user's own work; and the undo at the top.
+  now, marked when restoring it would overwrite the user's own work; the undo at the top, and
+  the states before past file rewinds (each labelled with the state it leads to and what of the
+  agent's work since the last file rewind it takes back: :mod:`ledger.engine.past_states`).
   One capture and one tree diff per point (cost grows with what changed, not with the tree).
 - :func:`preview`: one point: the restore plan (the same plan a restore would run, with its
-  refusals), each file with its line counts and whether it holds the user's own work, and which
-  actions are offered (and why the others are not).
+  refusals; :func:`fill_plan`, shared with a state's preview, :mod:`ledger.engine.state_preview`),
+  each file with its line counts and whether it holds the user's own work, and which actions
+  are offered (and why the others are not).
 - :func:`file_diff`: the unified diff of one file, as the restore would change it, bounded.
 - :func:`menu_title`: the ``Restore Options`` title of ``/tree`` and ``/fork``: what each file
   choice would restore, what is not offered and why, and the user's own work it would overwrite.
@@ -41,6 +44,14 @@ from ledger.engine.attribution import Attribution
 from ledger.engine.changes_since import MENU_UNDO, authors_of, latest_point
 from ledger.engine.neighbours import Neighbour, WrittenByOther
 from ledger.engine.ownership import recorded_changes
+from ledger.engine.past_states import (
+    agent_since,
+    last_rewind_tree,
+    past_states,
+    paths_of,
+    since_note,
+    undo_words,
+)
 from ledger.engine.preview_model import (
     FORK_LABEL,
     NEVER_TAKEN,
@@ -51,6 +62,7 @@ from ledger.engine.preview_model import (
     PointList,
     Preview,
     PreviewFile,
+    StatePoint,
     UndoPoint,
 )
 from ledger.engine.undo_target import find_undo
@@ -134,12 +146,41 @@ def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
         counts, own, theirs = walk.back_to(tree)
         result.points.append(Point(entry.id, text, stamp, found[0], counts, own, theirs))
     undoing = find_undo(engine)  # an interrupted restore first (ledger.engine.undo_target)
+    since = last_rewind_tree(engine)
     if undoing is not None:
         undo = undoing.snapshot
         counts, own, others_wrote = compare_point(engine, now, undo, bare, point, attribution)
-        theirs = tuple(sorted(p for group in others_wrote for p in group.paths))
-        redo = undoing.interrupted is None and _is_redo(engine)  # finishing one is no redo
-        result.undo = UndoPoint(undo, redo, counts, own, theirs)
+        theirs = tuple(sorted(paths_of(others_wrote)))
+        words = undo_words(engine, undoing)
+        # Finishing an interrupted restore takes back that restore, not the agent's work.
+        mine = [*(c.path for c in own), *theirs]
+        extra = 0 if words.kind == "interrupted" else agent_since(engine, now, since, counts, mine)
+        label = words.label + since_note(extra, top=True)
+        result.undo = UndoPoint(undo, words.kind, label, words.state, counts, own, theirs, extra)
+    # Not the files now (restoring them changes nothing), nor the undo row's state again.
+    skip = {now}
+    if undoing is not None:
+        skip.add(engine.repo.tree_of(undoing.snapshot) or now)
+    for state in past_states(engine, skip=skip):
+        counts, own, others_wrote = compare_point(
+            engine, now, state.snapshot, bare, point, attribution
+        )
+        theirs = tuple(sorted(paths_of(others_wrote)))
+        extra = agent_since(engine, now, since, counts, [*(c.path for c in own), *theirs])
+        op = state.operation
+        result.states.append(
+            StatePoint(
+                op.record,
+                op.kind,
+                state.label + since_note(extra, top=False),
+                op.timestamp,
+                state.snapshot,
+                counts,
+                own,
+                theirs,
+                extra,
+            )
+        )
     result.ms = (time.perf_counter() - started) * 1000
     return result
 
@@ -268,24 +309,6 @@ def compare_point(
     return Counts(added, modified, deleted), authors.own, authors.others
 
 
-def _is_redo(engine: EngineContext) -> bool:
-    """Whether the branch's last file action was an undo (its ``current`` is the ``undo`` of the
-    op before it): then "Undo last file rewind" redoes the rewind."""
-    from ledger.ledgerview import LedgerView
-    from ledger.records import OP
-
-    session = engine.session()
-    view = LedgerView.of(session)
-    records = {r.record_id: r for r in view.records}
-    ops = [
-        records[e.id]
-        for e in session.branch(engine.host.leaf_id())
-        if e.type == "custom" and e.id in records and records[e.id].custom_type == OP
-    ]
-    ops = [op for op in ops if op.current and op.undo]
-    return len(ops) >= 2 and ops[-1].current == ops[-2].undo
-
-
 def _shadow(engine: EngineContext) -> str | None:
     from ledger.git.shadow.layout import ShadowRepo
 
@@ -297,26 +320,35 @@ def _shadow(engine: EngineContext) -> str | None:
 
 def preview(engine: EngineContext, entry_id: str) -> Preview:
     """What restoring ``entry_id``'s point would change, file by file, and what can be done."""
-    from ledger.git.restore.plan import plan_restore
-    from ledger.review.diff import GitDiffer
-
     session = engine.session()
     entry = session.get(entry_id)
     if entry is None:
         raise NoRewindPointError(entry_id, reason="no such entry")
     target = engine.resolve_point(entry_id)
-    result = Preview(entry_id, prompt_text(entry_text(entry)), target)
+    text = prompt_text(entry_text(entry))
+    result = Preview(entry_id, text, target, title=f'Rewind to before "{text}"')
     if target is None:
         result.actions = _actions(engine, entry_id, has_files=False, refused=None)
         if is_restorable(entry):
             result.missing = (PRUNED if engine.pruned_point(entry_id) else NEVER_TAKEN).line
         return result
+    refused = fill_plan(engine, result, target)
+    result.actions = _actions(engine, entry_id, has_files=refused is None, refused=refused)
+    return result
+
+
+def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None:
+    """Fill ``result`` with the restore plan to ``target``: counts, warnings, each file with its
+    line counts and whose work it holds; the reason when the plan refuses (then nothing else)."""
+    from ledger.git.restore.plan import plan_restore
+    from ledger.review.diff import GitDiffer
+
     try:
         plan = plan_restore(engine.repo, target, engine.settings.snapshot)
     except LedgerError as exc:
         result.refused = exc.message
-        result.actions = _actions(engine, entry_id, has_files=False, refused=exc.message)
-        return result
+        return exc.message
+    result.current_tree = plan.current_tree
     result.counts = Counts(plan.added, plan.modified, plan.deleted)
     result.warnings = list(plan.warnings)
     touched = {*plan.added, *plan.modified, *plan.deleted}
@@ -354,8 +386,7 @@ def preview(engine: EngineContext, entry_id: str) -> Preview:
                 session_label(by[path].session_id, by[path].title) if path in by else None,
             )
         )
-    result.actions = _actions(engine, entry_id, has_files=True, refused=None)
-    return result
+    return None
 
 
 def _actions(
@@ -363,7 +394,7 @@ def _actions(
 ) -> list[Action]:
     why = refused or (None if has_files else _why_no_point(engine, entry_id))
     if has_files and why is None:
-        why = _busy_elsewhere(engine)
+        why = busy_elsewhere(engine)
         has_files = why is None
     # Pi forks only from a prompt: offering a fork anywhere else would restore the files and
     # then have Pi refuse the fork (issue 32, item 3).
@@ -404,7 +435,7 @@ def _article(word: str) -> str:
     return "an" if word[:1] in ("a", "e", "i", "o", "u") else "a"
 
 
-def _busy_elsewhere(engine: EngineContext) -> str | None:
+def busy_elsewhere(engine: EngineContext) -> str | None:
     """Why no file restore is offered now: another session's turn is running (the registry's
     word; the restore itself is refused by the turn gate, docs/design.md#never-mid-turn)."""
     from ledger.turngate import busy_here, named
@@ -428,12 +459,19 @@ def _why_no_point(engine: EngineContext, entry_id: str) -> str:
     )
 
 
-def file_diff(engine: EngineContext, entry_id: str, path: str) -> tuple[str, bool]:
-    """The diff of ``path`` from the work tree now to ``entry_id``'s point (what the restore
-    would do to it), cut at :data:`MAX_DIFF_BYTES`; ``(text, cut)``."""
+def file_diff(
+    engine: EngineContext, entry_id: str, path: str, *, operation: str | None = None
+) -> tuple[str, bool]:
+    """The diff of ``path`` from the work tree now to ``entry_id``'s point, or with
+    ``operation`` to the files before that operation (what the restore would do to it), cut at
+    :data:`MAX_DIFF_BYTES`; ``(text, cut)``."""
+    from ledger.engine.history import find_operation
     from ledger.git.trees import patch
 
-    target = engine.resolve_point(entry_id)
+    if operation is not None:
+        target = find_operation(engine, operation).before
+    else:
+        target = engine.resolve_point(entry_id)
     if target is None:
         raise NoRewindPointError(entry_id)
     tree = engine.repo.tree_of(target)
@@ -529,10 +567,13 @@ __all__ = [
     "PointList",
     "Preview",
     "PreviewFile",
+    "StatePoint",
     "UndoPoint",
+    "busy_elsewhere",
     "choice_title",
     "compare_point",
     "file_diff",
+    "fill_plan",
     "list_points",
     "menu_title",
     "pi_fork_refusal",

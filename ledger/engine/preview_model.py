@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.engine import messages as M
 from ledger.engine.changes_since import MENU_UNDO
 from ledger.engine.neighbours import WrittenByOther
 from ledger.outside_rules import OutsideChange, count_words, others_warning, plan_warning
@@ -130,23 +129,70 @@ class Point:
 
 @dataclass(frozen=True)
 class UndoPoint:
-    """What "Undo last file rewind" would bring back (``redo``: the last file action was itself
-    an undo, so this swaps back again)."""
+    """What the list's top row, "Undo last file rewind", would bring back, named: ``kind`` is
+    ``undo`` (the state before the last file rewind), ``redo`` (the last file action was an undo
+    of it: this brings the rewind's files back) or ``interrupted`` (the recovery of an
+    interrupted restore); ``label`` says which and the state it leads to
+    (:func:`ledger.engine.past_states.undo_words`), and ``agent`` how many of the files this
+    session's agent wrote since the last file rewind it takes back (the label says it too)."""
 
     snapshot: str
-    redo: bool
+    kind: str
+    label: str
+    state: str
     counts: Counts
     own: tuple[OutsideChange, ...] = ()
     others: tuple[str, ...] = ()
+    agent: int = 0
+
+    @property
+    def redo(self) -> bool:
+        return self.kind == "redo"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "snapshot": self.snapshot,
             "redo": self.redo,
-            "label": "Redo the last file rewind (undo the undo)" if self.redo else M.UNDO,
+            "kind": self.kind,
+            "label": self.label,
+            "state": self.state,
             "counts": self.counts.to_json(),
             "own": [c.path for c in self.own],
             "others": list(self.others),
+            "agentSince": self.agent,
+        }
+
+
+@dataclass(frozen=True)
+class StatePoint:
+    """The files as they were just before a past file operation (a row of the list's "earlier
+    file states"): restoring it is ``rewind undo --to OP``
+    (:func:`ledger.engine.history.undo_to`)."""
+
+    operation: str
+    """The operation's id (its record's entry id), as ``rewind history`` prints it."""
+    kind: str
+    label: str
+    """``Files before rewinding to "edit a" (10:42)``, with what it also takes back."""
+    timestamp: str | None
+    snapshot: str
+    counts: Counts = Counts()
+    own: tuple[OutsideChange, ...] = ()
+    others: tuple[str, ...] = ()
+    agent: int = 0
+    """Files this session's agent wrote since the last file rewind that restoring takes back."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "kind": self.kind,
+            "label": self.label,
+            "timestamp": self.timestamp,
+            "snapshot": self.snapshot,
+            "counts": self.counts.to_json(),
+            "own": [c.path for c in self.own],
+            "others": list(self.others),
+            "agentSince": self.agent,
         }
 
 
@@ -154,6 +200,8 @@ class UndoPoint:
 class PointList:
     points: list[Point] = field(default_factory=list)
     undo: UndoPoint | None = None
+    states: list[StatePoint] = field(default_factory=list)
+    """The states before past file operations, newest first (bounded; the undo row's not)."""
     more: int = 0
     """Older points not listed (beyond :data:`MAX_POINTS`)."""
     shadow: str | None = None
@@ -164,6 +212,7 @@ class PointList:
         return {
             "points": [p.to_json() for p in self.points],
             "undo": self.undo.to_json() if self.undo else None,
+            "states": [s.to_json() for s in self.states],
             "more": self.more,
             "shadow": self.shadow,
             "ms": round(self.ms, 1),
@@ -210,9 +259,19 @@ class Action:
 
 @dataclass
 class Preview:
+    """A prompt's point (``entry``), or with ``operation`` the state before that operation
+    (``entry`` is then the operation's id too)."""
+
     entry: str
     text: str
     snapshot: str | None
+    title: str = ""
+    """The preview's heading: ``Rewind to before "edit a"``, ``Restore the files before …``."""
+    operation: str | None = None
+    note: str | None = None
+    """What else the restore takes back (the agent's work since the last file rewind)."""
+    current_tree: str | None = None
+    """The tree of the plan's capture (not sent)."""
     counts: Counts = Counts()
     files: list[PreviewFile] = field(default_factory=list)
     own: tuple[OutsideChange, ...] = ()
@@ -229,6 +288,9 @@ class Preview:
         return {
             "entryId": self.entry,
             "text": self.text,
+            "title": self.title,
+            "operation": self.operation,
+            "note": self.note,
             "snapshot": self.snapshot,
             "missing": self.missing,
             "counts": self.counts.to_json(),
@@ -261,5 +323,6 @@ __all__ = [
     "PointList",
     "Preview",
     "PreviewFile",
+    "StatePoint",
     "UndoPoint",
 ]

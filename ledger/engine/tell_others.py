@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from ledger.overwrite_notices import OverwriteNotice, make_notice, post
 
 if TYPE_CHECKING:
-    from ledger.engine.engine import Engine
+    from ledger.engine.context import EngineContext as Engine
     from ledger.engine.neighbours import WrittenByOther
     from ledger.git.restore.run import RestorePlan
     from ledger.work_tree_scope import Member

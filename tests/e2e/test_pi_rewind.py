@@ -118,12 +118,12 @@ def test_the_list_previews_names_own_work_shows_a_diff_and_restores_files_then_u
     assert len(records(path, TURN)) == 3
 
     screen = open_rewind(tui)
-    assert "↶ Undo last file rewind" in screen
+    assert "↶ Undo the last file rewind (restore the files as before rewinding to" in screen
     tui.keys("Enter")  # the undo is the first row
     tui.wait_for("Rewind: last file rewind undone")
     assert files(project) == AFTER_THIRD
     screen = open_rewind(tui)
-    assert "↶ Redo the last file rewind (undo the undo)" in screen
+    assert '↶ Redo: back to the files before "first' in screen
     tui.keys("Enter")
     wait_files(project, BEFORE_FIRST)
     assert len(records(path, OP)) == 3, "restore, undo, redo: one op each"

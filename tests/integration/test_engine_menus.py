@@ -190,6 +190,10 @@ def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
     )
     agent.engine.record_navigation(None)
     undone = agent.engine.before_tree(user_id(agent), choose(M.UNDO))
+    assert undone.panel is not None
+    # Which files are back, named (issue 33): the state before the rewind it undid.
+    back = undone.panel.pop(2)
+    assert back.startswith('  back to the files as before rewinding to "Fork from here" at ')
     assert undone.panel == [
         (
             "Rewind: last file rewind undone: 1 modified; the conversation stays where it was "

@@ -113,7 +113,8 @@ def test_files_only_and_undo_write_the_records_of_code_only_and_undo(pi: FakePi)
     assert reply.panel is not None and reply.panel[0].startswith("Rewind: files restored to user")
     assert "  A b.txt  M a.txt" in reply.panel
     listing = pi.event("rewind_list").result["list"]
-    assert listing["undo"]["label"] == M.UNDO and not listing["undo"]["redo"]
+    assert listing["undo"]["label"].startswith("Undo the last file rewind (restore the files as")
+    assert not listing["undo"]["redo"]
     undone = pi.event("rewind_apply", {"action": "undo"})
     assert undone.error is None and (pi.cwd / "a.txt").read_text() == "1\n2\n3\n"
     listing = pi.event("rewind_list").result["list"]

@@ -3,8 +3,12 @@
  * do before choosing it, and do it (docs/pi.md#rewind of rewind-ledger).
  *
  * List (newest first): each prompt's point (the files before it ran) with its text, age, how many
- * files differ from now, and ⚠ when restoring it would overwrite work the agent did not do; "Undo
- * last file rewind" (or its redo) at the top when there is one. Enter opens a preview: the files
+ * files differ from now, and ⚠ when restoring it would overwrite work the agent did not do; at the
+ * top the undo row when there is one, named by the engine for the state it leads to ("Undo the last
+ * file rewind (restore the files as before rewinding to "x" at 10:42)", after an undo "Redo: back
+ * to the files before "x" …", and what it also takes back of the agent's work since), then the
+ * earlier file states (⟲, the files before each past file rewind; restoring one is `rewind undo
+ * --to OP`, one more undoable operation). Enter opens a preview: the files
  * that would change with their line counts, the user's own work named, a scrollable diff of any
  * file (Enter on a file), and the actions: restore files only, files and conversation,
  * conversation only, fork from this prompt, cancel. A fork is offered only where Pi 0.73.1 can
@@ -25,7 +29,7 @@
  * Keys: `/rewind` or Alt+R (no default binding of Pi's). A shortcut runs without Pi's command
  * context, which `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the
  * editor for Enter to confirm. `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
- * an action directly.
+ * an action directly; `/rewind undo-to OP` restores the files as they were before operation OP.
  */
 
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
@@ -86,8 +90,20 @@ interface Point {
 	others?: string[];
 }
 interface UndoItem {
+	/** The engine's words for the state it leads to (undo, redo, or an interrupted restore's). */
 	label: string;
 	redo: boolean;
+	kind?: "undo" | "redo" | "interrupted";
+	counts: Counts;
+	own: string[];
+	others?: string[];
+}
+/** The files as they were before a past file operation (`rewind history`'s OP). */
+interface StateItem {
+	operation: string;
+	kind: string;
+	label: string;
+	timestamp: string | null;
 	counts: Counts;
 	own: string[];
 	others?: string[];
@@ -95,6 +111,7 @@ interface UndoItem {
 interface PointList {
 	points: Point[];
 	undo: UndoItem | null;
+	states?: StateItem[];
 	more: number;
 	shadow: string | null;
 }
@@ -118,6 +135,12 @@ interface Action {
 interface Preview {
 	entryId: string;
 	text: string;
+	/** The heading (`Rewind to before "x"`, `Restore the files before rewinding to "x" (10:42)`). */
+	title?: string;
+	/** Set for a state before a past operation: its id. */
+	operation?: string | null;
+	/** What else the restore takes back (the agent's work since the last file rewind). */
+	note?: string | null;
 	snapshot: string | null;
 	counts: Counts;
 	files: PreviewFile[];
@@ -133,7 +156,7 @@ interface Preview {
 type Decision = { action: string; entryId?: string } | undefined;
 type Style = (color: string, text: string) => string;
 
-const ACTIONS = new Set(["files", "both", "conversation", "fork", "undo"]);
+const ACTIONS = new Set(["files", "both", "conversation", "fork", "undo", "undo-to"]);
 
 function age(timestamp: string | null): string {
 	if (!timestamp) return "";
@@ -193,10 +216,11 @@ class RewindOverlay {
 		private readonly done: (decision: Decision) => void,
 	) {}
 
-	/** Rows of the list: the undo item first, then the points. */
-	private get items(): Array<{ kind: "undo" } | { kind: "point"; point: Point }> {
+	/** Rows of the list: the undo item first, then the earlier file states, then the points. */
+	private get items(): Array<{ kind: "undo" } | { kind: "state"; state: StateItem } | { kind: "point"; point: Point }> {
 		return [
 			...(this.list.undo ? [{ kind: "undo" as const }] : []),
+			...(this.list.states ?? []).map((state) => ({ kind: "state" as const, state })),
 			...this.list.points.map((point) => ({ kind: "point" as const, point })),
 		];
 	}
@@ -213,18 +237,19 @@ class RewindOverlay {
 			const item = items[this.cursor];
 			if (!item) return;
 			if (item.kind === "undo") return this.done({ action: "undo" });
-			void this.openPreview(item.point);
+			if (item.kind === "state") void this.openPreview(item.state.label, { operation: item.state.operation });
+			else void this.openPreview(item.point.text, { entryId: item.point.entryId });
 			return;
 		}
 		this.redraw();
 	}
 
-	private async openPreview(point: Point): Promise<void> {
+	private async openPreview(text: string, payload: Json): Promise<void> {
 		this.busy = true;
-		this.message = `Loading the preview of "${point.text}"…`;
+		this.message = `Loading the preview of "${text}"…`;
 		this.redraw();
 		try {
-			const result = await this.fetch("rewind_preview", { entryId: point.entryId });
+			const result = await this.fetch("rewind_preview", payload);
 			const preview = result?.preview as Preview | undefined;
 			if (!preview) throw new Error("no preview (see the notice)");
 			this.preview = preview;
@@ -260,7 +285,7 @@ class RewindOverlay {
 			if (!action.available) {
 				this.message = `Not offered: ${action.why ?? "no rewind point"}`;
 			} else {
-				return this.done({ action: action.id, entryId: preview.entryId });
+				return this.done({ action: action.id, entryId: preview.operation ?? preview.entryId });
 			}
 		}
 		this.redraw();
@@ -270,7 +295,8 @@ class RewindOverlay {
 		this.busy = true;
 		this.redraw();
 		try {
-			const result = await this.fetch("rewind_diff", { entryId: preview.entryId, path: file.path });
+			const where = preview.operation ? { operation: preview.operation } : {};
+			const result = await this.fetch("rewind_diff", { entryId: preview.entryId, path: file.path, ...where });
 			const text = typeof result?.diff === "string" ? result.diff : "";
 			this.diff = (text || "(no textual difference)").replace(/\n$/, "").split("\n");
 			if (result?.cut) this.diff.push("… (cut: the rest of this diff is longer than a preview shows)");
@@ -333,6 +359,11 @@ class RewindOverlay {
 				const own = undo.own.length ? `  ⚠ your own work: ${names(undo.own)}` : "";
 				const others = undo.others?.length ? `  ⚠ another session's: ${names(undo.others)}` : "";
 				text = `↶ ${undo.label} · ${undo.counts.words}${others}${own}`;
+			} else if (item.kind === "state") {
+				const st = item.state;
+				const own = st.own.length ? `  ⚠ your own work: ${names(st.own)}` : "";
+				const others = st.others?.length ? `  ⚠ another session's: ${names(st.others)}` : "";
+				text = `⟲ ${st.label} · ${st.counts.words}${others}${own}`;
 			} else {
 				const p = item.point;
 				const what = p.missingText ?? (p.pruned ? "snapshot pruned by retention: files cannot be restored" : p.counts.words);
@@ -340,7 +371,13 @@ class RewindOverlay {
 				const others = p.others?.length ? `  ⚠ another session's: ${names(p.others)}` : "";
 				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${others}${own}`;
 			}
-			lines.push(mark + (selected ? s("accent", truncateToWidth(text, inner - 2)) : text));
+			// The undo and state rows name the state they lead to and what they also take back:
+			// whole, on as many lines as it takes (a prompt row is cut at the edge).
+			const parts = item.kind === "point" ? [truncateToWidth(text, inner - 2)] : wrap(text, inner - 4);
+			parts.forEach((part, j) => {
+				const lead = j === 0 ? mark : "    ";
+				lines.push(lead + (selected ? s("accent", part) : part));
+			});
 		});
 		if (this.list.more) lines.push(s("dim", `(${this.list.more} older points not listed)`));
 		return lines;
@@ -349,8 +386,10 @@ class RewindOverlay {
 	private renderPreview(inner: number): string[] {
 		const s = this.style;
 		const p = this.preview as Preview;
-		const lines = [s("accent", `Rewind to before "${p.text}": ${p.snapshot === null ? "no point to restore" : p.counts.words}`)];
+		const title = p.title || `Rewind to before "${p.text}"`;
+		const lines = [s("accent", `${title}: ${p.snapshot === null ? "no point to restore" : p.counts.words}`)];
 		if (p.refused) lines.push(s("error", `Files cannot be restored: ${p.refused}`));
+		for (const line of wrap(p.note ? `⚠ ${p.note}` : "", inner)) lines.push(s("warning", line));
 		// What happened and what to do: whole, on as many lines as it takes.
 		for (const line of wrap(p.missing ?? "", inner)) lines.push(s("warning", line));
 		for (const line of p.otherLines ?? []) lines.push(s("warning", `⚠ ${line}`));
@@ -416,6 +455,11 @@ async function run(
 		return;
 	}
 	if (!entryId) return;
+	if (action === "undo-to") {
+		// The state before a past operation (entryId holds its id): `rewind undo --to OP`.
+		await bridge.send("rewind_apply", { action: "undo-to", operation: entryId }, ctx);
+		return;
+	}
 	if (action === "files") {
 		await bridge.send("rewind_apply", { action: "files", entryId }, ctx);
 		return;
