@@ -155,7 +155,10 @@ def test_a_rewind_files_restore_and_a_fork_restore_are_shown_and_an_undo_of_ones
     assert (repo / "b.txt").read_text() == "b by B\n"
     assert not _told(second.event("ping"))
 
-    # /fork "Restore all" (a user entry of A): the fork-pending record is the operation.
+    # What the undo put back is the undo's (whoever produced the content last: a rewind, never
+    # a warning). B's agent writes again; A's /fork "Restore all" (a user entry of A) overwrites
+    # that: the fork-pending record is the operation.
+    second.prompt("b again", act=lambda: _write(repo / "b.txt", "b again by B\n"))
     first.choices = ["Restore all (files + conversation)"]
     reply = first.event("session_before_fork", {"entryId": point})
     assert reply.error is None
