@@ -219,3 +219,33 @@ def test_demo_keep_leaves_the_world_in_place(tmp_path: Path) -> None:
     assert (tmp_path / "kept" / "project" / "hello.py").exists()
     again = run_process("demo", "--keep", tmp_path / "kept", cwd=tmp_path)
     assert again.code == 1 and "already exists" in again.err
+
+
+def test_undo_plans_and_attributes_once_for_its_confirmation_and_its_run(
+    world: DemoWorld, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: ``rewind undo`` showed a plan (dry run), then planned and attributed it again
+    to run it. The run reuses the plan it showed; the restore itself still plans once more
+    under its lock, as every restore does (not counted here: ``restore_commit``)."""
+    from ledger.engine import changes_since, operations
+
+    assert cli(capsys, world, "restore", "@", world.users[1], "--yes").code == 0
+    (world.repo / "mine.txt").write_text("made by hand after the restore\n")
+    calls = {"plan_for": 0, "plan_authors": 0}
+    plan_for, plan_authors = operations.plan_for, changes_since.plan_authors
+
+    def counted_plan_for(*args, **kwargs):
+        calls["plan_for"] += 1
+        return plan_for(*args, **kwargs)
+
+    def counted_plan_authors(*args, **kwargs):
+        calls["plan_authors"] += 1
+        return plan_authors(*args, **kwargs)
+
+    monkeypatch.setattr(operations, "plan_for", counted_plan_for)
+    monkeypatch.setattr(operations, "plan_authors", counted_plan_authors)
+    undone = cli(capsys, world, "undo", "@", "--yes")
+    assert undone.code == 0, undone.err
+    assert "mine.txt" in undone.out, "the plan it showed names the user's file it deletes"
+    assert calls == {"plan_for": 1, "plan_authors": 1}
+    assert not (world.repo / "mine.txt").exists()
