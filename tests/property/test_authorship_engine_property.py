@@ -36,7 +36,7 @@ Documented exclusion: a recreation (the file is absent now) whose deletion no ca
 only when the session's latest point still held the file (the narrower wording kept for
 recreations, docs/authorship.md#the-rule); that case is not asserted either way.
 
-``AUTHORSHIP_ENGINE_EXAMPLES`` (default 20) sets the number of examples.
+``AUTHORSHIP_ENGINE_EXAMPLES`` (default 40) sets the number of examples.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from tests.gitkit import one_commit_repo
 PATHS = ["a.txt", "b.txt", "d/c.txt", "d/e.txt"]
 BASE = {"a.txt": "base a\n", "d/c.txt": "base c\n"}
 MODE = 0o100644
-EXAMPLES = int(os.environ.get("AUTHORSHIP_ENGINE_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("AUTHORSHIP_ENGINE_EXAMPLES", "40"))
 
 Files = dict[str, str]
 """A work tree: path → content (absent paths are not in it)."""
