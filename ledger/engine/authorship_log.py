@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.authorship.model import AuthorshipIndex, Key, Record, absent
@@ -120,9 +121,15 @@ class AuthorshipLog:
 
     def rewind(self, before: str | None, after: str, session: str) -> None:
         """A restore, undo or fork restore: ``before`` its pre-restore capture, ``after`` the
-        state it wrote."""
-        if before is not None:
-            self.capture(before, session)
+        state it wrote. ``before`` is ``None`` when the restore changed nothing (the files
+        already were ``after``): then nothing was written, and whatever differs from the latest
+        point was made by someone else, so it is a capture of ``after``, exactly what a rebuild
+        replays for its op (``current`` without ``undo``). A rewind record there would credit
+        the user's changes (say, deleting the file the agent made) to the rewind."""
+        if before is None:
+            self.capture(after, session)
+            return
+        self.capture(before, session)
         self._note(Point(after, "rewind", session))
 
     def _note(self, point: Point, *, base: str | None = None) -> None:
@@ -216,24 +223,45 @@ class AuthorshipLog:
 # --- the ledgers a rebuild replays ------------------------------------------------------------
 
 
-def session_points(session: Session, seen: set[tuple[str, str]]) -> list[Point]:
+@dataclass
+class Replayed:
+    """What a rebuild replayed so far, across the sessions it reads (:func:`session_points`)."""
+
+    records: set[str] = field(default_factory=set)
+    """Record ids: a fork copies its parent's records with their ids (the parent's are
+    replayed, the copies skipped)."""
+    handoffs: dict[tuple[str, str | None], str] = field(default_factory=dict)
+    """Fork hand-offs (a ``rewind-fork-pending``'s ``(current, undo)``) not yet matched, with
+    the session that recorded them. Exactly one op repeats each: the child's import (its first
+    record of its own), or the parent's own op for a fork that did not happen (the parent's
+    next op, before any turn). That op repeats the hand-off's points and is not replayed; any
+    other op is, even with the same pair (a restore done again from the same state to the same
+    point: a restore, its undo, the same restore)."""
+    open_in: set[str] = field(default_factory=set)
+    """Sessions whose latest record is a hand-off (their next op may be its own record)."""
+
+
+def session_points(session: Session, replayed: Replayed) -> list[Point]:
     """The points of one session's ledger in file order, as the live writer appended them:
     a turn's bindings (the pre-prompt snapshot a capture, each assistant entry's an agent
     turn), an op's ``undo`` (a capture) then ``current`` (a rewind; without an ``undo``, a
     capture: "Keep current files"), its bindings (checkpoints, compactions: captures), a
-    fork hand-off's restore. ``seen``: record ids and rewinds already replayed (a fork copies
-    its parent's records with their ids, and imports the hand-off its parent recorded): they
-    are skipped, and the new ones added."""
+    fork hand-off's restore. ``replayed``: what was replayed before (records a fork copied,
+    hand-offs whose op is still to come; see :class:`Replayed`), updated."""
     view = LedgerView.of(session)
     points: list[Point] = []
     sid = session.id
+    first_own = True
     for record in view.records:
         rid = record.record_id
-        if ("record", rid) in seen:
+        if rid in replayed.records:
             continue
-        seen.add(("record", rid))
+        replayed.records.add(rid)
         at = ms_from_iso(record.timestamp) / 1000.0
+        starts = first_own
+        first_own = False
         if record.custom_type == TURN:
+            replayed.open_in.discard(sid)
             for entry_id, sha in record.bindings:
                 entry = session.get(entry_id)
                 stamp = entry.timestamp if entry is not None else None
@@ -245,11 +273,23 @@ def session_points(session: Session, seen: set[tuple[str, str]]) -> list[Point]:
             continue
         if record.custom_type not in (OP, FORK_PENDING):
             continue
+        pair = (record.current, record.undo) if record.current else None
+        if record.custom_type == OP and pair is not None:
+            by = replayed.handoffs.get(pair)
+            # The op that repeats a hand-off: the child's import (its first record) or the
+            # parent's record of a fork that did not happen (its next op). Its points are the
+            # hand-off's, replayed already.
+            if by is not None and (
+                (by != sid and starts) or (by == sid and sid in replayed.open_in)
+            ):
+                del replayed.handoffs[pair]
+                replayed.open_in.discard(sid)
+                continue
+        replayed.open_in.discard(sid)
+        if record.custom_type == FORK_PENDING and pair is not None:
+            replayed.handoffs[pair] = sid
+            replayed.open_in.add(sid)
         if record.current and record.undo:
-            pair = (record.current, record.undo)
-            if ("rewind", f"{pair[0]}:{pair[1]}") in seen:
-                continue  # a fork's import of its parent's hand-off, or a fork that did not happen
-            seen.add(("rewind", f"{pair[0]}:{pair[1]}"))
             points.append(Point(record.undo, "capture", sid, at=at))
             points.append(Point(record.current, "rewind", sid, at=at))
         elif record.current:
@@ -265,13 +305,16 @@ def work_tree_ledgers(
     others: Sequence[Session],
 ) -> dict[str, list[Point]]:
     """Every session's points for a rebuild: ancestors first (a fork's copied records are its
-    parent's), then this session, then the others."""
-    seen: set[tuple[str, str]] = set()
+    parent's), then this session, then the others, oldest first: a fork is created after the
+    session it was forked from, so its parent's records are replayed (and credited to the
+    parent) before its copies of them are skipped."""
+    replayed = Replayed()
     found: dict[str, list[Point]] = {}
-    for session in [*reversed(ancestors), own, *others]:
+    by_age = sorted(others, key=lambda other: ms_from_iso(other.header.get("timestamp")))
+    for session in [*reversed(ancestors), own, *by_age]:
         if session.id in found:
             continue
-        found[session.id] = session_points(session, seen)
+        found[session.id] = session_points(session, replayed)
     return found
 
 
@@ -351,6 +394,7 @@ __all__ = [
     "SPARSE_PATHS",
     "AuthorshipLog",
     "Ledgers",
+    "Replayed",
     "busy_other",
     "keys_between",
     "ledgers_here",
