@@ -63,12 +63,19 @@ Ledgers = Mapping[str, Sequence[Point]]
 def keys_between(repo: GitRepo, base: str | None, snapshot: str) -> list[Key]:
     """The keys a capture of ``snapshot`` records against ``base`` (commits): each path whose
     ``(mode, blob)`` changed, with its new state (an absence when deleted); every file of
-    ``snapshot`` when ``base`` is ``None`` or gone. Equal subtrees are skipped."""
+    ``snapshot`` when ``base`` is ``None`` (the first capture); nothing when ``base`` is gone.
+    Equal subtrees are skipped."""
     new_tree = repo.tree_of(snapshot)
     if new_tree is None:
         return []
     old_tree = repo.tree_of(base) if base is not None else None
     if old_tree == new_tree:
+        return []
+    if base is not None and old_tree is None:
+        # The base was pruned (or never reached this repository): what changed since is
+        # unknown. Listing every file as found would make the user the latest producer of
+        # everything and hide whose work it was; content left unrecorded reads as the user's
+        # anyway, and older content keeps its producer.
         return []
     changes = leaf_changes(repo, old_tree, new_tree) or []  # None: a corrupt tree, no keys
     keys: list[Key] = []
@@ -199,11 +206,11 @@ class AuthorshipLog:
         is of a newer version. Without a ledger source: the file's records as they are."""
         if self.ledgers is None:
             return AuthorshipIndex.of(self.store.read().records)
+        # A pruned snapshot is no point: each point is compared with the last one that exists.
+        points = [p for p in ordered(self.ledgers()) if self.repo.commit_exists(p.snapshot)]
         records = [
             r
-            for r in rebuild(
-                ordered(self.ledgers()), lambda old, new: keys_between(self.repo, old, new)
-            )
+            for r in rebuild(points, lambda old, new: keys_between(self.repo, old, new))
             if r.entries
         ]
         self.rebuilds += 1

@@ -155,3 +155,22 @@ def test_a_small_plan_reads_only_the_frames_naming_its_paths(repo: Path, tmp_pat
     assert fresh.engine.authorship.rebuilds == 0
     assert {key[0] for key in index} == {b"a.txt"}
     assert index.last_snapshot is not None, "the base of the next capture, from the last frame"
+
+
+def test_a_capture_whose_base_was_pruned_does_not_make_every_file_the_users(
+    repo: Path, tmp_path: Path
+) -> None:
+    from ledger.authorship.model import Author, Record
+
+    a = Agent.start(repo, tmp_path / "agent")
+    b = Agent.start(repo, tmp_path / "agent")
+    first, _ = a.prompt("one", _writes({"a.txt": "a\n"}))
+    b.prompt("b works", _writes({"b.txt": "by B\n"}))
+    restore(a.engine, first, "files", dry_run=True)  # the partial file is rebuilt: "ok"
+    # The index's latest snapshot is gone (pruned, or from a repository copied away).
+    gone = Record("0" * 40, Author("user", "elsewhere"), ((b"x.txt", 0o100644, "1" * 40),))
+    AuthorshipStore(private_dir(a.engine.repo.git_dir)).append([gone])
+    a.prompt("two", _writes({"c.txt": "c\n"}))
+    plan = restore(a.engine, first, "files", dry_run=True)
+    assert _others(plan) == {b.engine.session().id: ["b.txt"]}, "still B's, not found as the user's"
+    assert _own(plan) == []
