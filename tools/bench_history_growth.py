@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.2
@@ -91,7 +92,7 @@ def build_child(world: Path, files: int, upto: int) -> None:
         subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
         subprocess.run(["git", "commit", "-qm", "base"], cwd=repo, check=True)
         agent = Agent.start(repo, agent_dir)
-        state = {"session": str(agent.session_file), "users": []}
+        state: dict[str, Any] = {"session": str(agent.session_file), "users": []}
     else:
         state = json.loads(state_file.read_text())
         agent = Agent(repo, agent_dir, Path(state["session"]))

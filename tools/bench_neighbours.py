@@ -66,7 +66,7 @@ def worker(spec: dict[str, str]) -> dict[str, object]:
     agent = Agent(Path(spec["repo"]), Path(spec["agent_dir"]), Path(spec["session"]))
     engine = agent.engine
     if spec.get("keep_loaded") and hasattr(engine, "authorship"):
-        engine.authorship.keep_loaded = True  # type: ignore[attr-defined]
+        engine.authorship.keep_loaded = True  # the bridge's engine (absent before the index)
     engine.session_start("startup")
     target = engine.resolve_point(spec["entry"])
     assert target is not None
