@@ -671,6 +671,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     for key in ("PI_CODING_AGENT_DIR", "REWIND_FEED", "REWIND_SERVED", "REWIND_HOSTED"):
         os.environ.pop(key, None)
+    # Bytecode caches, as an installed package has them: with PYTHONDONTWRITEBYTECODE every
+    # bridge and CLI process compiles every module it imports (most of a cold command's time).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "ledger")], capture_output=True
+    )
     git_version = subprocess.run(["git", "version"], capture_output=True, text=True).stdout
     head = subprocess.run(
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
