@@ -38,6 +38,10 @@ from ledger.session.parse import Entry
 ReferenceKind = Literal["binding", "current", "undo", "fork-pending"]
 
 
+_CACHE = "_ledger_view"
+"""Where :meth:`LedgerView.of` keeps a session's folded ledger (with its entry count)."""
+
+
 @dataclass(frozen=True)
 class Reference:
     """One snapshot named by one record.
@@ -87,9 +91,16 @@ class LedgerView:
 
     @classmethod
     def of(cls, session: Session) -> LedgerView:
+        """The ledger of ``session``, folded once per session object: a Session is a value (a
+        host makes a new one when the file or the mirror grows), and one command asks for its
+        ledger many times (plans, branch state, lineage, history). Callers never change it."""
+        cached = session.__dict__.get(_CACHE)
+        if cached is not None and cached[0] == len(session.entries):
+            return cached[1]
         view = cls(session.id, session.parent_session)
         view.labeled_entries = frozenset(k for k, v in session.labels.items() if v.strip())
         view._fold(session.iter_custom(*RECORD_TYPES))
+        session.__dict__[_CACHE] = (len(session.entries), view)
         return view
 
     @classmethod

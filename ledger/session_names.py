@@ -24,8 +24,10 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import unicodedata
+from pathlib import Path
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
@@ -116,6 +118,49 @@ def session_title(session: Session) -> str | None:
             if title:
                 return title
     return None
+
+
+HEAD_TITLE_BYTES = 64 * 1024
+"""What :func:`head_title` reads of a session file at most."""
+HEAD_TITLE_LINES = 200
+
+
+def head_title(path: Path | str) -> str | None:
+    """A session file's title from its first lines only (at most :data:`HEAD_TITLE_BYTES`):
+    the latest name set there, else the first prompt's words. For naming a session that is not
+    live in a warning without reading its whole file (a name set later is missed; a live
+    session announces its current title itself). ``None`` when unreadable or untitled."""
+    import orjson
+
+    from ledger.safe_read import open_regular, read_head
+    from ledger.session.model import content_text
+
+    try:
+        fd, _ = open_regular(path)
+    except OSError:
+        return None
+    try:
+        head, _cut = read_head(fd, HEAD_TITLE_LINES, HEAD_TITLE_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    name: str | None = None
+    prompt: str | None = None
+    for line in head.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if entry.get("type") == "session_info":
+            value = entry.get("name")
+            name = value.strip() or None if isinstance(value, str) else None
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if prompt is None and isinstance(message, dict) and message.get("role") == "user":
+            prompt = content_text(message.get("content")) or None
+    return title_of(name, prompt)
 
 
 class TitleTracker:

@@ -157,7 +157,8 @@ def plan_authors(engine: Engine, plan: Any) -> Authors:
     if plan.noop:
         return Authors()
     touched = {*plan.added, *plan.modified, *plan.deleted}
-    return authors_of(engine, plan.current_tree, plan.target_tree, touched)
+    changes = plan.changes or None  # the plan's own diff: the trees are not diffed again
+    return authors_of(engine, plan.current_tree, plan.target_tree, touched, changes=changes)
 
 
 def authors_of(

@@ -52,7 +52,7 @@ from ledger.git.trees import Change, Entry, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
 from ledger.session.model import Session, is_restorable
-from ledger.session_names import session_label, session_title
+from ledger.session_names import head_title, session_label, session_title
 from ledger.work_tree_scope import Member, live_here, scope
 
 if TYPE_CHECKING:
@@ -159,15 +159,9 @@ def describe(engine: Engine, session_id: str, *, forked_from: bool = False) -> N
     own_file = engine.host.session_file
     if own_file is not None:
         for path in _named_siblings(Path(os.path.realpath(own_file)), session_id):
-            try:
-                other = engine.reader.load(path, full=True).session
-            except (OSError, LedgerError):
-                continue
-            if other is not None and other.id == session_id:
-                title = session_title(other)
-                return Neighbour(
-                    session_id, str(path), False, False, None, None, title, forked_from
-                )
+            # Its first lines only: naming costs the same however long that session is.
+            title = head_title(path)
+            return Neighbour(session_id, str(path), False, False, None, None, title, forked_from)
     return Neighbour(session_id, "", False, False, None, None, None, forked_from)
 
 

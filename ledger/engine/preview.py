@@ -357,7 +357,9 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
         plan.current_tree,
         plan.target_tree,
         touched,
-        changes=leaf_changes(engine.repo, plan.current_tree, plan.target_tree) or [],
+        changes=plan.changes
+        or leaf_changes(engine.repo, plan.current_tree, plan.target_tree)
+        or [],
     )
     result.own, result.others = authors.own, authors.others
     mine = {c.path for c in result.own}

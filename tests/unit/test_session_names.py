@@ -165,3 +165,27 @@ def test_the_live_title_follows_the_session_as_it_grows_reading_only_new_entries
         session = _session(header, *entries[:count])
         assert tracker.update(session) == session_title(session), count
     assert tracker.update(_session(header, entries[1])) == "first ask"
+
+
+def test_a_title_from_the_head_of_a_session_file_reads_only_its_first_lines(tmp_path) -> None:
+    from ledger.session_names import HEAD_TITLE_BYTES, head_title
+
+    header = {"type": "session", "version": 3, "id": "01a2-7f3a9c2e", "cwd": "/w"}
+    prompt = {
+        "type": "message",
+        "id": "u1",
+        "message": {"role": "user", "content": [{"type": "text", "text": "fix the login bug"}]},
+    }
+    path = tmp_path / "s.jsonl"
+    lines = [json.dumps(header), json.dumps(prompt)]
+    path.write_text("\n".join(lines) + "\n")
+    assert head_title(path) == "fix the login bug"
+    named = {"type": "session_info", "id": "n1", "name": "  login work "}
+    path.write_text("\n".join([*lines, json.dumps(named)]) + "\n")
+    assert head_title(path) == "login work"
+    # A name set beyond the head is not read: the cost stays bounded by the head.
+    filler = json.dumps({"type": "custom", "id": "c", "data": "x" * 1000})
+    far = [*lines, *([filler] * (HEAD_TITLE_BYTES // 1000 + 10)), json.dumps(named)]
+    path.write_text("\n".join(far) + "\n")
+    assert head_title(path) == "fix the login bug"
+    assert head_title(tmp_path / "missing.jsonl") is None

@@ -72,6 +72,9 @@ class RestorePlan:
     """``(path, mode, blob)`` written from the target (additions and modifications)."""
     replace_dirs: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """Directories (holding only files being deleted) that a file of the target replaces."""
+    changes: tuple[Change, ...] = field(default=(), repr=False, compare=False)
+    """The leaf changes of ``added``, ``modified`` and ``deleted`` (both sides' mode and blob),
+    so that whose work they are is asked without diffing the trees again."""
 
     @property
     def noop(self) -> bool:
@@ -259,6 +262,7 @@ def build_plan(
         submodules=tuple(submodules),
         writes=tuple(writes),
         replace_dirs=tuple(replace_dirs),
+        changes=tuple(kept),
     )
 
 
