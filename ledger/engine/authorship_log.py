@@ -325,9 +325,12 @@ def work_tree_ledgers(
     return found
 
 
-def sibling_files(own: Path | None, *, limit: int = MAX_REBUILD_SESSIONS) -> list[Path]:
+def sibling_files(
+    own: Path | None, *, limit: int = MAX_REBUILD_SESSIONS, changed_since: float | None = None
+) -> list[Path]:
     """The ``*.jsonl`` files beside ``own`` (Pi keeps one directory per working directory),
-    newest first, at most ``limit`` (a listing of at most :data:`MAX_SIBLINGS_LISTED` names)."""
+    newest first, at most ``limit`` (a listing of at most :data:`MAX_SIBLINGS_LISTED` names);
+    ``changed_since``: only those modified at or after that time (seconds)."""
     if own is None:
         return []
     dated: list[tuple[float, Path]] = []
@@ -340,7 +343,9 @@ def sibling_files(own: Path | None, *, limit: int = MAX_REBUILD_SESSIONS) -> lis
                     continue
                 with contextlib.suppress(OSError):
                     if item.is_file(follow_symlinks=False):
-                        dated.append((item.stat(follow_symlinks=False).st_mtime, Path(item.path)))
+                        mtime = item.stat(follow_symlinks=False).st_mtime
+                        if changed_since is None or mtime >= changed_since:
+                            dated.append((mtime, Path(item.path)))
     except OSError:
         return []
     dated.sort(key=lambda d: d[0], reverse=True)

@@ -41,11 +41,12 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.engine.authorship_log import sibling_files
 from ledger.engine.ownership import AgentWork, recorded_changes
 from ledger.errors import LedgerError
 from ledger.git.trees import Change, Entry, entry_at, leaf_changes
@@ -203,7 +204,8 @@ def neighbours(
     if own_path is None:
         return found
     members = scope(engine.repo.git_dir)
-    for path in _recent_siblings(Path(own_path), now if now is not None else time.time()):
+    since = (now if now is not None else time.time()) - RECENT_S
+    for path in sibling_files(Path(own_path), limit=MAX_NEIGHBOURS, changed_since=since):
         if len(found) >= MAX_NEIGHBOURS:
             break
         work = _work_of(engine, path, members, nested_only=nested_only)
@@ -227,30 +229,6 @@ def _named_siblings(own: Path, session_id: str) -> list[Path]:
     except OSError:
         return []
     return found
-
-
-def _recent_siblings(own: Path, now: float | None) -> list[Path]:
-    """The ``*.jsonl`` files beside ``own`` changed within :data:`RECENT_S` (any time when
-    ``now`` is ``None``), newest first."""
-    dated: list[tuple[float, Path]] = []
-    try:
-        with os.scandir(own.parent) as listing:
-            for count, item in enumerate(listing):
-                if count >= MAX_SIBLINGS_LISTED:
-                    break
-                if not item.name.endswith(".jsonl") or item.path == str(own):
-                    continue
-                try:
-                    stat = item.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                recent = now is None or now - stat.st_mtime <= RECENT_S
-                if item.is_file(follow_symlinks=False) and recent:
-                    dated.append((stat.st_mtime, Path(item.path)))
-    except OSError:
-        return []
-    dated.sort(key=lambda d: d[0], reverse=True)
-    return [path for _, path in dated[:MAX_NEIGHBOURS]]
 
 
 def _work_of(
@@ -401,7 +379,7 @@ def session_agent_work(
     """The agent steps on every branch of ``session``, ready to be asked whether they produced
     a file's state. One pass over the entries in file order (a parent precedes its children):
     each entry's file state is its own recorded point, else its parent's, exactly as
-    :func:`~ledger.engine.ownership.branch_timeline` reads one branch; an assistant entry's
+    the ledger records one branch; an assistant entry's
     point that differs from its parent's state is an agent step. A fork-heavy session costs
     one point resolution per entry, not one per entry and branch. ``repo``/``member``: the
     session records into a nested or enclosing shadow (see the module)."""
@@ -433,44 +411,15 @@ def session_agent_work(
     return StepsWork(engine, list(pairs), repo=repo, member=member)
 
 
-def author(change: Change, others: Sequence[Neighbour]) -> Neighbour | None:
-    """The first neighbour whose agent wrote the current state of ``change`` (a diff from the
-    work tree now to a restore target), if any."""
-    return next((n for n in others if n.work is not None and n.work.wrote(change)), None)
-
-
-def written_by_others(
-    changes: Iterable[Change], others: Sequence[Neighbour], *, own: AgentWork
-) -> list[WrittenByOther]:
-    """The changes whose current state another session's agent wrote (and this session's agent
-    did not), grouped by neighbour in the order of ``others``, paths sorted."""
-    if not others:
-        return []
-    grouped: dict[str, list[str]] = {}
-    for change in changes:
-        if own.wrote(change):
-            continue
-        found = author(change, others)
-        if found is not None:
-            grouped.setdefault(found.session_id, []).append(change.path)
-    return [
-        WrittenByOther(n, tuple(sorted(grouped[n.session_id])))
-        for n in others
-        if n.session_id in grouped
-    ]
-
-
 __all__ = [
     "MAX_NEIGHBOURS",
     "RECENT_S",
     "Neighbour",
     "StepsWork",
     "WrittenByOther",
-    "author",
     "describe",
     "live_neighbours",
     "neighbours",
     "nested_neighbours",
     "session_agent_work",
-    "written_by_others",
 ]

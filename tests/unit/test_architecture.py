@@ -1,10 +1,8 @@
 """The code as a map (issue 28, docs/design.md#architecture): rules a reader can rely on, checked
 on the source itself.
 
-- **No import circles** in ``ledger/``: a module never reaches itself through the modules it
-  imports when it runs (module-level and function-level imports both count; imports under
-  ``if TYPE_CHECKING:`` do not here, since they never run; tests/unit/test_import_graph.py is
-  stricter and counts those too, issue 33).
+- **No import circles** in ``ledger/``: checked by tests/unit/test_import_graph.py, which counts
+  every import (module-level, function-level and under ``if TYPE_CHECKING:``; issue 33).
 - **No private names across modules**: ``from ledger.x import _name`` only inside ``ledger.x``.
 - **No module over 600 lines.**
 - **pygit2 only in the git layer** (``ledger/git/``).
@@ -89,51 +87,6 @@ def _graph() -> tuple[dict[str, set[str]], list[str], list[str]]:
     return graph, private, pygit2
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = 0
-
-    def strongconnect(node: str) -> None:
-        nonlocal counter
-        index[node] = low[node] = counter
-        counter += 1
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in sorted(graph[node]):
-            if nxt == node:
-                continue
-            if nxt not in index:
-                strongconnect(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            strongconnect(node)
-    return found
-
-
-def test_there_are_no_import_circles_in_the_package() -> None:
-    graph, _, _ = _graph()
-    assert _cycles(graph) == []
-
-
 def test_no_module_imports_another_modules_private_names() -> None:
     _, private, _ = _graph()
     assert private == []
@@ -190,8 +143,7 @@ def test_the_git_layers_subsystems_import_only_lower_layers() -> None:
     assert upward == []
 
 
-def test_the_checker_finds_a_circle_and_a_private_import() -> None:
-    """The rules above can fail: a made-up circle is found."""
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+def test_the_checker_finds_a_private_import() -> None:
+    """The rules above can fail (circles: tests/unit/test_import_graph.py)."""
     tree = ast.parse("from ledger.x import _hidden\nif TYPE_CHECKING:\n    import ledger.y\n")
     assert _imports(tree, "ledger.z", False) == [("ledger.x", ["_hidden"])]
