@@ -26,8 +26,8 @@ Invariants:
   not listed), checked on the opened descriptor before it is read into memory; at most
   :data:`MAX_PENDING` unseen notices per addressee (a post beyond it is dropped: the addressee
   is not reading them); a take looks at most :data:`MAX_LISTED` names and keeps the newest
-  :data:`MAX_SEEN` seen notices (older ones, and temporaries older than :data:`STALE_TMP_S`,
-  are removed).
+  :data:`MAX_SEEN` seen notices (older ones are removed, and temporaries older than
+  :data:`STALE_TMP_S` whose writer holds no ``flock`` on them: a stopped writer's is kept).
 - A damaged notice (not JSON, wrong fields, too large, not a regular file) is taken and counted,
   never shown as a notice and never read again.
 - A notice is a courtesy: every failure here is an ``OSError`` the caller swallows (a restore
@@ -37,6 +37,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.git.liveness import remove_if_unlocked
 from ledger.git.private import make_private_dir, private_dir
 from ledger.quoting import display_name
 from ledger.safe_read import open_regular
@@ -289,15 +291,20 @@ def post(git_dir: Path, session_id: str, notice: OverwriteNotice) -> bool:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:
+            # The temporary is its own lock (ledger/git/owned.py): held until it is renamed,
+            # so that a taker's tidying never removes it while this writer lives, however long
+            # it is stopped. Without flock here, nobody removes it (it is kept, never judged).
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             done = 0
             while done < len(data):  # a short write (a nearly full disk) is continued
                 done += os.write(fd, data[done:])
             if os.fstat(fd).st_size != len(data):
                 raise OSError(f"{tmp}: written {os.fstat(fd).st_size} of {len(data)} bytes")
+            # The rename publishes it: a taker never sees a half-written notice.
+            os.rename(tmp, directory / name)
         finally:
             os.close(fd)
-        # The rename publishes it: a taker never sees a half-written notice.
-        os.rename(tmp, directory / name)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -377,8 +384,10 @@ def _tidy(directory: Path, names: list[str], now: float) -> None:
     for name in names:
         if name.startswith(".") and name.endswith(".tmp"):
             with contextlib.suppress(OSError):
+                # Age alone proves nothing (a stopped writer): only an unlocked temporary is
+                # removed, judged on a descriptor holding its flock (ledger/git/liveness.py).
                 if now - os.lstat(directory / name).st_mtime > STALE_TMP_S:
-                    os.unlink(directory / name)
+                    remove_if_unlocked(directory / name)
 
 
 def _seen_now(directory: Path) -> set[str]:

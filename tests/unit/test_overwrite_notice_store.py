@@ -127,3 +127,36 @@ def test_concurrent_posts_and_takes_lose_nothing_and_show_nothing_twice(tmp_path
         p.join(60)
     got.extend(n.op for n in N.take(git_dir, "b").notices)  # any posted after the takers ended
     assert sorted(got) == sorted(f"p{w}-{i}" for w in range(3) for i in range(60))
+
+
+def test_an_old_temporary_whose_writer_still_holds_it_is_kept(tmp_path: Path) -> None:
+    """Age is no proof of death: a writer stopped between writing and renaming its notice keeps
+    its temporary (it holds the file's flock, as ``post`` does); once it is gone, it goes."""
+    import subprocess
+    import sys
+
+    git_dir = _git_dir(tmp_path)
+    N.post(git_dir, "b", _notice())
+    directory = N.addressee_dir(git_dir, "b")
+    tmp = directory / ".0000000000004-dddddddddddd.json.tmp"
+    tmp.write_bytes(b"{")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(tmp),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        N.take(git_dir, "b", now=time.time() + N.STALE_TMP_S + 1)
+        assert tmp.exists(), "its writer is alive (stopped, slow): never removed by age"
+    finally:
+        holder.kill()
+        holder.wait()
+    N.take(git_dir, "b", now=time.time() + N.STALE_TMP_S + 1)
+    assert not tmp.exists(), "its writer is gone: removed"
