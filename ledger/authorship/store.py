@@ -53,6 +53,8 @@ from ledger.authorship.model import AuthorshipIndex, Key, Record, compact
 from ledger.errors import AuthorshipIndexError
 
 INDEX_NAME = "authorship.idx"
+TMP_SUFFIX = ".tmp"
+"""``authorship.idx.<pid>.<ns>.tmp``: a rewrite's or creation's temporary, its writer's lock."""
 LOCK_NAME = "authorship.lock"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 """The most a reader reads (about 3M path entries): a larger file is rebuilt or compacted."""
@@ -134,15 +136,17 @@ class AuthorshipStore:
         another process never sees a file without its header)."""
         temporary = self._temporary()
         try:
-            _write_new(temporary, [encode_header(state)])
-            with contextlib.suppress(FileExistsError):
+            with (
+                _written_new(temporary, [encode_header(state)]),
+                contextlib.suppress(FileExistsError),
+            ):
                 os.link(temporary, self.path)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
 
     def _temporary(self) -> Path:
-        return self.directory / f"{INDEX_NAME}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        return self.directory / f"{INDEX_NAME}.{os.getpid()}.{time.monotonic_ns()}{TMP_SUFFIX}"
 
     def append(self, records: Sequence[Record]) -> bool:
         """Append ``records`` in order (a missing file is created ``partial``). ``False``: not
@@ -205,8 +209,8 @@ class AuthorshipStore:
     def _rewrite(self, make: Iterable[bytes]) -> None:
         temporary = self._temporary()
         try:
-            _write_new(temporary, make, sync=True)
-            os.replace(temporary, self.path)
+            with _written_new(temporary, make, sync=True):
+                os.replace(temporary, self.path)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
@@ -278,16 +282,24 @@ def _frames_of(records: Iterable[Record], state: State) -> Iterator[bytes]:
         yield from encode_record(record)
 
 
-def _write_new(path: Path, chunks: Iterable[bytes], *, sync: bool = False) -> None:
+@contextlib.contextmanager
+def _written_new(path: Path, chunks: Iterable[bytes], *, sync: bool = False) -> Iterator[None]:
+    """A new temporary file at ``path`` holding ``chunks``, kept open (and ``flock``'ed) while the
+    caller renames or links it into place: the temporary is its writer's lock, so a ``kill -9``
+    leftover is told from a live writer's by its free ``flock``
+    (:mod:`ledger.git.store.leftovers`), never by its age."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     fd = os.open(path, flags, 0o600)
     try:
+        with contextlib.suppress(OSError):  # no flock here: never judged, never removed
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         for chunk in chunks:
             view = memoryview(chunk)
             while view:
                 view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
+        yield
     finally:
         os.close(fd)
 
@@ -403,6 +415,7 @@ __all__ = [
     "INDEX_NAME",
     "LOCK_NAME",
     "MAX_FILE_BYTES",
+    "TMP_SUFFIX",
     "AuthorshipReader",
     "AuthorshipStore",
     "Loaded",

@@ -286,6 +286,30 @@ def test_a_killed_upkeeps_floor_temporary_is_named_and_removed_a_live_one_never(
     assert take_lock(home / "probe") is not None  # flock works here: the test judged by it
 
 
+def test_a_killed_authorship_rewrites_temporary_is_named_and_removed_a_live_one_never(
+    repo: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
+    """The authorship index is rewritten through ``authorship.idx.<pid>.<ns>.tmp``, held (its
+    flock) from creation through its rename: a ``kill -9`` leaves one that nothing else would
+    ever remove; a stopped writer's is never touched."""
+    gitrepo = GitRepo.discover(repo)
+    home = make_private_dir(repo / ".git")
+    dead = home / "authorship.idx.4242.17.tmp"  # what a kill inside a rewrite left
+    dead.write_bytes(b"pi-rewind-authorship 1 complete\n")
+    live = home / "authorship.idx.4343.18.tmp"
+    holder = run_python(  # a writer holding its temporary, as the store's rewrite does
+        "import sys, time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
+        f"fd = take_lock(Path({str(live)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n",
+        cwd=repo,
+    )
+    children.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    named = {i.path for i in find_leftovers(gitrepo) if i.removable}
+    assert dead in named and live not in named
+    removed = {i.path for i in clean_leftovers(gitrepo)}
+    assert dead in removed and not dead.exists() and live.exists()
+
+
 # --- finding 6: the detached child's PYTHONPATH ------------------------------------------------
 
 

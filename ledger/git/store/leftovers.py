@@ -28,8 +28,10 @@ is stopped. Each removal here, against that rule:
   private dir) and its ``<name>.lock``: when that lock is missing or its ``flock`` free; the
   owner holds the lock before it makes the directory and removes it after
   (:mod:`ledger.git.owned`).
-- the upkeep floor's temporary (``loose-floor.<hex>.tmp``): when its own ``flock``, which its
-  writer takes on creation, is free (:func:`~ledger.git.liveness.remove_if_unlocked`).
+- the upkeep floor's temporary (``loose-floor.<hex>.tmp``) and the authorship index's
+  (``authorship.idx.<pid>.<ns>.tmp``): when its own ``flock``, which its writer takes on
+  creation and holds through its rename, is free
+  (:func:`~ledger.git.liveness.remove_if_unlocked`).
 - the store ref's lock: only when it carries our identity line and its owner is gone
   (:func:`ledger.git.store.refswap.remove_if_gone`, under an ``flock`` of its directory and by
   name only if the name is still the file judged). A lock without our identity (git's own
@@ -65,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.authorship.store import INDEX_NAME, TMP_SUFFIX
 from ledger.errors import GitError
 from ledger.git.capture.index import VERIFY_DIR, PrivateIndex, VerifyIndex
 from ledger.git.liveness import lock_held, remove_if_unlocked
@@ -202,7 +205,7 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
     for path in scratch_leftovers(private_dir(repo.git_dir)):
         size, age = _age(path, now)
         found.append(Leftover(path, _SCRATCH, size, age, True))
-    for path in _floor_temporaries(home):
+    for path in [*_floor_temporaries(home), *_authorship_temporaries(private_dir(repo.git_dir))]:
         if lock_held(path) is False:  # no flock here (None): never judged, never removed
             size, age = _age(path, now)
             found.append(Leftover(path, _FLOOR_TMP, size, age, True))
@@ -233,6 +236,20 @@ def _floor_temporaries(home: Path) -> list[Path]:
         home / name
         for name in names
         if name.startswith(FLOOR_FILE + ".") and name.endswith(FLOOR_TMP_SUFFIX)
+    ]
+
+
+def _authorship_temporaries(home: Path) -> list[Path]:
+    """``authorship.idx.<pid>.<ns>.tmp``: the authorship index's temporaries (a rewrite or a
+    creation killed before its rename), each its writer's lock (:mod:`ledger.authorship.store`)."""
+    try:
+        names = sorted(os.listdir(home))
+    except OSError:
+        return []
+    return [
+        home / name
+        for name in names
+        if name.startswith(INDEX_NAME + ".") and name.endswith(TMP_SUFFIX)
     ]
 
 
