@@ -16,8 +16,9 @@ Invariants:
 - On any other failure (declined, broken answer, a watcher that died early) the bridge stops
   delegating for good and runs its own feed instead (``on_lost``): no flapping between the two.
   A watcher that ended because it was idle for ``autoWatchSeconds`` is started again.
-- One instance per process, set once by ``rewind serve --stdio``; one-shot commands never
-  import this module (:mod:`ledger.git.capture.scan` looks it up in ``sys.modules``).
+- One instance per process, set once by ``rewind serve --stdio``, or by a one-shot command
+  that opens a session's engine (:func:`for_command`) when a watcher serves its repository
+  (:mod:`ledger.git.capture.scan` looks it up in ``sys.modules``, never imports it).
 """
 
 from __future__ import annotations
@@ -145,4 +146,23 @@ def current() -> Delegation | None:
     return _current
 
 
-__all__ = ["EARLY_DEATH_S", "STARTING_S", "Delegation", "current", "install"]
+def for_command(root: Path, git_dir: Path) -> Delegation | None:
+    """A one-shot command's captures (``rewind restore``, ``undo``, ``diff``, ``status``, the
+    plans behind them) asked of the repository's running watcher, as ``rewind snapshot`` asks
+    it (docs/capture.md#served-commands): installed for this process and returned, or ``None``
+    when captures stay local (``REWIND_SERVED=0``, or nobody serves ``(root, git_dir)``).
+    Never a watcher started here, never a wait: a watcher that declines or is gone makes the
+    command scan by itself, once (:class:`Delegation` stops asking after the first failure).
+    Under the private index's lock a capture is never delegated
+    (:meth:`ledger.git.capture.scan.Capturer.capture`): the restore then re-checks its plan's
+    paths instead (:mod:`ledger.git.restore.recheck`)."""
+    from ledger.bridge.snapshot_socket import serving
+
+    if os.environ.get("REWIND_SERVED", "1") == "0" or not serving(root, git_dir):
+        return None
+    delegation = Delegation(root, git_dir, on_lost=lambda _why: None)
+    install(delegation)
+    return delegation
+
+
+__all__ = ["EARLY_DEATH_S", "STARTING_S", "Delegation", "current", "for_command", "install"]

@@ -294,7 +294,9 @@ def run_restore(args: argparse.Namespace, ctx: CliContext) -> int:
         ),
     )
     with restoring(ctx, engine, "restore", entry):
-        report = operations.restore(engine, entry, args.mode)
+        # The plan shown is the plan run: one scan for the command (the restore re-checks the
+        # paths it touches under its lock, docs/capture.md#one-scan-per-restore).
+        report = operations.restore(engine, entry, args.mode, planned=plan)
     _warn_all(ctx, report.warnings)
     ctx.emit(report.to_json(), lambda: _restore_text(report, args.session))
     return 0
@@ -419,7 +421,7 @@ def _run_undo_to(args: argparse.Namespace, ctx: CliContext, engine: Engine) -> i
         ),
     )
     with restoring(ctx, engine, "undo", op.parent):
-        op, report = undo_to(engine, op.record)
+        op, report = undo_to(engine, op.record, planned=plan)  # one scan, re-checked
     _warn_all(ctx, report.warnings)
     ctx.emit(
         {**report.to_json(), "operation": op.record},

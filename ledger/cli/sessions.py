@@ -77,11 +77,25 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     settings, warnings = load_settings(agent_dir, repo.root)
     for warning in warnings:
         ctx.warn(warning)
+    _served_captures(repo)
     engine = Engine(host, repo, settings=settings)
     engine.turns = _turn_policy(ctx, engine)
     for notice in engine.session_start("startup").notices:
         ctx.warn(notice.text)
     return engine
+
+
+def _served_captures(repo: GitRepo) -> None:
+    """A running watcher of ``repo`` (``rewind serve --watch``, or the one a Pi session started)
+    captures for this command in O(changed) (docs/capture.md#served-commands); a shadow
+    repository has no watcher."""
+    from ledger.git.shadow.layout import ShadowRepo
+
+    if isinstance(repo, ShadowRepo):
+        return
+    from ledger.bridge.delegate import for_command
+
+    for_command(repo.root, repo.git_dir)
 
 
 def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:

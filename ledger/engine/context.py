@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ledger.engine.results import EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
     from ledger.git.restore.journal import Journal
+    from ledger.git.restore.plan import RestorePlan
     from ledger.git.restore.run import RestoreOutcome
     from ledger.git.store.snapshot import LastExact
     from ledger.git.trees import Change
@@ -77,7 +78,12 @@ class EngineContext(Protocol):
         ...
 
     def restore_files(
-        self, commit: str, *, until_recorded: bool = False, recovering: Journal | None = None
+        self,
+        commit: str,
+        *,
+        until_recorded: bool = False,
+        recovering: Journal | None = None,
+        planned: RestorePlan | None = None,
     ) -> RestoreOutcome:
         """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure)."""
         ...

@@ -71,6 +71,7 @@ from ledger.turngate import TurnPolicy
 
 if TYPE_CHECKING:
     from ledger.git.restore.journal import Journal
+    from ledger.git.restore.plan import RestorePlan
     from ledger.git.restore.run import RestoreOutcome
     from ledger.git.trees import Change
 
@@ -203,14 +204,20 @@ class Engine:
         return record
 
     def restore_files(
-        self, commit: str, *, until_recorded: bool = False, recovering: Journal | None = None
+        self,
+        commit: str,
+        *,
+        until_recorded: bool = False,
+        recovering: Journal | None = None,
+        planned: RestorePlan | None = None,
     ) -> RestoreOutcome:
         """Restore the work tree to ``commit`` (undo snapshot first, rolled back on failure),
         journaled with the session the op record goes to; appends nothing. The journal counts
         as a running restore until the caller's ``restore_intent`` block ends;
         ``until_recorded``: until :meth:`_release_held` (the record comes in a later event, as
         ``/tree``'s), so no other process calls it interrupted meanwhile. ``recovering``: the
-        interrupted restore this one undoes (:func:`ledger.recovery.recover`)."""
+        interrupted restore this one undoes (:func:`ledger.recovery.recover`). ``planned``: the
+        plan already shown for ``commit``, whose scan the restore reuses when still current."""
         from ledger.git.restore import journal as J
         from ledger.git.restore.run import restore_commit
 
@@ -238,6 +245,7 @@ class Engine:
                 clock=self.clock,
                 fault=self.restore_fault,
                 recovering=recovering,
+                planned=planned,
             )
         self._held_journals = held
         # Only a verified restore makes the target the dedup candidate; otherwise the next

@@ -98,9 +98,12 @@ def _before_state(engine: Engine, op: Operation) -> str:
     return op.before
 
 
-def undo_to(engine: Engine, name: str, *, dry_run: bool = False) -> tuple[Operation, RestoreReport]:
+def undo_to(
+    engine: Engine, name: str, *, dry_run: bool = False, planned: RestoreReport | None = None
+) -> tuple[Operation, RestoreReport]:
     """Restore the files to what they were just before operation ``name`` and record it as one
-    more undoable operation; ``dry_run``: the plan only."""
+    more undoable operation; ``dry_run``: the plan only. ``planned``: this call's dry run,
+    shown to the user: its plan, attribution and scan are reused for the same target."""
     op = find_operation(engine, name)
     target = _before_state(engine, op)
     # An interrupted restore's journal is the only way back to the files it replaced: finish it
@@ -111,19 +114,25 @@ def undo_to(engine: Engine, name: str, *, dry_run: bool = False) -> tuple[Operat
         assert journal is not None
         raise interruption_error(journal)
     report = RestoreReport(mode=UNDO_TO, entry=op.parent, target=target, dry_run=dry_run)
-    plan = plan_for(engine, target)
+    if planned is not None and planned.plan is not None and planned.target == target:
+        plan = planned.plan
+        report.warnings.extend(planned.warnings)
+        report.outside, report.others = list(planned.outside), list(planned.others)
+    else:
+        plan = plan_for(engine, target)
+        report.warnings.extend(plan.warnings)
+        authors = plan_authors(engine, plan)  # from the plan's own capture: no capture added
+        report.outside, report.others = list(authors.own), list(authors.others)
+    report.plan = plan
     report.added, report.modified, report.deleted = (
         list(plan.added),
         list(plan.modified),
         list(plan.deleted),
     )
-    report.warnings.extend(plan.warnings)
-    authors = plan_authors(engine, plan)  # from the plan's own capture: no capture added
-    report.outside, report.others = list(authors.own), list(authors.others)
     if dry_run:
         return op, report
     with recording():  # the restore counts as running until its op record is appended
-        outcome = engine.restore_files(target)
+        outcome = engine.restore_files(target, planned=plan)  # its scan, re-checked
         # As ``rewind restore --mode files``: files already there, and recorded so, add nothing.
         if outcome.changed or engine.branch_state().current != target:
             report.record = engine.append_op(current=target, undo=outcome.undo_commit)

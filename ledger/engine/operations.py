@@ -66,6 +66,9 @@ class RestoreReport:
     deletes, per session (docs/design.md#attribution)."""
     interrupted: Journal | None = None
     """For an undo that finishes an interrupted restore (``mode="recover"``): its journal."""
+    plan: RestorePlan | None = field(default=None, repr=False, compare=False)
+    """The restore plan behind a dry run (not in the JSON): handed back as ``planned``, the
+    operation reuses it and its scan instead of planning and scanning again."""
 
     def to_json(self) -> dict[str, Any]:
         recovered = (
@@ -119,6 +122,17 @@ def _fill_plan(report: RestoreReport, plan: RestorePlan, engine: Engine | None =
         report.outside, report.others = list(authors.own), list(authors.others)
 
 
+def _fill_from(report: RestoreReport, planned: RestoreReport, plan: RestorePlan) -> None:
+    """A report's plan, warnings and attribution from its dry run (computed once)."""
+    report.added, report.modified, report.deleted = (
+        list(plan.added),
+        list(plan.modified),
+        list(plan.deleted),
+    )
+    report.warnings.extend(planned.warnings)
+    report.outside, report.others = list(planned.outside), list(planned.others)
+
+
 def plan_for(engine: Engine, target: str) -> RestorePlan:
     from ledger.git.restore.run import plan_restore
 
@@ -126,8 +140,17 @@ def plan_for(engine: Engine, target: str) -> RestorePlan:
 
 
 def restore(
-    engine: Engine, entry_id: str, mode: RestoreMode = "both", *, dry_run: bool = False
+    engine: Engine,
+    entry_id: str,
+    mode: RestoreMode = "both",
+    *,
+    dry_run: bool = False,
+    planned: RestoreReport | None = None,
 ) -> RestoreReport:
+    """Restore ``entry_id``'s files, conversation or both. ``planned``: this restore's dry run,
+    already shown to the user: its plan (and the scan behind it) is reused when it is for the
+    same point, so the command scans the work tree once (the restore re-checks, under its lock,
+    the paths the plan touches: :mod:`ledger.git.restore.recheck`)."""
     entry = _entry(engine, entry_id)
     report = RestoreReport(mode=mode, entry=entry_id, target=None, dry_run=dry_run)
     position = rewind_parent(entry)
@@ -143,13 +166,19 @@ def restore(
         return report
     target = _point(engine, entry_id)
     report.target = target
-    plan = plan_for(engine, target)
-    _fill_plan(report, plan, engine)
+    reuse = planned is not None and planned.plan is not None and planned.target == target
+    if reuse and planned is not None and planned.plan is not None:
+        plan = planned.plan
+        _fill_from(report, planned, plan)
+    else:
+        plan = plan_for(engine, target)
+        _fill_plan(report, plan, engine)
+    report.plan = plan
     if dry_run:
         report.leaf = position if mode == "both" else engine.host.leaf_id()
         return report
     with recording():
-        outcome = engine.restore_files(target)
+        outcome = engine.restore_files(target, planned=plan)
         report.changed = outcome.changed
         report.undo = outcome.undo_commit
         if mode == "both":
@@ -169,8 +198,8 @@ def undo(
     """ "Undo last file rewind": an interrupted restore of this session first (``mode`` =
     ``recover``), else the branch's recorded undo (:mod:`ledger.engine.undo_target`, the same
     decision as the menus'). ``planned``: this undo's dry run, already shown to the user: when
-    it is still the undo to do, its plan and attribution are not computed again (the restore
-    itself plans once more under its lock, as every restore does)."""
+    it is still the undo to do, its plan and attribution are not computed again, and its scan
+    stands for the restore's own (re-checked under the lock, :mod:`ledger.git.restore.recheck`)."""
     found = require_undo(engine)
     report = RestoreReport(
         mode="undo" if found.interrupted is None else "recover",
@@ -187,11 +216,13 @@ def undo(
     ):
         report.warnings.extend(planned.warnings)
         report.outside, report.others = list(planned.outside), list(planned.others)
+        report.plan = planned.plan
     else:
-        _fill_plan(report, plan_for(engine, found.snapshot), engine)
+        report.plan = plan_for(engine, found.snapshot)
+        _fill_plan(report, report.plan, engine)
     if dry_run:
         return report
-    done = undo_files(engine, found)
+    done = undo_files(engine, found, planned=report.plan)
     report.added, report.modified, report.deleted = (
         list(done.added),
         list(done.modified),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ledger.engine.context import EngineContext
     from ledger.engine.results import EventResult
     from ledger.git.restore.journal import Journal
+    from ledger.git.restore.plan import RestorePlan
 
 
 @dataclass(frozen=True)
@@ -127,9 +128,12 @@ def require_undo(engine: EngineContext) -> UndoTarget:
     raise NothingToUndoError(session_id, reason=f"its snapshot {undo[:12]} was pruned")
 
 
-def undo_files(engine: EngineContext, target: UndoTarget) -> UndoDone:
+def undo_files(
+    engine: EngineContext, target: UndoTarget, *, planned: RestorePlan | None = None
+) -> UndoDone:
     """Bring back ``target`` (from :func:`require_undo`) and record it; raises before changing
-    anything when the restore refuses, and rolls back when it fails."""
+    anything when the restore refuses, and rolls back when it fails. ``planned``: the plan
+    shown for it (its scan is reused when still current)."""
     if target.interrupted is not None:
         report = recover(engine, target.interrupted)
         return UndoDone(
@@ -142,7 +146,7 @@ def undo_files(engine: EngineContext, target: UndoTarget) -> UndoDone:
             report.record or "",
         )
     with recording():  # the restore counts as running until its op record is appended
-        outcome = engine.restore_files(target.snapshot)
+        outcome = engine.restore_files(target.snapshot, planned=planned)
         record = engine.append_op(current=target.snapshot, undo=outcome.undo_commit)
     plan = outcome.plan
     return UndoDone(

@@ -27,7 +27,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pygit2
 from pygit2.enums import FileMode
@@ -37,6 +37,7 @@ from ledger.git.capture.scan import CaptureResult, capture_tree
 from ledger.git.repo import GitRepo, is_git_dir, is_inside, object_kind
 from ledger.git.restore.ignored import ignored_by_target, ignored_now
 from ledger.git.restore.journal import current_intent
+from ledger.git.restore.recheck import PlanScan, scan_clock_ns, stamp_plan
 from ledger.git.restore.safety import WorktreeGuard, parents, under
 from ledger.git.tree_names import Problem
 from ledger.git.trees import Change, split_changes, tree_changes
@@ -75,6 +76,9 @@ class RestorePlan:
     changes: tuple[Change, ...] = field(default=(), repr=False, compare=False)
     """The leaf changes of ``added``, ``modified`` and ``deleted`` (both sides' mode and blob),
     so that whose work they are is asked without diffing the trees again."""
+    scan: PlanScan | None = field(default=None, repr=False, compare=False)
+    """The capture this plan was made from, re-checked and reused under the restore's lock
+    instead of a second scan (:mod:`ledger.git.restore.recheck`); ``None``: capture again."""
 
     @property
     def noop(self) -> bool:
@@ -361,11 +365,17 @@ def plan_restore(
     repo: GitRepo, target_commit: str, settings: SnapshotSettings | None = None
 ) -> RestorePlan:
     """Capture the work tree and plan a restore to ``target_commit`` without changing anything.
+    The plan keeps its scan (:attr:`RestorePlan.scan`): handed to
+    :func:`~ledger.git.restore.run.restore_commit`, it spares the restore a second one.
 
     Raises :class:`MissingCommitError` or :class:`UnsafeRestoreError` (and the capture's own
     errors, e.g. a dirty submodule)."""
     commit = resolve_commit(repo, target_commit)
-    return build_plan(repo, commit, capture_tree(repo, settings))
+    settings = settings or SnapshotSettings()
+    started_ns = scan_clock_ns()  # before the capture reads anything (recheck's rule)
+    captured = capture_tree(repo, settings)
+    plan = build_plan(repo, commit, captured)
+    return replace(plan, scan=stamp_plan(repo, plan, captured, settings, started_ns))
 
 
 __all__ = [

@@ -11,7 +11,8 @@ One restore (:func:`restore_commit`), under the private index's lock so that no 
 interleaves:
 
 1. **Plan** (:mod:`ledger.git.restore.plan`): the target commit must exist; capture the work
-   tree; equal trees mean nothing to do; any refusal raises
+   tree, or reuse the capture of the plan the caller showed when every path it touches is as it
+   was (:mod:`ledger.git.restore.recheck`: one scan per restore); equal trees mean nothing to do; any refusal raises
    :class:`~ledger.errors.UnsafeRestoreError` before anything changed. Enough free space for the
    files to write, or :class:`~ledger.errors.InsufficientSpaceError`.
 2. **Undo snapshot** of the current capture (deduplicated against ``last_exact``, kept by the
@@ -67,6 +68,7 @@ from ledger.git.restore.apply import (
 from ledger.git.restore.journal import Journal, open_journal, open_journals, release_unless_held
 from ledger.git.restore.placement import free_space_problem, remove_tree
 from ledger.git.restore.plan import RestorePlan, build_plan, plan_restore, resolve_commit
+from ledger.git.restore.recheck import still_current
 from ledger.git.store.snapshot import (
     PERSISTED,
     LastExact,
@@ -108,6 +110,7 @@ def restore_commit(
     fault: FaultHook | None = None,
     verify: Verify = "paths",
     recovering: Journal | None = None,
+    planned: RestorePlan | None = None,
 ) -> RestoreOutcome:
     """Restore the work tree exactly to ``target_commit`` (see the module docstring).
 
@@ -119,6 +122,9 @@ def restore_commit(
     (closed when it succeeds; any other interrupted one refuses the restore). It was chosen
     before the lock was taken, so it is judged again under the lock:
     :class:`AlreadyRecoveredError` when it is closed by now or a live process is recovering it.
+    ``planned``: the plan already shown for this target (:func:`plan_restore`); under the lock
+    its scan is re-checked and reused when every path it touches is as it was
+    (:mod:`ledger.git.restore.recheck`), else the work tree is captured again.
 
     Raises :class:`AlreadyRecoveredError` / :class:`MissingCommitError` /
     :class:`UnsafeRestoreError` / :class:`InterruptedRestoreError` / :class:`RestoreRunningError`
@@ -145,10 +151,11 @@ def restore_commit(
                     remove_tree(repo.root, dead.staging)
         steps = Steps(fault)
         executor = Executor(repo, settings, steps)
-        captured = executor.capture()
-        plan = build_plan(repo, commit, captured)
+        plan = _reusable(repo, planned, str(commit.id), settings)
+        if plan is None:
+            plan = build_plan(repo, commit, executor.capture())
         if plan.noop:
-            if captured.tree == plan.target_tree:
+            if plan.current_tree == plan.target_tree:
                 save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
             if recovering is not None:
                 _close_recovery_of(repo, recovering)
@@ -158,7 +165,7 @@ def restore_commit(
                 None,
                 plan.target_commit,
                 (time.perf_counter() - started) * 1000.0,
-                tree=captured.tree,
+                tree=plan.current_tree,
             )
         _check_space(repo, plan)
         last = load_last_exact(repo) if isinstance(last_exact, Persisted) else last_exact
@@ -229,6 +236,19 @@ def restore_commit(
             )
         finally:
             release_unless_held(journal)
+
+
+def _reusable(
+    repo: GitRepo, planned: RestorePlan | None, target: str, settings: SnapshotSettings
+) -> RestorePlan | None:
+    """``planned``, when its scan may stand for a capture under this lock (one scan per
+    restore, :mod:`ledger.git.restore.recheck`): same target, same capture settings, and every
+    path it touches as the plan found it."""
+    if planned is None or planned.scan is None or planned.target_commit != target:
+        return None
+    if planned.scan.settings != settings or not still_current(repo, planned.scan):
+        return None
+    return planned
 
 
 def _require_still_interrupted(repo: GitRepo, recovering: Journal) -> None:

@@ -1,0 +1,206 @@
+"""One scan per restore: the plan's capture re-checked under the lock instead of taken again.
+
+Why it exists: a command that shows a plan and then restores used to capture the work tree
+twice, once for the plan and once more under the private index's lock (and ``rewind restore``
+without ``--yes`` three times: its dry run planned too). At 100k files a capture is a stat scan
+of the whole tree (~0.2 s), most of a restore (docs/capture.md#one-scan-per-restore). The
+capture under the lock was there for one reason: the restore must act on what the files hold
+*now*, not on what they held when the plan was made. That question only concerns the paths the
+plan touches; every other path is neither read nor written by the restore. So the plan's scan
+(:class:`PlanScan`) remembers, for each path it touches, what ``lstat`` said right after the
+plan; under the lock the restore asks ``lstat`` again and reuses the plan only when every answer
+is the same (:func:`still_current`), else it captures and plans again, as before.
+
+Why this is exact:
+- A path the plan touches that was written after the capture read it has a ``ctime`` at or after
+  the moment the capture started (``ctime`` cannot be set by a program; the moment is read from
+  the same coarse clock the kernel stamps files with, :func:`scan_clock_ns`). Such a path is
+  *suspect*: its content is hashed again, as a capture hashes it (git's clean filters, one
+  ``git hash-object`` for all of them), and must equal what the plan's capture recorded, else
+  there is no reuse. :data:`SUSPECT_MARGIN_NS` widens the window for file systems that keep
+  whole seconds (two for FAT).
+- Between the plan and the lock, any change to a touched path changes its ``lstat`` (size,
+  ``mtime``, ``ctime`` in nanoseconds, inode, mode): a path created where the plan adds one, a
+  file replaced by a link or a directory, a write of the same size.
+- A path the plan does not touch may change meanwhile, as it may during the restore: the
+  restore leaves it as it is, so nothing of it is lost. What the undo snapshot then holds for
+  it is its content at the scan, as for any path changed while a restore runs.
+- With a watcher (``rewind serve --watch``) the plan's capture is the watcher's, taken after the
+  same moment, so the same rule holds; the watcher is never asked under the lock (it would wait
+  for that very lock).
+
+Invariants: read-only except the blobs ``git hash-object -w`` writes for suspects (the objects a
+capture would write). Anything unusual (a submodule in the plan, a name the hashing path cannot
+take) means no reuse, never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pygit2.enums import FileMode
+
+from ledger.git.capture.scan import PRIVATE_CONFIG, CaptureResult
+from ledger.git.capture.treeedit import LazyUnsupported, current_entries
+from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner
+from ledger.git.trees import Change, Entry
+from ledger.settings import SnapshotSettings
+
+SUSPECT_MARGIN_NS = 2_000_000_000
+"""A touched path whose ``ctime`` is this close to the scan's start (or later) is hashed again:
+two seconds, the coarsest timestamps a file system keeps (FAT); one second for most others."""
+
+_CLOCK = getattr(time, "CLOCK_REALTIME_COARSE", None)
+
+
+def scan_clock_ns() -> int:
+    """Now, on the clock the kernel stamps ``ctime`` with (Linux: the coarse real-time clock,
+    which may lag ``time.time_ns()`` by a tick: a file written right after this moment can never
+    carry an earlier ``ctime``)."""
+    if _CLOCK is not None:
+        return time.clock_gettime_ns(_CLOCK)
+    return time.time_ns()
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What ``lstat`` said of a path (``None`` in a stamp map: nothing there)."""
+
+    mode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Stamp:
+        return cls(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass(frozen=True)
+class PlanScan:
+    """The scan a plan was made from, kept so that the restore can reuse it under its lock."""
+
+    captured: CaptureResult
+    settings: SnapshotSettings
+    stamps: Mapping[str, Stamp | None]
+    """Every path the plan touches (and the directories it replaces), as found after the plan."""
+
+
+class PlanShape(Protocol):
+    """What a restore plan (:class:`ledger.git.restore.plan.RestorePlan`) tells this module
+    (a protocol, not an import: the plan module builds :class:`PlanScan` values)."""
+
+    @property
+    def current_tree(self) -> str: ...
+    @property
+    def added(self) -> Sequence[str]: ...
+    @property
+    def modified(self) -> Sequence[str]: ...
+    @property
+    def deleted(self) -> Sequence[str]: ...
+    @property
+    def replace_dirs(self) -> Sequence[str]: ...
+    @property
+    def submodules(self) -> Sequence[tuple[str, str]]: ...
+    @property
+    def changes(self) -> Sequence[Change]: ...
+
+
+def _lstat(root: bytes, path: str) -> Stamp | None:
+    try:
+        return Stamp.of(os.lstat(root + b"/" + os.fsencode(path)))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _touched(plan: PlanShape) -> list[str]:
+    return list(dict.fromkeys([*plan.added, *plan.modified, *plan.deleted, *plan.replace_dirs]))
+
+
+def stamp_plan(
+    repo: GitRepo,
+    plan: PlanShape,
+    captured: CaptureResult,
+    settings: SnapshotSettings,
+    started_ns: int,
+) -> PlanScan | None:
+    """The plan's scan, or ``None`` when it cannot be reused under the lock (the restore then
+    captures again): a submodule in the plan, a touched path that is not as the capture found
+    it (present where the plan adds a file; a suspect whose content differs)."""
+    if plan.submodules or captured.tree != plan.current_tree:
+        return None
+    root = os.fsencode(repo.root)
+    found = {c.path: c.old for c in plan.changes}
+    stamps: dict[str, Stamp | None] = {}
+    suspects: list[str] = []
+    limit = started_ns - SUSPECT_MARGIN_NS
+    for path in _touched(plan):
+        now = stamps[path] = _lstat(root, path)
+        before = found.get(path)
+        if path in found and before is None:  # the plan adds it: nothing may be there
+            if now is not None and not stat.S_ISDIR(now.mode):
+                return None
+            continue
+        if before is None or now is None:
+            if before is not None:  # the capture held it, it is gone now
+                return None
+            continue  # a directory the plan replaces
+        if stat.S_ISDIR(now.mode) or before.mode == FileMode.COMMIT:
+            return None
+        if now.ctime_ns >= limit:
+            suspects.append(path)
+    if suspects and not _same_content(repo, suspects, found):
+        return None
+    return PlanScan(captured, settings, stamps)
+
+
+def _same_content(
+    repo: GitRepo,
+    paths: list[str],
+    found: Mapping[str, Entry | None],
+) -> bool:
+    """Each suspect holds what the capture recorded (hashed as a capture hashes it)."""
+    try:
+        entries = current_entries(
+            GitRunner(repo.root, repo.git_dir),
+            repo.pygit2,
+            str(repo.root),
+            paths,
+            filemode=repo.config_bool("core.filemode", True),
+            config=PRIVATE_CONFIG,
+        )
+    except (LazyUnsupported, OSError):
+        return False
+    for path in paths:
+        entry, before = entries.get(path), found.get(path)
+        if entry is None or before is None:
+            return False
+        mode, oid = entry
+        if mode != before.mode or str(oid) != before.oid:
+            return False
+    return True
+
+
+def still_current(repo: GitRepo, scan: PlanScan) -> bool:
+    """Under the lock: every path the plan touches is as :func:`stamp_plan` found it."""
+    root = os.fsencode(repo.root)
+    return all(_lstat(root, path) == before for path, before in scan.stamps.items())
+
+
+__all__ = [
+    "SUSPECT_MARGIN_NS",
+    "PlanScan",
+    "PlanShape",
+    "Stamp",
+    "scan_clock_ns",
+    "stamp_plan",
+    "still_current",
+]

@@ -1,0 +1,150 @@
+"""``rewind restore``, ``undo``, ``diff`` and ``status`` captured by the repository's running
+watcher (docs/capture.md#served-commands): real processes, the same results as local captures,
+and each command's captures answered by the watcher, never scanned by the command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.demo import DemoWorld, build_world, run_prompts
+from tests.gitkit import ROOT
+from tests.watchkit import start_watch, stop_watch
+
+pytestmark = pytest.mark.needs("peer_credentials")  # served captures
+
+
+def _world(root: Path) -> DemoWorld:
+    return run_prompts(build_world(root))
+
+
+def _files(repo: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(repo)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(repo.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+
+
+def _rewind(world: DemoWorld, *args: str, served: bool = True) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if not served:
+        env["REWIND_SERVED"] = "0"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args, "--json"],
+        cwd=world.repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    result: dict = lines[0]
+    return result
+
+
+def _steps(world: DemoWorld, *, served: bool) -> list[tuple[dict, dict[str, str]]]:
+    """restore, undo, diff, status; each command's output and the files after it."""
+    (world.repo / "hello.py").write_text("edited by hand before the rewind\n")
+    out = []
+    for args in (
+        ("diff", "@", world.users[1]),
+        ("status", "@"),
+        ("restore", "@", world.users[1], "--mode", "files", "--yes"),
+        ("status", "@"),
+        ("undo", "@", "--yes"),
+        ("diff", "@", world.users[0]),
+    ):
+        result = _rewind(world, *args, served=served)
+        text = json.dumps(result, sort_keys=True)
+        for i, entry in enumerate([*world.users, *world.assistants]):
+            text = text.replace(entry, f"<entry {i}>")
+        text = re.sub(r"[0-9a-f]{40}", "<sha>", text.replace(world.session.stem, "<session>"))
+        text = re.sub(r'"(ms|record|leaf|session|at|time|timestamp)": [^,}]+', r'"\1": "_"', text)
+        text = re.sub(r'"entry": "[0-9a-f]{8}"', '"entry": "<record>"', text)
+        out.append((json.loads(text), _files(world.repo)))
+    return out
+
+
+def _captures(stderr: str) -> int:
+    found = re.search(r"served (\d+) snapshots and (\d+) captures", stderr)
+    assert found, stderr
+    return int(found.group(2))
+
+
+def test_restore_undo_diff_and_status_are_served_by_the_watcher_with_local_results(
+    tmp_path: Path,
+) -> None:
+    local = _steps(_world(tmp_path / "local"), served=False)
+    world = _world(tmp_path / "served")
+    watcher = start_watch(world.repo)
+    try:
+        served = _steps(world, served=True)
+    finally:
+        err = stop_watch(watcher, signal.SIGTERM)
+    assert served == local
+    assert "declined" not in err, err
+    # One capture per command (the restore and the undo re-check their plan under the lock
+    # instead of scanning): six commands, six captures, all the watcher's.
+    assert _captures(err) == 6, err
+
+
+def _git_shim(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose ``git`` logs each of its subcommands, then runs the real one."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    log = tmp_path / "git-calls.log"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do case "$a" in -*|*=*) ;; *) echo "$a" >> "{log}"; break;; esac; done\n'
+        f'exec "{real}" "$@"\n'
+    )
+    (shim / "git").chmod(0o755)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "REWIND_SERVED": "0",
+        "PATH": f"{shim}:{os.environ['PATH']}",
+    }
+    return env, log
+
+
+@pytest.mark.parametrize("command", ["restore", "undo"])
+def test_without_a_watcher_a_restore_or_undo_scans_the_work_tree_once(
+    tmp_path: Path, command: str
+) -> None:
+    world = _world(tmp_path / "w")
+    (world.repo / "hello.py").write_text("edited by hand before the rewind\n")
+    _rewind(world, "restore", "@", world.users[1], "--mode", "files", "--yes", served=False)
+    (world.repo / "hello.py").write_text("edited by hand after the rewind\n")
+    env, log = _git_shim(tmp_path)
+    args = (
+        ["restore", "@", world.users[0], "--mode", "files"]
+        if command == "restore"
+        else ["undo", "@"]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args, "--yes"],
+        cwd=world.repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().split()
+    assert calls.count("status") == 1, calls
