@@ -84,7 +84,7 @@ index="$(mktemp -u)"
 GIT_INDEX_FILE="$index" git -c core.autocrlf=false add -A
 current="$(GIT_INDEX_FILE="$index" git write-tree)"
 rm -f "$index"
-target_tree="$(git rev-parse "$target^{tree}")"
+target_tree="$(git show -s --format=%T "$target")"
 [ "$current" = "$target_tree" ] && exit 0
 git -c user.name=Bench -c user.email=bench@example.com commit-tree "$current" \
     -m "pi rewind snapshot" >/dev/null
