@@ -17,7 +17,8 @@ import pytest
 
 from tests.gitkit import ROOT
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watcher: Linux only")
+# A watcher and hosted sessions (Linux only); each script starts many processes.
+pytestmark = [pytest.mark.needs("change_feed", "peer_credentials"), pytest.mark.slow]
 
 
 def _run(script: str, *args: str) -> str:
@@ -51,7 +52,7 @@ def test_bench_restore_prints_every_entry_point_with_its_ratio_and_the_floors() 
 
 
 def test_bench_restore_undo_prints_the_pair_beside_its_floor() -> None:
-    out = _run("bench_restore_undo.py", "--files", "300", "--prompts", "12", "--runs", "1")
+    out = _run("bench_restore_undo.py", "--files", "300", "--prompts", "3", "--runs", "1")
     for row in ("cold (REWIND_SERVED=0)", "rewind serve --watch runs", "restore + undo"):
         assert row in out, out
     assert "pair floor (two interpreter starts + two stat scans)" in out, out
