@@ -61,6 +61,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from bench_floors import describe, floors, load, medians
+
 TARGET_HELP_MS = 60.0
 TARGETS = {"nothing changed": 0.10, "1 file modified": 0.12}
 PER_DIR = 18
@@ -213,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     git_version = subprocess.run(["git", "version"], capture_output=True, text=True).stdout
     print(
-        f"{git_version.strip()}   python {sys.version.split()[0]}   cpus: {os.cpu_count()}   "
-        f"runs: {args.runs}",
+        f"{git_version.strip()}   python {sys.version.split()[0]}   runs: {args.runs}   {load()}",
         flush=True,
     )
     print("\n(a) start-up, medians", flush=True)
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         repo = build_repo(tmp, args.files, PER_DIR)
         print(f"  built in {time.perf_counter() - started:.0f} s", flush=True)
     print(f"\n(b) rewind snapshot --json, whole process, {repo}", flush=True)
+    print(f"  floors: {describe(medians([floors(repo) for _ in range(3)]))}   {load()}", flush=True)
     try:
         results = snapshot_series(repo.resolve(), args.runs)
     finally:
@@ -260,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             + ", served "
             + ("ok" if served / ref <= target else "MISSED")
         )
+    print(f"  {load()}")
     return 0
 
 
