@@ -156,9 +156,13 @@ def for_command(root: Path, git_dir: Path) -> Delegation | None:
     Under the private index's lock a capture is never delegated
     (:meth:`ledger.git.capture.scan.Capturer.capture`): the restore then re-checks its plan's
     paths instead (:mod:`ledger.git.restore.recheck`)."""
+    import sys
+
     from ledger.bridge.snapshot_socket import serving
 
-    if os.environ.get("REWIND_SERVED", "1") == "0" or not serving(root, git_dir):
+    if os.environ.get("REWIND_SERVED", "1") == "0" or "ledger.git.feed.service" in sys.modules:
+        return None  # asked not to; or this process runs feeds (a watcher running the command)
+    if not serving(root, git_dir):
         return None
     delegation = Delegation(root, git_dir, on_lost=lambda _why: None)
     install(delegation)

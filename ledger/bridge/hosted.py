@@ -59,6 +59,7 @@ from ledger.bridge.private_socket import (
     peer_pid,
     send_decline,
 )
+from ledger.bridge.session_env import bridge_env
 from ledger.git.private import private_dir, unsafe_private_dir
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
@@ -74,25 +75,6 @@ HELLO_TIMEOUT_S = 2.0
 """From connect to the hello's end (the extension sends it at once and waits 1 s for the answer)."""
 MAX_PENDING_HELLOS = 16
 MAX_SESSIONS = 64
-_ENV_PREFIXES = ("GIT_", "REWIND_", "PI_", "XDG_", "LC_", "PYTHON")
-_ENV_KEYS = frozenset({"HOME", "EMAIL", "PATH", "LANG", "LANGUAGE", "TZ", "USER"})
-# Compatibility: Pi 0.73.1 sets these in its own process for its children (so a watcher started
-# from a shell never had them); nothing of ours reads them.
-_ENV_IGNORED = frozenset({"PI_CODING_AGENT", "PI_SKIP_VERSION_CHECK"})
-
-
-def bridge_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of an environment a bridge's behaviour depends on (the extension computes the
-    same in TypeScript, ``bridgeEnv`` in tools/pi-extension/rewind-ledger.ts): git's variables
-    (what git captures, who commits), ours (``REWIND_*``: feed, trace, settings), Pi's
-    (``PI_CODING_AGENT_DIR``: settings, sessions), where configuration and programs are found
-    (``HOME``, ``XDG_*``, ``PATH``, ``PYTHON*``), the locale and time zone; not the two markers
-    Pi sets for its children (``PI_CODING_AGENT``, ``PI_SKIP_VERSION_CHECK``)."""
-    return {
-        key: value
-        for key, value in env.items()
-        if (key.startswith(_ENV_PREFIXES) or key in _ENV_KEYS) and key not in _ENV_IGNORED
-    }
 
 
 def socket_path(git_dir: Path) -> Path:
@@ -117,6 +99,8 @@ class HostedSessions:
         self.hosted = 0
         """Sessions accepted so far."""
         self.declined: dict[str, int] = {}
+        self.commands: dict[str, int] = {}
+        """One-shot commands asked for, by outcome (``served``, or why the client ran it)."""
         self.failed: dict[str, int] = {}
         """Hosted sessions ended by an unexpected error, by its type (never a traceback)."""
         self.refusal: str | None = None
@@ -225,9 +209,9 @@ class HostedSessions:
 
     def _on_hello(self, conn: socket.socket, line: bytes | None) -> None:
         """On the gate's thread: host the session on a thread of its own, or decline it."""
-        why = "no hello" if not line else self._hello(line)
+        hello, why = ({}, "no hello") if not line else self._hello(line)
         thread = threading.Thread(
-            target=self._session, args=(conn,), name="rewind-hosted-session", daemon=True
+            target=self._session, args=(conn, hello), name="rewind-hosted-session", daemon=True
         )
         with self._guard:
             if why is None and len(self._sessions) >= MAX_SESSIONS:
@@ -243,10 +227,19 @@ class HostedSessions:
             return
         thread.start()
 
-    def _session(self, conn: socket.socket) -> None:
+    def _session(self, conn: socket.socket, hello: dict[str, object]) -> None:
         thread = threading.current_thread()
         hosted = False
         try:
+            if hello.get("op") == "command":  # a one-shot command (ledger.cli.served)
+                from ledger.bridge.served_commands import serve_command
+
+                hosted = True  # activity for --idle-exit; its memory freed after it
+                conn.sendall(b'{"ok": true}\n')
+                outcome = serve_command(conn, hello)
+                with self._guard:
+                    self.commands[outcome] = self.commands.get(outcome, 0) + 1
+                return
             with self._guard:
                 self.hosted += 1
             hosted = True
@@ -263,21 +256,27 @@ class HostedSessions:
             if hosted:
                 release_memory()
 
-    def _hello(self, line: bytes) -> str | None:
-        """Why this hello is not hosted, or ``None`` to host it (never raises)."""
+    def _hello(self, line: bytes) -> tuple[dict[str, object], str | None]:
+        """The hello, and why it is not served (``None``: serve it); never raises. ``op``:
+        ``bridge`` (a Pi session) or ``command`` (a one-shot command,
+        :mod:`ledger.bridge.served_commands`), both under the same checks."""
         try:
             hello = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deep
-            return "unknown hello"
-        if not isinstance(hello, dict) or hello.get("op") != "bridge":
-            return "unknown hello"
+            return {}, "unknown hello"
+        if not isinstance(hello, dict) or hello.get("op") not in ("bridge", "command"):
+            return {}, "unknown hello"
         if hello.get("v") != HELLO_VERSION:
-            return "another protocol version"
+            return hello, "another protocol version"
         if hello.get("root") != str(self.root) or hello.get("gitDir") != str(self.git_dir):
-            return "another repository"
+            return hello, "another repository"
         if hello.get("env") != self._env:
-            return "another environment"
-        return None
+            return hello, "another environment"
+        if hello["op"] == "command":
+            from ledger.bridge.served_commands import refusal
+
+            return hello, refusal(hello)
+        return hello, None
 
     def _serve(self, conn: socket.socket) -> None:
         from ledger.bridge.server import BridgeServer

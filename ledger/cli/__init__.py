@@ -25,6 +25,11 @@ from pathlib import Path
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
 
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
+
 # Every command, in the order ``rewind --help`` lists them: (name, module, one-line help).
 # Only the module of the command being run is imported, so ``rewind --help`` and each command
 # start without importing the others (issue: a CLI that starts fast). A unit test checks that
@@ -257,6 +262,15 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
     """Run one command; ``cwd`` (default: the process's) is where relative paths start."""
     # A short-lived process that builds large object graphs (100k-entry sessions): full cyclic
     # collections would cost more than the work; refcounting still frees everything.
+    if argv is None and cwd is None:
+        # A real ``rewind`` process: the repository's watcher may run the command instead
+        # (restore, undo, diff, status; docs/capture.md#served-commands). Standard library only
+        # until it declines.
+        from ledger.cli.served import run_by_watcher
+
+        served = run_by_watcher(sys.argv[1:])
+        if served is not None:
+            return served
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -264,6 +278,13 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def run_served_command(argv: Sequence[str], cwd: Path, stdout: IO[str], stderr: IO[str]) -> int:
+    """Run one command for a client of the repository's watcher (on a thread of the watcher,
+    :mod:`ledger.bridge.served_commands`): its output to ``stdout``/``stderr``; raises
+    :class:`~ledger.cli.context.RunLocally` where it would wait."""
+    return _main(list(argv), cwd, stdout=stdout, stderr=stderr, served=True)
 
 
 def _exit_now(code: int) -> None:
@@ -279,11 +300,28 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _main(argv: Sequence[str] | None, cwd: Path | None) -> int:
+def _main(
+    argv: Sequence[str] | None,
+    cwd: Path | None,
+    *,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    served: bool = False,
+) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    ctx = CliContext(repo_option=None, agent_dir_option=None, json="--json" in args_list, cwd=cwd)
+    ctx = CliContext(
+        repo_option=None,
+        agent_dir_option=None,
+        json="--json" in args_list,
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        served=served,
+    )
     try:
         args = _parse(args_list)
+        if served:
+            _require_served(args)
         ctx.repo_option = args.repo
         ctx.agent_dir_option = args.agent_dir
         ctx.json = bool(args.json)
@@ -334,6 +372,15 @@ def _main(argv: Sequence[str] | None, cwd: Path | None) -> int:
             "this is a bug in rewind-ledger; run again with REWIND_DEBUG=1 for details",
         )
         return EXIT_FAILED
+
+
+def _require_served(args: argparse.Namespace) -> None:
+    """The watcher runs only the commands it serves, whatever its client guessed."""
+    from ledger.cli.context import RunLocally
+    from ledger.cli.served import COMMANDS
+
+    if getattr(args, "command", None) not in COMMANDS:
+        raise RunLocally("not served")
 
 
 def _report(ctx: CliContext, message: str, hint: str | None) -> None:

@@ -48,6 +48,7 @@ class CliContext:
         cwd: Path | None = None,
         stdout: IO[str] | None = None,
         stderr: IO[str] | None = None,
+        served: bool = False,
     ) -> None:
         self.repo_option = repo_option
         self.agent_dir_option = agent_dir_option
@@ -58,6 +59,9 @@ class CliContext:
         self.stderr: IO[str] = stderr if stderr is not None else sys.stderr
         self._repo: GitRepo | None = None
         self._repo_writer = False
+        self.served = served
+        """Run by the repository's watcher for a client (:mod:`ledger.bridge.served_commands`):
+        where the command would wait, it raises :class:`RunLocally` instead."""
         self.exit_without_teardown = False
         """Set by a command whose process has nothing left to finish when it returns (the
         bridge): ``main`` then ends the process without the interpreter's teardown."""
@@ -153,6 +157,17 @@ class CliContext:
 
     def warn(self, message: str) -> None:
         self.stderr.write(f"warning: {message}\n")
+
+
+class RunLocally(BaseException):
+    """A command run by the watcher would wait here (for another session's turn, a running
+    restore): it stops before changing anything and the client runs it in its own process,
+    where the wait is shown and Ctrl-C cancels it. A ``BaseException``: no handler of
+    ``Exception`` may turn it into an error report."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def tolerate_raw_bytes(stream: IO[str]) -> None:

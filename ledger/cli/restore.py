@@ -184,7 +184,14 @@ def wait_for_running(ctx: CliContext, engine: Engine) -> None:
     :data:`~ledger.recovery.RUNNING_WAIT_S`. Never called an interruption: it is not one."""
     from ledger.recovery import wait_for_running as wait
 
-    wait(engine.repo, notify=ctx.warn)
+    def notify(message: str) -> None:
+        if ctx.served:  # run by the watcher: the client waits instead, visibly and cancellably
+            from ledger.cli.context import RunLocally
+
+            raise RunLocally("would wait")
+        ctx.warn(message)
+
+    wait(engine.repo, notify=notify)
 
 
 def check_interrupted(ctx: CliContext, engine: Engine, *, refuse: bool, wait: bool = True) -> None:

@@ -413,6 +413,9 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
             + (f"; ended by an error {failed}" if failed else "")
             + "\n"
         )
+        if hosted.commands:  # one-shot commands run here (ledger.bridge.served_commands)
+            ran = ", ".join(f"{why}: {n}" for why, n in sorted(hosted.commands.items()))
+            ctx.stderr.write(f"rewind: commands asked of this watcher: {ran}\n")
     return 0
 
 

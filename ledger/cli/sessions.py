@@ -111,6 +111,10 @@ def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:
 
     def notify(timeout_s: float, who: str) -> None:
         # ``who``: a turn of session … (nested directories included), or another restore.
+        if ctx.served:  # before any change: the client waits in its own process, cancellably
+            from ledger.cli.context import RunLocally
+
+            raise RunLocally("would wait")
         ctx.warn(
             f"{who} is running in this work tree; waiting for it to end before writing files "
             f"(up to {timeout_s:.0f} s; Ctrl-C cancels, nothing is changed then)"

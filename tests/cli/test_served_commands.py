@@ -1,6 +1,7 @@
-"""``rewind restore``, ``undo``, ``diff`` and ``status`` captured by the repository's running
-watcher (docs/capture.md#served-commands): real processes, the same results as local captures,
-and each command's captures answered by the watcher, never scanned by the command."""
+"""``rewind restore``, ``undo``, ``diff`` and ``status`` run by the repository's running watcher
+(docs/capture.md#served-commands): real processes, the same output, exit status and files as in
+a process of their own; a command that would wait runs in its own process; other commands'
+captures answered by the watcher; one scan per restore without a watcher."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _files(repo: Path) -> dict[str, str]:
 
 
 def _rewind(world: DemoWorld, *args: str, served: bool = True) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
     if not served:
         env["REWIND_SERVED"] = "0"
     proc = subprocess.run(
@@ -76,13 +77,12 @@ def _steps(world: DemoWorld, *, served: bool) -> list[tuple[dict, dict[str, str]
     return out
 
 
-def _captures(stderr: str) -> int:
-    found = re.search(r"served (\d+) snapshots and (\d+) captures", stderr)
-    assert found, stderr
-    return int(found.group(2))
+def _count(stderr: str, pattern: str) -> int:
+    found = re.search(pattern, stderr)
+    return int(found.group(1)) if found else 0
 
 
-def test_restore_undo_diff_and_status_are_served_by_the_watcher_with_local_results(
+def test_restore_undo_diff_and_status_run_by_the_watcher_give_what_they_give_alone(
     tmp_path: Path,
 ) -> None:
     local = _steps(_world(tmp_path / "local"), served=False)
@@ -94,9 +94,97 @@ def test_restore_undo_diff_and_status_are_served_by_the_watcher_with_local_resul
         err = stop_watch(watcher, signal.SIGTERM)
     assert served == local
     assert "declined" not in err, err
-    # One capture per command (the restore and the undo re-check their plan under the lock
-    # instead of scanning): six commands, six captures, all the watcher's.
-    assert _captures(err) == 6, err
+    assert _count(err, r"commands asked of this watcher: served: (\d+)") == 6, err
+
+
+def test_a_command_the_watcher_does_not_run_has_its_captures_served(tmp_path: Path) -> None:
+    world = _world(tmp_path / "w")
+    (world.repo / "hello.py").write_text("edited by hand\n")
+    watcher = start_watch(world.repo)
+    try:
+        checkpoint = _rewind(world, "checkpoint", "@")
+    finally:
+        err = stop_watch(watcher, signal.SIGTERM)
+    assert checkpoint["commit"]
+    assert _count(err, r"served \d+ snapshots and (\d+) captures") == 1, err
+
+
+def test_a_served_command_that_would_wait_for_a_turn_runs_in_its_own_process(
+    tmp_path: Path,
+) -> None:
+    world = _world(tmp_path / "w")
+    (world.repo / "hello.py").write_text("edited by hand\n")
+    before = _files(world.repo)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "REWIND_FEED_VERIFY": "0",
+        "REWIND_TURN_WAIT": "1",
+    }
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from ledger.turngate import TurnGate; "
+            f"g = TurnGate(Path({str(world.repo / '.git')!r})); assert g.begin_turn(timeout_s=10); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    watcher = start_watch(world.repo, env=env)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir)]
+            + ["restore", "@", world.users[1], "--mode", "files", "--yes"],
+            cwd=world.repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+        err = stop_watch(watcher, signal.SIGTERM)
+    # Its own process showed the wait (and Ctrl-C would have cancelled it), then refused.
+    assert proc.returncode == 1, proc.stderr
+    assert "waiting for it to end before writing files" in proc.stderr
+    assert _files(world.repo) == before
+    assert _count(err, r"would wait: (\d+)") == 1, err
+
+
+def test_another_environment_or_umask_runs_the_command_in_its_own_process(
+    tmp_path: Path,
+) -> None:
+    world = _world(tmp_path / "w")
+    watcher = start_watch(world.repo)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
+        other_env = subprocess.run(
+            [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), "status", "@"],
+            cwd=world.repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, "GIT_AUTHOR_NAME": "someone else"},
+        )
+        other_umask = subprocess.run(
+            ["sh", "-c", 'umask 077 && exec "$@"', "sh", sys.executable, "-m", "ledger"]
+            + ["--agent-dir", str(world.agent_dir), "status", "@"],
+            cwd=world.repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    finally:
+        err = stop_watch(watcher, signal.SIGTERM)
+    assert other_env.returncode == 0 and other_umask.returncode == 0
+    assert "latest rewind point" in other_env.stdout and "latest rewind point" in other_umask.stdout
+    assert "another environment: 1" in err and "another umask: 1" in err, err
+    assert "commands asked of this watcher" not in err, err
 
 
 def _git_shim(tmp_path: Path) -> tuple[dict[str, str], Path]:

@@ -1,0 +1,205 @@
+"""The command line's client of the watcher: ``rewind restore``, ``undo``, ``diff`` and
+``status`` run by the repository's running watcher when it takes them.
+
+Why it exists: see :mod:`ledger.bridge.served_commands` (the server half). A one-shot process
+pays ~0.3 s of start-up and a whole-tree stat scan before it restores one file; the watcher has
+both done. This client decides in a few milliseconds, with the standard library only, whether to
+ask: a served command (:data:`COMMANDS`), not ``--help``, no question to ask (a restore or undo
+without ``--yes``/``--dry-run`` whose stdin and stderr are a terminal asks for confirmation: it
+runs here), ``REWIND_SERVED`` not ``0``, and a watcher listening on the repository's bridge
+socket. Then it sends the hello (the arguments, the directory, the environment a command reads,
+the umask) and prints the answer.
+
+Invariants:
+- Any failure before the answer (nobody listens, declined, a broken connection, a malformed
+  answer) means: run the command here, as if no watcher ran. The command has then changed
+  nothing: the watcher answers ``{"local": …}`` only before any change, and a broken connection
+  before the hello is accepted means it never ran.
+- A connection lost *after* the hello was accepted is the one case where the command may have
+  run: the client then says so and exits 1, and never runs it a second time (a restore twice
+  would record two operations).
+- Output is printed exactly as the command wrote it (raw bytes in paths included) and the exit
+  status is the command's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+# Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
+COMMANDS = frozenset({"restore", "undo", "diff", "status"})
+"""The commands a watcher runs for the command line."""
+_ASKING = frozenset({"restore", "undo"})
+"""Commands that ask for confirmation without ``--yes`` or ``--dry-run``."""
+_VALUED = ("--repo", "--agent-dir")
+"""Global options that take a value (the command is the first other word)."""
+_CONNECT_TIMEOUT_S = 2.0
+_ANSWER_TIMEOUT_S = 600.0
+"""A served command never waits for a turn; this bounds a wedged watcher."""
+_MAX_LINE = 1 << 21
+HELLO_VERSION = 1  # ledger.bridge.hosted.HELLO_VERSION (not imported: it pulls in pygit2)
+
+
+def command_of(argv: list[str]) -> tuple[str | None, str | None]:
+    """``(command, --repo value)`` as the parser will see them, or ``(None, …)`` when unsure
+    (an abbreviated or unknown global option, ``--``): then the command runs here."""
+    repo: str | None = None
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in _VALUED:
+            if i + 1 >= len(argv):
+                return None, repo
+            if word == "--repo":
+                repo = argv[i + 1]
+            i += 2
+            continue
+        if word.startswith("--repo="):
+            repo = word[len("--repo=") :]
+        elif not word.startswith("-"):
+            return word, repo
+        elif word != "--json" and not word.startswith("--agent-dir="):
+            return None, repo
+        i += 1
+    return None, repo
+
+
+def current_umask() -> int | None:
+    """This process's umask, read without changing it (Linux: ``/proc/self/status``; ``None``
+    where it cannot be read that way: the command then runs here)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def wanted(argv: list[str]) -> tuple[str, Path] | None:
+    """``(command, where to look for the repository)`` when the watcher should be asked."""
+    if os.environ.get("REWIND_SERVED", "1") == "0":
+        return None
+    command, repo = command_of(argv)
+    if command not in COMMANDS or "-h" in argv or "--help" in argv:
+        return None
+    if command in _ASKING and not {"--yes", "-y", "--dry-run"} & set(argv):
+        try:
+            if sys.stdin.isatty() and sys.stderr.isatty():
+                return None  # it will ask: a question is answered here, not by the watcher
+        except (AttributeError, ValueError):
+            return None
+    start = Path(os.getcwd())
+    if repo is not None:
+        start = start / repo
+    return command, start
+
+
+def run_by_watcher(argv: list[str]) -> int | None:
+    """Run ``argv`` by the repository's watcher: the command's exit status, or ``None`` to run
+    it here (see the module docstring)."""
+    try:
+        asked = wanted(argv)
+    except OSError:  # the working directory is gone: the command says so itself
+        return None
+    if asked is None:
+        return None
+    command, start = asked
+    from ledger.bridge.private_socket import connect_private
+    from ledger.bridge.session_env import bridge_env
+    from ledger.bridge.snapshot_socket import find_repository, supported
+
+    if not supported():
+        return None
+    found = find_repository(start)
+    if found is None:
+        return None
+    root, git_dir = found
+    umask = current_umask()
+    if umask is None:
+        return None
+    conn = connect_private(git_dir / "pi-rewind" / "bridge.sock", _CONNECT_TIMEOUT_S)
+    if isinstance(conn, str):
+        return None
+    hello = {
+        "v": HELLO_VERSION,
+        "op": "command",
+        "command": command,
+        "root": str(root),
+        "gitDir": str(git_dir),
+        "env": bridge_env(os.environ),
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "umask": umask,
+    }
+    with conn:
+        try:
+            conn.sendall(json.dumps(hello).encode("utf-8", "surrogateescape") + b"\n")
+            reader = conn.makefile("rb")  # buffered: the answer's lines may arrive together
+            accepted = json.loads(_line(reader, 1 << 16) or b"null")
+        except (OSError, ValueError, RecursionError):
+            return None
+        if not isinstance(accepted, dict) or accepted.get("ok") is not True:
+            return None  # declined: nothing ran
+        conn.settimeout(_ANSWER_TIMEOUT_S)
+        return _print_answer(reader)
+
+
+def _line(reader: BinaryIO, limit: int) -> bytes | None:
+    """One line without its newline; ``None`` at the end of input or past ``limit`` bytes."""
+    line = reader.readline(limit + 1)
+    if not line.endswith(b"\n"):
+        return None
+    return line[:-1]
+
+
+def _print_answer(reader: BinaryIO) -> int | None:
+    """Print the served command's output; its exit status (``None``: run it here)."""
+    out: list[str] = []
+    err: list[str] = []
+    while True:
+        try:
+            line = _line(reader, _MAX_LINE)
+            answer = json.loads(line) if line else None
+        except (OSError, ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict):
+            # Accepted, then lost: the command may have run. Never run it twice.
+            sys.stderr.write(
+                "error: the watcher running this command went away before it answered\n"
+                "hint: 'rewind history @' and 'rewind doctor' show whether it ran; "
+                "run it again if it did not\n"
+            )
+            return 1
+        if "local" in answer:
+            return None  # it stopped before changing anything (it would have waited)
+        if isinstance(answer.get("out"), str):
+            out.append(answer["out"])
+        elif isinstance(answer.get("err"), str):
+            err.append(answer["err"])
+        elif isinstance(answer.get("exit"), int):
+            _write(sys.stdout, "".join(out))
+            _write(sys.stderr, "".join(err))
+            code: int = answer["exit"]
+            return code
+
+
+def _write(stream: object, text: str) -> None:
+    if not text:
+        return
+    from ledger.cli.context import tolerate_raw_bytes
+
+    tolerate_raw_bytes(stream)  # type: ignore[arg-type]
+    stream.write(text)  # type: ignore[attr-defined]
+    stream.flush()  # type: ignore[attr-defined]
+
+
+__all__ = ["COMMANDS", "command_of", "current_umask", "run_by_watcher", "wanted"]
