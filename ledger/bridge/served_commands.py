@@ -69,7 +69,9 @@ def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     from ledger.cli import run_served_command
     from ledger.cli.context import RunLocally
 
-    argv = [str(a) for a in hello["argv"]]  # type: ignore[union-attr]  # checked by refusal()
+    given = hello["argv"]
+    assert isinstance(given, list)  # checked by refusal()
+    argv = [str(a) for a in given]
     out, err = io.StringIO(), io.StringIO()
     try:
         code = run_served_command(argv, Path(str(hello["cwd"])), out, err)
