@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Container
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import uuid
 
 
 class Clock(Protocol):
@@ -71,15 +73,21 @@ class IdSource(Protocol):
     def session_id(self, now_ms: int) -> str: ...
 
 
+def _uuid4() -> uuid.UUID:
+    import uuid  # here: the module loads ``platform`` (~5 ms), and most commands make no id
+
+    return uuid.uuid4()
+
+
 class RandomIds:
     """Pi's id rules: ``randomUUID().slice(0, 8)`` checked against the file, up to 100 tries."""
 
     def entry_id(self, taken: Container[str]) -> str:
         for _ in range(100):
-            candidate = uuid.uuid4().hex[:8]
+            candidate = _uuid4().hex[:8]
             if candidate not in taken:
                 return candidate
-        return str(uuid.uuid4())
+        return str(_uuid4())
 
     def session_id(self, now_ms: int) -> str:
         return uuid7(now_ms)
@@ -112,4 +120,6 @@ def uuid7(now_ms: int) -> str:
     value |= ((rand >> 62) & 0xFFF) << 64
     value |= 0b10 << 62
     value |= rand & ((1 << 62) - 1)
+    import uuid
+
     return str(uuid.UUID(int=value))

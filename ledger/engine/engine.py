@@ -46,7 +46,6 @@ from ledger.engine.conversation import assistant_entry, describe_entry, prompt_u
 from ledger.engine.filestate import FileState
 from ledger.engine.fork_import import import_fork
 from ledger.engine.host import SessionHost
-from ledger.engine.preview import choice_title
 from ledger.engine.results import (
     CHECKPOINT_SOURCES,
     FORK_PREFERENCE_SOURCES,
@@ -409,6 +408,8 @@ class Engine:
                 else None
             )
             undo = self.undo_point()
+            from ledger.engine.preview import choice_title  # /rewind's words: not every command's
+
             choice = choose(
                 choice_title(self, target_id, target, undo, fork=False),
                 M.tree_options(has_target=target is not None, has_undo=undo is not None),
@@ -508,6 +509,8 @@ class Engine:
                 self.prepare_fork(FileState(self.snapshot()))
                 result.info(M.FORCED_CONVERSATION_ONLY.format(source=forced))
                 return result
+            from ledger.engine.preview import choice_title
+
             choice = choose(
                 choice_title(self, entry_id, target, undo, fork=True),
                 M.fork_options(has_target=target is not None, has_undo=undo is not None),

@@ -1,5 +1,5 @@
 """The environment a watcher compares before it hosts a Pi session: the same keys on both sides
-(``bridge_env`` in ledger/bridge/hosted.py, ``bridgeEnv`` in the extension), or sessions would be
+(``bridge_env`` in ledger/bridge/session_env.py, ``bridgeEnv`` in the extension), or sessions would be
 declined for nothing, or hosted where a bridge of their own would behave otherwise."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
-from ledger.bridge import hosted
-from ledger.bridge.hosted import bridge_env
+from ledger.bridge import session_env
+from ledger.bridge.session_env import bridge_env
 from tests.gitkit import ROOT
 
 EXTENSION = ROOT / "tools" / "pi-extension" / "rewind-ledger.ts"
@@ -22,9 +22,9 @@ def _ts_list(name: str) -> list[str]:
 
 
 def test_the_extension_compares_the_same_environment_keys_as_the_watcher() -> None:
-    assert tuple(_ts_list("ENV_PREFIXES")) == hosted._ENV_PREFIXES
-    assert set(_ts_list("ENV_KEYS")) == hosted._ENV_KEYS
-    assert set(_ts_list("ENV_IGNORED")) == hosted._ENV_IGNORED
+    assert tuple(_ts_list("ENV_PREFIXES")) == session_env._ENV_PREFIXES
+    assert set(_ts_list("ENV_KEYS")) == session_env._ENV_KEYS
+    assert set(_ts_list("ENV_IGNORED")) == session_env._ENV_IGNORED
 
 
 def test_bridge_env_keeps_what_changes_a_bridge_and_drops_the_rest() -> None:

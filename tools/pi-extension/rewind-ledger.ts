@@ -95,7 +95,7 @@ const ENV_KEYS = new Set(["HOME", "EMAIL", "PATH", "LANG", "LANGUAGE", "TZ", "US
 const ENV_IGNORED = new Set(["PI_CODING_AGENT", "PI_SKIP_VERSION_CHECK"]);
 
 /** What the bridge's behaviour depends on in the environment: the same keys as bridge_env in
- * ledger/bridge/hosted.py (a watcher hosts only a session whose values equal its own). */
+ * ledger/bridge/session_env.py (a watcher hosts only a session whose values equal its own). */
 function bridgeEnv(): Record<string, string> {
 	const env: Record<string, string> = {};
 	for (const [key, value] of Object.entries(process.env)) {
