@@ -40,18 +40,21 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from pydantic import TypeAdapter, ValidationError
 
 from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.overwrites import show_overwrites
-from ledger.bridge.protocol import EVENT_NAMES, ErrorCode, EventMessage, ReplyMessage
+from ledger.bridge.protocol import (
+    EVENT_NAMES,
+    BadHostMessage,
+    ErrorCode,
+    EventMessage,
+    ReplyMessage,
+    decode_host_message,
+)
 from ledger.errors import LedgerError
 from ledger.presence import Kind, footer_mark, others_notice
 from ledger.work_tree_scope import ScopeView
-
-_HOST_MESSAGE: TypeAdapter[EventMessage | ReplyMessage] = TypeAdapter(EventMessage | ReplyMessage)
-
 
 class BridgeClosed(Exception):
     """The host closed its end while the bridge waited for a reply."""
@@ -140,11 +143,9 @@ class BridgeServer:
             self._error(raw.get("id"), "unknown-event", f"unknown event: {raw.get('event')!r}")
             return None
         try:
-            return _HOST_MESSAGE.validate_python(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first.get("loc", ()))
-            self._error(raw.get("id"), "bad-message", f"{where}: {first.get('msg')}")
+            return decode_host_message(raw)  # pydantic only for an unusual message
+        except BadHostMessage as exc:
+            self._error(raw.get("id"), "bad-message", exc.text)
             return None
 
     # --- loop -------------------------------------------------------------------------------
