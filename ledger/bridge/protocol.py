@@ -156,14 +156,13 @@ def decode_host_message(raw: dict[str, Any]) -> EventMessage | ReplyMessage:
     return _validated(raw)
 
 
-_ID_LIMIT = 1 << 63
 _CTX_OWN_NAMES = frozenset(("has_ui", "session_file", "leaf_id"))
 """``ctx``'s fields by their Python names (``cwd`` has no alias): the models accept those too."""
 
 
 def _plain_id(value: object) -> bool:
-    # int | str as the models take it unchanged (no bool, no float, no big int).
-    return type(value) is str or (type(value) is int and -_ID_LIMIT < value < _ID_LIMIT)
+    # int | str as the models take it unchanged (a bool or a float would become an int).
+    return type(value) is str or type(value) is int
 
 
 def _optional_str(value: object) -> bool:
@@ -179,7 +178,8 @@ def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
     if kind == "reply":
         error = raw.get("error")
         return ReplyMessage(message_id, raw.get("result"), error) if _optional_str(error) else None
-    if kind != "event" or raw.get("event") not in EVENT_NAMES:
+    event = raw.get("event")
+    if kind != "event" or type(event) is not str or event not in EVENT_NAMES:
         return None
     payload = raw.get("payload", {})
     ctx = raw.get("ctx", {})
@@ -192,7 +192,7 @@ def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
     if type(has_ui) is not bool or not all(map(_optional_str, (cwd, session_file, leaf_id))):
         return None
     return EventMessage(
-        message_id, raw["event"], dict(payload), EventContext(has_ui, cwd, session_file, leaf_id)
+        message_id, event, dict(payload), EventContext(has_ui, cwd, session_file, leaf_id)
     )
 
 

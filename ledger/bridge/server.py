@@ -139,8 +139,10 @@ class BridgeServer:
         if not isinstance(raw, dict):
             self._error(None, "bad-message", "a message must be a JSON object")
             return None
-        if raw.get("type") == "event" and raw.get("event") not in EVENT_NAMES:
-            self._error(raw.get("id"), "unknown-event", f"unknown event: {raw.get('event')!r}")
+        event = raw.get("event")
+        # Not `in EVENT_NAMES` alone: a list or an object is unhashable (it ended the bridge).
+        if raw.get("type") == "event" and not (isinstance(event, str) and event in EVENT_NAMES):
+            self._error(raw.get("id"), "unknown-event", f"unknown event: {event!r}")
             return None
         try:
             return decode_host_message(raw)  # pydantic only for an unusual message
