@@ -93,11 +93,7 @@ def build_op(
             snapshots.append(sha)
         pairs.append([entry_id, snapshots.index(sha)])
     meaningful = current is not None or bool(pairs)  # an undo always has a current
-    if (
-        meaningful
-        and all(map(_sha_ok, snapshots))
-        and all(_entry_ok(entry) for entry, _ in pairs)
-    ):
+    if meaningful and all(map(_sha_ok, snapshots)) and all(_entry_ok(entry) for entry, _ in pairs):
         data: dict[str, Any] = {"v": RECORD_VERSION, "snapshots": snapshots}
         if current is not None:
             data["current"] = 0
@@ -111,9 +107,14 @@ def build_op(
     return RecordData(checked(current=current, undo=undo, bindings=bindings).to_data())
 
 
-def ForkPendingData(*, v: int, current: str, undo: str | None = None) -> RecordData:  # noqa: N802
+def ForkPendingData(*, v: int, current: str, undo: str | None = None) -> RecordData:
     """A ``rewind-fork-pending`` (called as ``record_models.ForkPendingData(...)`` is)."""
-    if v == RECORD_VERSION and type(v) is int and _sha_ok(current) and (undo is None or _sha_ok(undo)):
+    if (
+        v == RECORD_VERSION
+        and type(v) is int
+        and _sha_ok(current)
+        and (undo is None or _sha_ok(undo))
+    ):
         data: dict[str, Any] = {"v": RECORD_VERSION, "current": current}
         if undo is not None:
             data["undo"] = undo

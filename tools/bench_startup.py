@@ -23,7 +23,7 @@ timed from the outside, interleaved run by run with its floor (same load drifts)
 Not a test: nothing here asserts a time. Prints medians and ``os.getloadavg()``.
 
 Usage: python tools/bench_startup.py [--files 100000] [--dir /tmp/startup-100k] [--runs 7]
-[--prompts 10] [--skip-bridge] [--skip-cli]
+[--prompts 10 (0: none)] [--skip-bridge] [--skip-cli] [--compare OLD_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ from bench_feed import build_repo
 from tests.bridgekit import FakePi
 
 PY = sys.executable
+_ARGV: dict[str, tuple[list[str], Path]] = {}
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     # Whole processes are timed as users run them: with bytecode caches (compiled below).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(root)
     return env
 
 
@@ -68,7 +69,8 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def report(name: str, values: list[float], floor: list[float] | None, floor_name: str) -> None:
@@ -80,7 +82,7 @@ def report(name: str, values: list[float], floor: list[float] | None, floor_name
     print(line, flush=True)
 
 
-def bench_cli(runs: int, env: dict[str, str]) -> None:
+def bench_cli(runs: int, env: dict[str, str], before: dict[str, str] | None) -> None:
     from ledger.demo import build_world, run_prompts
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-"))
@@ -88,19 +90,39 @@ def bench_cli(runs: int, env: dict[str, str]) -> None:
         world = run_prompts(build_world(tmp / "demo"))
         agent = ["--agent-dir", str(world.agent_dir)]
         rewind = [PY, "-m", "ledger"]
+        _ARGV.update(
+            {
+                "rewind --version": ([*rewind, "--version"], tmp),
+                "rewind restore --help": ([*rewind, "restore", "--help"], tmp),
+                "rewind checkpoint @": ([*rewind, *agent, "checkpoint", "@"], world.repo),
+                "rewind restore @ <prompt 2> --yes": (
+                    [*rewind, *agent, "restore", "@", world.users[1], "--yes"],
+                    world.repo,
+                ),
+                "rewind undo @ --yes": ([*rewind, *agent, "undo", "@", "--yes"], world.repo),
+            }
+        )
         cases: dict[str, Callable[[], float]] = {
             "python -c pass": lambda: timed([PY, "-c", "pass"], tmp, env),
             "python -c 'import pydantic'": lambda: timed([PY, "-c", "import pydantic"], tmp, env),
             "rewind --version": lambda: timed([*rewind, "--version"], tmp, env),
             "rewind restore --help": lambda: timed([*rewind, "restore", "--help"], tmp, env),
-            "rewind checkpoint @": lambda: timed([*rewind, *agent, "checkpoint", "@"], world.repo, env),
+            "rewind checkpoint @": lambda: timed(
+                [*rewind, *agent, "checkpoint", "@"], world.repo, env
+            ),
             "rewind restore @ <prompt 2> --yes": lambda: timed(
                 [*rewind, *agent, "restore", "@", world.users[1], "--yes"], world.repo, env
             ),
-            "rewind undo @ --yes": lambda: timed([*rewind, *agent, "undo", "@", "--yes"], world.repo, env),
+            "rewind undo @ --yes": lambda: timed(
+                [*rewind, *agent, "undo", "@", "--yes"], world.repo, env
+            ),
         }
+        if before is not None:  # the same commands run by the --compare tree, interleaved
+            for name in [n for n in cases if n.startswith("rewind")]:
+                argv, cwd = _ARGV[name]
+                cases[f"{name} (before)"] = lambda a=argv, c=cwd: timed(a, c, before)
         times: dict[str, list[float]] = {name: [] for name in cases}
-        for name, run in cases.items():
+        for run in cases.values():
             run()  # warm-up (page cache, bytecode)
         for _ in range(runs):
             for name, run in cases.items():  # interleaved: the same load for every case
@@ -143,20 +165,29 @@ def _event_ms(pi: FakePi, name: str, payload: dict[str, object] | None = None) -
     return (time.perf_counter() - t0) * 1000
 
 
-def bench_bridge(repo: Path, runs: int, prompts: int, env: dict[str, str]) -> None:
+def bench_bridge(
+    repo: Path, runs: int, prompts: int, env: dict[str, str], before: dict[str, str] | None
+) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-bridge-"))
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)  # FakePi spawns with os.environ
     try:
-        starts, pings, floors, pys = [], [], [], []
+        starts, pings, floors, pys, befores = [], [], [], [], []
         for run in range(runs + 1):
-            floors.append(_git_floor(repo, env))
-            pys.append(timed([PY, "-c", "pass"], repo, env))
+            floor, py = _git_floor(repo, env), timed([PY, "-c", "pass"], repo, env)
             pi, ms = _session_start(repo, tmp / f"agent-{run}")
             later = [_event_ms(pi, "ping") for _ in range(5)]
             pi.close()
+            if before is not None:  # the --compare tree's bridge, interleaved
+                os.environ["PYTHONPATH"] = before["PYTHONPATH"]
+                old, before_ms = _session_start(repo, tmp / f"agent-before-{run}")
+                old.close()
+                os.environ["PYTHONPATH"] = env["PYTHONPATH"]
+                befores.append(before_ms)
             if run:  # the first is a warm-up (page cache of the tree, bytecode)
+                floors.append(floor)
+                pys.append(py)
                 starts.append(ms)
                 pings.append(statistics.median(later))
         print(f"\n== spawned bridge, {repo} ({load()})", flush=True)
@@ -164,8 +195,13 @@ def bench_bridge(repo: Path, runs: int, prompts: int, env: dict[str, str]) -> No
         report("python -c pass", pys, None, "")
         report("spawn until session_start answered", starts, pys, "python -c pass")
         report("  same, against two git rev-parse", starts, floors, "rev-parse x2")
+        if before is not None:
+            report("  the --compare tree's bridge", befores[1:], pys, "python -c pass")
+            report("  this tree against the --compare tree", starts, befores[1:], "before")
         report("later event (ping) on the same pipe", pings, None, "")
 
+        if prompts <= 0:
+            return
         # Per prompt, the bridge's own feed warm.
         trace = tmp / "trace.jsonl"
         pi, _ = _session_start(repo, tmp / "agent-prompts", trace)
@@ -209,16 +245,23 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=10)
     parser.add_argument("--skip-bridge", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="another checkout (e.g. `git archive` of an older commit) run interleaved as 'before'",
+    )
     args = parser.parse_args()
     env = _env()
-    subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "ledger")], env=env, check=True)
+    before = _env(args.compare) if args.compare else None
+    for root in [ROOT, *([args.compare] if args.compare else [])]:
+        subprocess.run([PY, "-m", "compileall", "-q", str(root / "ledger")], env=env, check=True)
     print(f"{PY}; {load()}; cpus {os.cpu_count()}", flush=True)
     if not args.skip_cli:
-        bench_cli(args.runs, env)
+        bench_cli(args.runs, env, before)
     if not args.skip_bridge:
         args.dir.mkdir(parents=True, exist_ok=True)
         repo = build_repo(args.dir, args.files, 100)
-        bench_bridge(repo, args.runs, args.prompts, env)
+        bench_bridge(repo, args.runs, args.prompts, env, before)
     return 0
 
 

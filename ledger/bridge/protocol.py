@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-
 PROTOCOL_VERSION = 1
 
 EventName = Literal[
@@ -92,7 +91,7 @@ class EventMessage:
 
     def __init__(
         self,
-        id: int | str,  # noqa: A002 (the wire's name)
+        id: int | str,
         event: EventName,
         payload: dict[str, Any] | None = None,
         ctx: EventContext | None = None,
@@ -115,7 +114,7 @@ class ReplyMessage:
     __slots__ = ("error", "id", "result")
     type = "reply"
 
-    def __init__(self, id: int | str, result: Any = None, error: str | None = None) -> None:  # noqa: A002
+    def __init__(self, id: int | str, result: Any = None, error: str | None = None) -> None:
         self.id = id
         self.result = result
         self.error = error
@@ -143,8 +142,6 @@ ErrorCode = Literal["bad-json", "bad-message", "unknown-event", "failed", "inter
 """Why an event or message got an ``error``: unparsable JSON, a message of the wrong shape (or out
 of turn), an unknown event, a refusal of the engine (a :class:`~ledger.errors.LedgerError`), or
 an unexpected failure inside the bridge."""
-
-
 
 
 def decode_host_message(raw: dict[str, Any]) -> EventMessage | ReplyMessage:

@@ -34,10 +34,16 @@ def _imported(stderr: str) -> set[str]:
 
 
 def _pydantic(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if m.split(".")[0] in {"pydantic", "pydantic_core"} or m in {
-        "ledger.record_models",
-        "ledger.bridge.protocol_models",
-    })
+    return sorted(
+        m
+        for m in modules
+        if m.split(".")[0] in {"pydantic", "pydantic_core"}
+        or m
+        in {
+            "ledger.record_models",
+            "ledger.bridge.protocol_models",
+        }
+    )
 
 
 @pytest.fixture
@@ -47,7 +53,16 @@ def world(tmp_path: Path) -> DemoWorld:
 
 def _rewind(world: DemoWorld, *args: str) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "ledger", "--agent-dir", str(world.agent_dir), *args],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "ledger",
+            "--agent-dir",
+            str(world.agent_dir),
+            *args,
+        ],
         cwd=world.repo,
         capture_output=True,
         text=True,

@@ -103,9 +103,7 @@ def test_a_turn_is_the_models_turn(given_pairs: list[tuple[Any, Any]]) -> None:
 @given(st.none() | shas, st.none() | shas, st.none() | pairs)
 def test_an_op_is_the_models_op(current: Any, undo: Any, bindings: Any) -> None:
     fast = _outcome(lambda: record_fast.build_op(current=current, undo=undo, bindings=bindings))
-    models = _outcome(
-        lambda: record_models.build_op(current=current, undo=undo, bindings=bindings)
-    )
+    models = _outcome(lambda: record_models.build_op(current=current, undo=undo, bindings=bindings))
     assert fast == models
     if fast[0] == "data":
         assert _valid(orjson.loads(fast[1]), _schema("rewind-op.schema.json"))

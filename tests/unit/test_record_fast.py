@@ -19,7 +19,11 @@ def test_records_are_written_byte_for_byte_as_the_reference_writes_them() -> Non
         ),
         "undo op": (
             build_op(current=A, undo=B),
-            b'{"v":2,"snapshots":["' + A.encode() + b'","' + B.encode() + b'"],"current":0,"undo":1}',
+            b'{"v":2,"snapshots":["'
+            + A.encode()
+            + b'","'
+            + B.encode()
+            + b'"],"current":0,"undo":1}',
         ),
         "checkpoint op": (
             build_op(bindings=[("e", C)]),
@@ -27,7 +31,12 @@ def test_records_are_written_byte_for_byte_as_the_reference_writes_them() -> Non
         ),
         "restore op with binding": (
             build_op(current=A, undo=B, bindings=[("e", B), ("f", C)]),
-            b'{"v":2,"snapshots":["' + A.encode() + b'","' + B.encode() + b'","' + C.encode()
+            b'{"v":2,"snapshots":["'
+            + A.encode()
+            + b'","'
+            + B.encode()
+            + b'","'
+            + C.encode()
             + b'"],"current":0,"undo":1,"bindings":[["e",1],["f",2]]}',
         ),
         "fork pending": (
