@@ -121,7 +121,7 @@ def ForkPendingData(*, v: int, current: str, undo: str | None = None) -> RecordD
         return RecordData(data)
     from ledger.record_models import ForkPendingData as Checked  # the models decide
 
-    return RecordData(Checked(v=v, current=current, undo=undo).to_data())  # type: ignore[arg-type]
+    return RecordData(Checked(v=v, current=current, undo=undo).to_data())
 
 
 def _positions(pairs: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, int]]]:

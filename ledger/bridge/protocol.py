@@ -31,7 +31,7 @@ everything else is passed to them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, cast
 
 PROTOCOL_VERSION = 1
 
@@ -157,7 +157,7 @@ _CTX_OWN_NAMES = frozenset(("has_ui", "session_file", "leaf_id"))
 """``ctx``'s fields by their Python names (``cwd`` has no alias): the models accept those too."""
 
 
-def _plain_id(value: object) -> bool:
+def _plain_id(value: object) -> TypeGuard[int | str]:
     # int | str as the models take it unchanged (a bool or a float would become an int).
     return type(value) is str or type(value) is int
 
@@ -189,7 +189,10 @@ def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
     if type(has_ui) is not bool or not all(map(_optional_str, (cwd, session_file, leaf_id))):
         return None
     return EventMessage(
-        message_id, event, dict(payload), EventContext(has_ui, cwd, session_file, leaf_id)
+        message_id,
+        cast(EventName, event),
+        dict(payload),
+        EventContext(has_ui, cwd, session_file, leaf_id),
     )
 
 
