@@ -3,7 +3,9 @@
 Why it exists: written records must match pi-rewind-hook v2 byte for byte: ``v`` first, fields
 in declaration order, absent optional fields omitted (never ``null``), ``bindings`` last
 (docs/formats.md#ledger-records, docs/formats.md#rewind-op). The models enforce the shapes the reference writes; ``to_data()`` gives the
-``data`` object in the reference key order. Reading does not go through these models (see
+``data`` object in the reference key order. They are the definition and generate ``schemas/``;
+the engine writes with :mod:`ledger.record_fast` (the same bytes, no pydantic import; held to
+these models by tests). Reading does not go through these models (see
 :func:`ledger.records.decode_record`, the reference's lenient validators).
 
 Invariants: a model instance is always a record the reference would accept; pure, no I/O.

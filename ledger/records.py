@@ -3,9 +3,9 @@
 Why it exists: the records are the ledger. They must be written byte-compatible with the
 reference extension (custom-entry envelope ``type, customType, data, id, parentId, timestamp``)
 and read the way the reference reads them, so that both tools can share a repository and its
-sessions. The pydantic models that *write* records (exact ``data`` key orders) and generate the
-schemas live in :mod:`ledger.record_models`; reading needs no pydantic, so read-only commands
-start fast.
+sessions. The pydantic models that define records (exact ``data`` key orders) and generate the
+schemas live in :mod:`ledger.record_models`; records are *written* by :mod:`ledger.record_fast`
+(plain dicts held to those models by tests) and read here, so no command imports pydantic.
 
 Invariants:
 - Reading never raises: :func:`decode_record` applies the reference validators (``v === 2``,

@@ -47,7 +47,7 @@ def render_schemas() -> dict[str, str]:
         }
         schema["description"] = description
         rendered[name] = json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
-    from ledger.bridge.protocol import bridge_schema
+    from ledger.bridge.protocol_models import bridge_schema
 
     bridge = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

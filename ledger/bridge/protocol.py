@@ -2,9 +2,11 @@
 
 Why it exists: Pi (TypeScript) and our engine (Python) live in different processes. The
 extension forwards the agent's events; the engine answers with results, and, while it handles an
-event, asks the host for session facts, to append a record, or to show a menu. Keeping the
-messages as pydantic models gives one place that validates input and generates the JSON Schema
-(``schemas/bridge.schema.json``).
+event, asks the host for session facts, to append a record, or to show a menu. The messages'
+pydantic models (:mod:`ledger.bridge.protocol_models`) generate the JSON Schema
+(``schemas/bridge.schema.json``) and decide any host message out of the ordinary; the messages
+the extension sends are checked here without pydantic, whose import would cost every spawned
+bridge 0.1–0.4 s before it answers ``session_start`` (issue 34).
 
 Messages from the host (the extension):
 
@@ -21,16 +23,15 @@ Messages from the bridge:
 - ``{"type":"error","id":N|null,"error":{"code":…,"message":…}}``
 
 Invariants: a malformed or unknown message gets an ``error`` and the bridge keeps serving; every
-event gets exactly one ``result`` or ``error`` with its id.
+event gets exactly one ``result`` or ``error`` with its id. :func:`decode_host_message` gives
+what the pydantic models give, for every input (the same fields, or the same error text): what
+it accepts by itself the models accept unchanged (tests/property/test_protocol_fast_properties.py);
+everything else is passed to them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from ledger.engine.messages import Level
+from typing import Any, Literal, TypeGuard, cast
 
 PROTOCOL_VERSION = 1
 
@@ -58,57 +59,83 @@ EventName = Literal[
 EVENT_NAMES: frozenset[str] = frozenset(EventName.__args__)  # type: ignore[attr-defined]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class EventContext(_Model):
+class EventContext:
     """What the host knows at the time of the event (``ctx`` in Pi)."""
 
-    has_ui: bool = Field(False, alias="hasUI")
-    cwd: str | None = None
-    session_file: str | None = Field(None, alias="sessionFile")
-    leaf_id: str | None = Field(None, alias="leafId")
+    __slots__ = ("cwd", "has_ui", "leaf_id", "session_file")
+
+    def __init__(
+        self,
+        has_ui: bool = False,
+        cwd: str | None = None,
+        session_file: str | None = None,
+        leaf_id: str | None = None,
+    ) -> None:
+        self.has_ui = has_ui
+        self.cwd = cwd
+        self.session_file = session_file
+        self.leaf_id = leaf_id
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventContext) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"EventContext{_fields(self)!r}"
 
 
-class EventMessage(_Model):
-    type: Literal["event"]
-    id: int | str
-    event: EventName
-    payload: dict[str, Any] = Field(default_factory=dict)
-    ctx: EventContext = Field(default_factory=EventContext)
+class EventMessage:
+    """``{"type":"event", id, event, payload, ctx}`` (extra keys are allowed and ignored)."""
+
+    __slots__ = ("ctx", "event", "id", "payload")
+    type = "event"
+
+    def __init__(
+        self,
+        id: int | str,
+        event: EventName,
+        payload: dict[str, Any] | None = None,
+        ctx: EventContext | None = None,
+    ) -> None:
+        self.id = id
+        self.event = event
+        self.payload = payload if payload is not None else {}
+        self.ctx = ctx if ctx is not None else EventContext()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventMessage) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"EventMessage{_fields(self)!r}"
 
 
-class ReplyMessage(_Model):
-    type: Literal["reply"]
-    id: int | str
-    result: Any = None
-    error: str | None = None
+class ReplyMessage:
+    """``{"type":"reply", id, result}`` or ``{"type":"reply", id, error}``."""
+
+    __slots__ = ("error", "id", "result")
+    type = "reply"
+
+    def __init__(self, id: int | str, result: Any = None, error: str | None = None) -> None:
+        self.id = id
+        self.result = result
+        self.error = error
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReplyMessage) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"ReplyMessage{_fields(self)!r}"
 
 
-class CallMessage(_Model):
-    type: Literal["call"]
-    id: str
-    method: Literal["session", "appendEntry", "select"]
-    params: dict[str, Any]
+def _fields(value: EventContext | EventMessage | ReplyMessage) -> tuple[object, ...]:
+    return tuple(getattr(value, name) for name in type(value).__slots__)
 
 
-# ledger.engine.messages.Notice on the wire (a docstring here would enter the JSON Schema).
-class Notice(_Model):
-    level: Level
-    text: str
+class BadHostMessage(Exception):
+    """A host message of the wrong shape; ``text`` is the ``bad-message`` error's message."""
 
-
-class ResultMessage(_Model):
-    type: Literal["result"]
-    id: int | str
-    result: dict[str, Any]
-    notices: list[Notice]
-    status: str | None = None
-    """The footer text; ``null`` clears it; absent leaves it as it is (another writer owns it)."""
-    panel: list[str] | None = None
-    """Lines to keep on screen (Pi: ``ctx.ui.setWidget``) until replaced; ``[]`` clears them;
-    absent leaves them as they are."""
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
 
 ErrorCode = Literal["bad-json", "bad-message", "unknown-event", "failed", "internal"]
@@ -117,31 +144,76 @@ of turn), an unknown event, a refusal of the engine (a :class:`~ledger.errors.Le
 an unexpected failure inside the bridge."""
 
 
-class ErrorBody(_Model):
-    code: ErrorCode
-    message: str
+def decode_host_message(raw: dict[str, Any]) -> EventMessage | ReplyMessage:
+    """A host message (a JSON object) as the pydantic models validate it; raises
+    :class:`BadHostMessage` with the first error (``loc: msg``) when they refuse it."""
+    fast = _plain(raw)
+    if fast is not None:
+        return fast
+    return _validated(raw)
 
 
-class ErrorMessage(_Model):
-    type: Literal["error"]
-    id: int | str | None
-    error: ErrorBody
+_CTX_OWN_NAMES = frozenset(("has_ui", "session_file", "leaf_id"))
+"""``ctx``'s fields by their Python names (``cwd`` has no alias): the models accept those too."""
 
 
-def bridge_schema() -> dict[str, Any]:
-    """One JSON Schema with both directions under ``$defs`` (``schemas/bridge.schema.json``)."""
-    from pydantic import TypeAdapter
+def _plain_id(value: object) -> TypeGuard[int | str]:
+    # int | str as the models take it unchanged (a bool or a float would become an int).
+    return type(value) is str or type(value) is int
 
-    host = TypeAdapter(EventMessage | ReplyMessage).json_schema(ref_template="#/$defs/{model}")
-    bridge = TypeAdapter(CallMessage | ResultMessage | ErrorMessage).json_schema(
-        ref_template="#/$defs/{model}"
+
+def _optional_str(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
+    """The messages the extension sends, checked without pydantic; None when the models must
+    decide (anything unusual: a coercion, an error, a field given by its Python name)."""
+    kind, message_id = raw.get("type"), raw.get("id")
+    if not _plain_id(message_id):
+        return None
+    if kind == "reply":
+        error = raw.get("error")
+        return ReplyMessage(message_id, raw.get("result"), error) if _optional_str(error) else None
+    event = raw.get("event")
+    if kind != "event" or type(event) is not str or event not in EVENT_NAMES:
+        return None
+    payload = raw.get("payload", {})
+    ctx = raw.get("ctx", {})
+    if type(payload) is not dict or type(ctx) is not dict:
+        return None
+    if not _CTX_OWN_NAMES.isdisjoint(ctx):  # populate_by_name: the models decide which wins
+        return None
+    has_ui = ctx.get("hasUI", False)
+    cwd, session_file, leaf_id = ctx.get("cwd"), ctx.get("sessionFile"), ctx.get("leafId")
+    if type(has_ui) is not bool or not all(map(_optional_str, (cwd, session_file, leaf_id))):
+        return None
+    return EventMessage(
+        message_id,
+        cast(EventName, event),
+        dict(payload),
+        EventContext(has_ui, cwd, session_file, leaf_id),
     )
-    defs = {**host.pop("$defs", {}), **bridge.pop("$defs", {})}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "rewind serve --stdio: one JSON object per line",
-        "description": f"Protocol version {PROTOCOL_VERSION}. hostToBridge: what the extension sends; "
-        "bridgeToHost: what the bridge answers.",
-        "properties": {"hostToBridge": host, "bridgeToHost": bridge},
-        "$defs": defs,
-    }
+
+
+def _validated(raw: dict[str, Any]) -> EventMessage | ReplyMessage:
+    """The models decide (imported on this path only: pydantic is slow to import)."""
+    from pydantic import ValidationError
+
+    from ledger.bridge import protocol_models as models
+
+    try:
+        message = models.validate_host_message(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        raise BadHostMessage(f"{where}: {first.get('msg')}") from None
+    if isinstance(message, models.ReplyMessage):
+        return ReplyMessage(message.id, message.result, message.error)
+    ctx = message.ctx
+    return EventMessage(
+        message.id,
+        message.event,
+        message.payload,
+        EventContext(ctx.has_ui, ctx.cwd, ctx.session_file, ctx.leaf_id),
+    )

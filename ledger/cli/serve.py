@@ -7,8 +7,9 @@ stdin/stdout (README, "Running inside Pi"; ``schemas/bridge.schema.json``). Thin
 This process lives as long as the session, so its captures touch only the paths changed since
 the previous one: they go to the repository's shared watcher when one runs (or is started with
 ``rewind.snapshot.autoWatchSeconds``; :mod:`ledger.bridge.delegate`), else to this process's own
-change feed (:mod:`ledger.git.feed.service`), whose watcher starts in the background at the first event,
-off the first prompt's path, when Pi has a UI (a ``pi -p`` run ends before a feed could arm).
+change feed (:mod:`ledger.git.feed.service`), whose watcher starts in the background once the
+first event is answered, off the first prompt's path (and off that answer's), when Pi has a UI
+(a ``pi -p`` run ends before a feed could arm).
 ``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
 captures in this process; ``REWIND_FEED_VERIFY=0`` skips the idle-time verification against
 full scans (docs/capture.md#shared-watcher).

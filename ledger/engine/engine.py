@@ -193,7 +193,7 @@ class Engine:
     ) -> str:
         """Append a ``rewind-op`` record (at the leaf, or under ``parent_id``: ``None`` = a new
         root) and make its ``current`` the dedup candidate; returns the record's id."""
-        from ledger.record_models import build_op
+        from ledger.record_fast import build_op
 
         data = build_op(current=current, undo=undo, bindings=bindings).to_data()
         told, self._overwritten = self._overwritten, None  # only the record right after it
@@ -353,7 +353,7 @@ class Engine:
         pairs = self._collector.pairs
         self._collector = None
         if pairs:
-            from ledger.record_models import build_turn
+            from ledger.record_fast import build_turn
 
             self.host.append_custom(TURN, build_turn(pairs).to_data())
             self._reconstruct()
@@ -562,7 +562,7 @@ class Engine:
     def prepare_fork(self, state: FileState) -> str:
         """Hand ``state`` to the fork about to be made: append the ``rewind-fork-pending``
         record the child imports, and remember the fork until :meth:`settle_fork`."""
-        from ledger.record_models import ForkPendingData
+        from ledger.record_fast import ForkPendingData
 
         data = ForkPendingData(v=2, current=state.current, undo=state.undo).to_data()
         told, self._overwritten = self._overwritten, None
