@@ -231,14 +231,18 @@ class Journal:
             _write(self.path, self)
         self.release()
 
-    def close(self) -> None:
+    def close(self, *, durable: bool = True) -> None:
+        """Remove the journal. ``durable=False`` skips the directory's ``fsync`` (~10 ms): for
+        a ``done`` journal whose record is found, which a crash may only bring back as the same
+        ``done`` journal with the same record, settled again at the next look (:func:`settle`)."""
         # The journal goes before its lock file: a probe that finds no lock re-checks that the
         # journal still exists (see settle).
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.lock_path)
-        _fsync_dir(self.path.parent)
+        if durable:
+            _fsync_dir(self.path.parent)
         self.release()
 
 
@@ -359,7 +363,7 @@ def settle(
         # free lock seen first means the record check below sees that record if there is one.
         alive = journal.owner_alive()
         if journal.state == "done" and recorded(journal):
-            journal.close()
+            journal.close(durable=False)  # brought back by a crash, it is settled again
         elif alive:
             running.append(journal)
         elif os.path.lexists(journal.path):  # else its owner closed it since we listed it
