@@ -33,6 +33,7 @@ from ledger.errors import GitError, MissingCommitError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.tree_names import EntryCheck, Problem
+from ledger.git.tree_records import Record, differing, plainly_safe, records, unique_names
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,12 @@ def tree_changes(
         prefix, old, new = stack.pop()
         if old is not None and old == new:
             continue
-        a_entries = reader.entries(old, prefix, None) if old else {}
-        b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
-        for name in a_entries.keys() | b_entries.keys():
-            a = a_entries.get(name)
-            b = b_entries.get(name)
+        pairs = _level_changes(repo, old, new, checked=validate, ignore_case=ignore_case)
+        if pairs is None:  # the per-entry reader: it reports (or raises) what is wrong
+            a_entries = reader.entries(old, prefix, None) if old else {}
+            b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
+            pairs = [(n, a_entries.get(n), b_entries.get(n)) for n in a_entries | b_entries]
+        for name, a, b in pairs:
             if a == b:
                 continue
             path = prefix + name
@@ -185,6 +187,53 @@ def tree_changes(
                 out.append((path, Change(os.fsdecode(path), a_leaf, b_leaf)))
     out.sort(key=lambda item: item[0])
     return [change for _, change in out]
+
+
+def _raw_tree(repo: pygit2.Repository, oid: str | None) -> bytes | None:
+    """A tree object's bytes (``b""`` for no tree), or ``None`` when it is missing or no tree."""
+    if not oid:
+        return b""
+    try:
+        kind, data = repo.odb.read(oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return bytes(data) if kind == pygit2.enums.ObjectType.TREE else None
+
+
+def _level_changes(
+    repo: pygit2.Repository,
+    old: str | None,
+    new: str | None,
+    *,
+    checked: bool,
+    ignore_case: bool,
+) -> list[tuple[bytes, Entry | None, Entry | None]] | None:
+    """The names whose entries differ between two tree levels, with both sides' entries (modes
+    canonical), read in bulk (:mod:`ledger.git.tree_records`); ``None`` when a level is missing,
+    corrupt, holds a name twice or (``checked``) is not plainly safe: then the per-entry reader
+    decides, so the results and problems are exactly its."""
+    a_data, b_data = _raw_tree(repo, old), _raw_tree(repo, new)
+    if a_data is None or b_data is None:
+        return None
+    a_level, b_level = records(a_data), records(b_data)
+    if a_level is None or b_level is None:
+        return None
+    if not unique_names(a_level) or not unique_names(b_level):
+        return None
+    if checked and not plainly_safe(b_level, ignore_case=ignore_case):
+        return None
+    a_diff, b_diff = differing(a_level, b_level)
+    return [
+        (name, _entry(a_diff.get(name)), _entry(b_diff.get(name)))
+        for name in sorted(a_diff.keys() | b_diff.keys())
+    ]
+
+
+def _entry(record: Record | None) -> Entry | None:
+    if record is None:
+        return None
+    mode = int(record[0], 8)
+    return Entry(mode if mode in _CANONICAL else canonical_mode(mode), record[2].hex())
 
 
 def leaf_changes(repo: GitRepo, old_tree: str | None, new_tree: str) -> list[Change] | None:
