@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 
 from pygit2.enums import FileMode
 
@@ -32,26 +33,30 @@ Record = tuple[bytes, bytes, bytes]
 """``(octal mode, raw name, 20-byte id)`` as a tree object holds them."""
 
 _RECORD = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.DOTALL)
+# The whole object as records (a name holds no NUL and a mode no space: one parse only).
+_RECORDS = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.DOTALL)
+_NAME = itemgetter(1)
 _LINK = b"%o" % FileMode.LINK
 
 
 def records(data: bytes) -> list[Record] | None:
     """The entries of a tree object's ``data`` in order, or ``None`` when they do not cover it
     exactly (a corrupt object: the caller's per-entry reader reports it)."""
+    if _RECORDS.fullmatch(data) is None:
+        return None
     found: list[Record] = _RECORD.findall(data)
-    covered = 22 * len(found) + sum(len(mode) + len(name) for mode, name, _ in found)
-    return found if covered == len(data) else None
+    return found
 
 
 def unique_names(level: list[Record]) -> bool:
     """No name is used twice in the level."""
-    return len({name for _, name, _ in level}) == len(level)
+    return len(set(map(_NAME, level))) == len(level)
 
 
 def plainly_safe(level: list[Record], *, ignore_case: bool) -> bool:
     """``True`` only when every entry passes the hostile-tree rules (see the module); ``False``
     means "check entry by entry", not "unsafe"."""
-    names = [name for _, name, _ in level]
+    names = list(map(_NAME, level))
     if not names:
         return True
     if len(set(names)) != len(names) or min(map(len, names)) == 0:
