@@ -114,7 +114,11 @@ def main() -> int:
     args = parser.parse_args()
     parent = Path(args.repo) if args.repo else Path(tempfile.mkdtemp(prefix="bench-treediff-"))
     try:
-        path = build_repo(parent, args.files, 10)
+        path = parent / f"feed-{args.files}"
+        if not (path / ".git" / "bench-complete").is_file():
+            path = build_repo(parent, args.files, 10)
+        # Only HEAD's tree is read: the work tree (perhaps another benchmark's) is left alone
+        # (build_repo would check out HEAD over it when reusing).
         repo = pygit2.Repository(str(path))
         head = repo.revparse_single("HEAD").peel(pygit2.Tree)
         print(

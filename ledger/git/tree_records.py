@@ -79,13 +79,14 @@ def plainly_safe(level: list[Record], *, ignore_case: bool) -> bool:
     return not (ignore_case and len(set(lowered.split(b"\0"))) != len(names))
 
 
-def differing(a: list[Record], b: list[Record]) -> tuple[dict[bytes, Record], dict[bytes, Record]]:
-    """The records of names whose entry differs between two levels without duplicate names:
-    ``(name → record in a, name → record in b)``; a name missing from one side is absent there.
-    (Raw records: two that differ only in a mode's spelling are compared by the caller.)"""
-    only_a = set(a).difference(b)
-    only_b = set(b).difference(a)
-    return {r[1]: r for r in only_a}, {r[1]: r for r in only_b}
+def differing(
+    a: frozenset[Record], b: frozenset[Record]
+) -> tuple[dict[bytes, Record], dict[bytes, Record]]:
+    """The records of names whose entry differs between two levels without duplicate names
+    (their records as sets): ``(name → record in a, name → record in b)``; a name missing from
+    one side is absent there. (Raw records: two that differ only in a mode's spelling are
+    compared by the caller.)"""
+    return {r[1]: r for r in a - b}, {r[1]: r for r in b - a}
 
 
 __all__ = ["Record", "differing", "plainly_safe", "records", "unique_names"]

@@ -9,6 +9,10 @@ which is exactly what a hostile snapshot would use (docs/design.md#restore).
 Invariants:
 - :func:`tree_changes` compares two trees without rename detection (D2, docs/defects.md#d2),
   skipping identical subtrees, so its cost grows with the changes, not with the repository.
+  A level is read in bulk (:mod:`ledger.git.tree_records`); a level that is corrupt, holds a
+  name twice or, when checked, is not plainly safe goes through the per-entry reader, so the
+  results and problems are the per-entry reader's. Unchecked walks keep parsed levels in a
+  bounded memory (a tree id always names the same bytes).
 - Read-only: the only objects written are the trees :func:`tree_without` builds.
 - :func:`diff_tree_batch` is the one place review text comes from git itself: one ``git
   diff-tree --stdin`` process for any number of tree pairs (git's bytes, see
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -189,15 +195,51 @@ def tree_changes(
     return [change for _, change in out]
 
 
-def _raw_tree(repo: pygit2.Repository, oid: str | None) -> bytes | None:
-    """A tree object's bytes (``b""`` for no tree), or ``None`` when it is missing or no tree."""
+Level = tuple[list[Record], frozenset[Record]]
+_NO_LEVEL: Level = ([], frozenset())
+_LEVELS: OrderedDict[tuple[str, str], Level] = OrderedDict()
+_LEVELS_LOCK = threading.Lock()
+LEVELS_BUDGET = 200_000
+"""Records kept parsed across walks (least recently used dropped first; ~30 MB at most). A
+``/rewind`` list walks 200 neighbouring diffs, each tree being the newer side of one and the
+older side of the next: kept, each level is read and parsed once."""
+_levels_held = 0
+
+
+def _level(repo: pygit2.Repository, oid: str | None, *, keep: bool) -> Level | None:
+    """A tree level's records (``oid`` ``None``: no tree), or ``None`` when it is missing, not
+    a tree or corrupt. ``keep``: remember it for later walks — a tree id names the same bytes
+    in every repository, but only unchecked walks use the memory, so that a checked walk (a
+    restore plan, maybe over a quarantine) always sees whether the object is really there."""
+    global _levels_held
     if not oid:
-        return b""
+        return _NO_LEVEL
+    key = (repo.path, oid)
+    if keep:
+        with _LEVELS_LOCK:
+            found = _LEVELS.get(key)
+            if found is not None:
+                _LEVELS.move_to_end(key)
+                return found
     try:
         kind, data = repo.odb.read(oid)
     except (KeyError, ValueError, pygit2.GitError):
         return None
-    return bytes(data) if kind == pygit2.enums.ObjectType.TREE else None
+    if kind != pygit2.enums.ObjectType.TREE:
+        return None
+    level = records(data)
+    if level is None:
+        return None
+    parsed = (level, frozenset(level))
+    if keep and len(level) <= LEVELS_BUDGET // 4:
+        with _LEVELS_LOCK:
+            if key not in _LEVELS:
+                _LEVELS[key] = parsed
+                _levels_held += len(level)
+            while _levels_held > LEVELS_BUDGET:
+                _, dropped = _LEVELS.popitem(last=False)
+                _levels_held -= len(dropped[0])
+    return parsed
 
 
 def _level_changes(
@@ -212,17 +254,15 @@ def _level_changes(
     canonical), read in bulk (:mod:`ledger.git.tree_records`); ``None`` when a level is missing,
     corrupt, holds a name twice or (``checked``) is not plainly safe: then the per-entry reader
     decides, so the results and problems are exactly its."""
-    a_data, b_data = _raw_tree(repo, old), _raw_tree(repo, new)
-    if a_data is None or b_data is None:
+    a = _level(repo, old, keep=not checked)
+    b = _level(repo, new, keep=not checked)
+    if a is None or b is None:
         return None
-    a_level, b_level = records(a_data), records(b_data)
-    if a_level is None or b_level is None:
+    if not unique_names(a[0]) or not unique_names(b[0]):
         return None
-    if not unique_names(a_level) or not unique_names(b_level):
+    if checked and not plainly_safe(b[0], ignore_case=ignore_case):
         return None
-    if checked and not plainly_safe(b_level, ignore_case=ignore_case):
-        return None
-    a_diff, b_diff = differing(a_level, b_level)
+    a_diff, b_diff = differing(a[1], b[1])
     return [
         (name, _entry(a_diff.get(name)), _entry(b_diff.get(name)))
         for name in sorted(a_diff.keys() | b_diff.keys())
