@@ -184,7 +184,7 @@ def _change_values(handle: pygit2.Repository, change: Change) -> FileDelta:
         status = "typechange"
     gitlink = FileMode.COMMIT in (old_mode, new_mode)
     if status == "typechange" or gitlink:
-        counted = status != "typechange"
+        lines = status != "typechange"
         return FileDelta(
             status=status,
             old_path=change.path,
@@ -194,12 +194,12 @@ def _change_values(handle: pygit2.Repository, change: Change) -> FileDelta:
             old_id=old_id,
             new_id=new_id,
             binary=False,
-            additions=int(counted and new is not None),
-            deletions=int(counted and old is not None),
+            additions=int(lines and new is not None),
+            deletions=int(lines and old is not None),
         )
     patch = pygit2.Patch.create_from(
-        handle[old_id] if old is not None else None,
-        handle[new_id] if new is not None else None,
+        _blob(handle, old_id) if old is not None else None,
+        _blob(handle, new_id) if new is not None else None,
         old_as_path=change.path,
         new_as_path=change.path,
         flag=pygit2.enums.DiffOption.NORMAL,
@@ -219,6 +219,14 @@ def _change_values(handle: pygit2.Repository, change: Change) -> FileDelta:
         old_size=counted.old_size if old is not None else 0,
         new_size=counted.new_size if new is not None else 0,
     )
+
+
+def _blob(handle: pygit2.Repository, oid: str) -> pygit2.Blob:
+    """The blob ``oid`` (a missing one raises, as libgit2's tree diff does)."""
+    found = handle[oid]
+    if not isinstance(found, pygit2.Blob):
+        raise KeyError(f"{oid} is not a blob")
+    return found
 
 
 def _delta_values(patch: pygit2.Patch) -> FileDelta:
