@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_feed import build_repo
+from bench_rewind_state import load_state, save_state
 
 from tests.bridgekit import FakePi, Reply
 
@@ -387,32 +388,6 @@ def _stats(profiler: cProfile.Profile, top: int, title: str) -> str:
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top // 2)
     return f"profile: {title}\n" + text.getvalue()
-
-
-# --- reuse (--dir) --------------------------------------------------------------------------------
-
-STATE = "bench-rewind-state.json"
-
-
-def save_state(parent: Path, pi: FakePi, users: list[str], key: str, touched: int) -> None:
-    state = {
-        "key": key,
-        "header": pi.header,
-        "entries": pi.entries,
-        "ids": pi._ids,
-        "users": users,
-        "session": str(pi.session_file),
-        "touched": touched,
-    }
-    (parent / STATE).write_text(json.dumps(state))
-
-
-def load_state(parent: Path, key: str) -> dict[str, Any] | None:
-    try:
-        state: dict[str, Any] = json.loads((parent / STATE).read_text())
-    except (OSError, ValueError):
-        return None
-    return state if state.get("key") == key else None
 
 
 def resume(repo: Path, agent: Path, state: dict[str, Any]) -> TimedPi:
