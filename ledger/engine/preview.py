@@ -352,6 +352,11 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
     result.counts = Counts(plan.added, plan.modified, plan.deleted)
     result.warnings = list(plan.warnings)
     touched = {*plan.added, *plan.modified, *plan.deleted}
+    # git's own counts (one process): a symlink↔file change is one entry with its lines, and
+    # text with control bytes is text, as `rewind diff` and `git diff --numstat` say. git runs
+    # while the authors are looked up.
+    differ = GitDiffer(engine.repo)
+    counting = differ.fetch_in_background([(plan.current_tree, plan.target_tree)], "files")
     authors = authors_of(
         engine,
         plan.current_tree,
@@ -366,9 +371,7 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
     by = {p: g.neighbour for g in result.others for p in g.paths}
     change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
     change.update(dict.fromkeys(plan.deleted, "D"))
-    # git's own counts (one process): a symlink↔file change is one entry with its lines, and
-    # text with control bytes is text, as `rewind diff` and `git diff --numstat` say.
-    differ = GitDiffer(engine.repo)
+    counting.wait()
     lines = {
         f.path: f
         for f in differ.diff(plan.current_tree, plan.target_tree, files=True, texts=()).files

@@ -9,6 +9,10 @@ which is exactly what a hostile snapshot would use (docs/design.md#restore).
 Invariants:
 - :func:`tree_changes` compares two trees without rename detection (D2, docs/defects.md#d2),
   skipping identical subtrees, so its cost grows with the changes, not with the repository.
+  A level is read in bulk (:mod:`ledger.git.tree_records`); a level that is corrupt, holds a
+  name twice or, when checked, is not plainly safe goes through the per-entry reader, so the
+  results and problems are the per-entry reader's. Unchecked walks keep parsed levels in a
+  bounded memory (a tree id always names the same bytes).
 - Read-only: the only objects written are the trees :func:`tree_without` builds.
 - :func:`diff_tree_batch` is the one place review text comes from git itself: one ``git
   diff-tree --stdin`` process for any number of tree pairs (git's bytes, see
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +39,7 @@ from ledger.errors import GitError, MissingCommitError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.tree_names import EntryCheck, Problem
+from ledger.git.tree_records import Record, differing, plainly_safe, records, unique_names
 
 
 @dataclass(frozen=True)
@@ -161,11 +168,12 @@ def tree_changes(
         prefix, old, new = stack.pop()
         if old is not None and old == new:
             continue
-        a_entries = reader.entries(old, prefix, None) if old else {}
-        b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
-        for name in a_entries.keys() | b_entries.keys():
-            a = a_entries.get(name)
-            b = b_entries.get(name)
+        pairs = _level_changes(repo, old, new, checked=validate, ignore_case=ignore_case)
+        if pairs is None:  # the per-entry reader: it reports (or raises) what is wrong
+            a_entries = reader.entries(old, prefix, None) if old else {}
+            b_entries = reader.entries(new, prefix, problems if validate else None) if new else {}
+            pairs = [(n, a_entries.get(n), b_entries.get(n)) for n in a_entries | b_entries]
+        for name, a, b in pairs:
             if a == b:
                 continue
             path = prefix + name
@@ -185,6 +193,87 @@ def tree_changes(
                 out.append((path, Change(os.fsdecode(path), a_leaf, b_leaf)))
     out.sort(key=lambda item: item[0])
     return [change for _, change in out]
+
+
+Level = tuple[list[Record], frozenset[Record]]
+_NO_LEVEL: Level = ([], frozenset())
+_LEVELS: OrderedDict[tuple[str, str], Level] = OrderedDict()
+_LEVELS_LOCK = threading.Lock()
+LEVELS_BUDGET = 200_000
+"""Records kept parsed across walks (least recently used dropped first; ~30 MB at most). A
+``/rewind`` list walks 200 neighbouring diffs, each tree being the newer side of one and the
+older side of the next: kept, each level is read and parsed once."""
+_levels_held = 0
+
+
+def _level(repo: pygit2.Repository, oid: str | None, *, keep: bool) -> Level | None:
+    """A tree level's records (``oid`` ``None``: no tree), or ``None`` when it is missing, not
+    a tree or corrupt. ``keep``: remember it for later walks — a tree id names the same bytes
+    in every repository, but only unchecked walks use the memory, so that a checked walk (a
+    restore plan, maybe over a quarantine) always sees whether the object is really there."""
+    global _levels_held
+    if not oid:
+        return _NO_LEVEL
+    key = (repo.path, oid)
+    if keep:
+        with _LEVELS_LOCK:
+            found = _LEVELS.get(key)
+            if found is not None:
+                _LEVELS.move_to_end(key)
+                return found
+    try:
+        kind, data = repo.odb.read(oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    if kind != pygit2.enums.ObjectType.TREE:
+        return None
+    level = records(data)
+    if level is None:
+        return None
+    parsed = (level, frozenset(level))
+    if keep and len(level) <= LEVELS_BUDGET // 4:
+        with _LEVELS_LOCK:
+            if key not in _LEVELS:
+                _LEVELS[key] = parsed
+                _levels_held += len(level)
+            while _levels_held > LEVELS_BUDGET:
+                _, dropped = _LEVELS.popitem(last=False)
+                _levels_held -= len(dropped[0])
+    return parsed
+
+
+def _level_changes(
+    repo: pygit2.Repository,
+    old: str | None,
+    new: str | None,
+    *,
+    checked: bool,
+    ignore_case: bool,
+) -> list[tuple[bytes, Entry | None, Entry | None]] | None:
+    """The names whose entries differ between two tree levels, with both sides' entries (modes
+    canonical), read in bulk (:mod:`ledger.git.tree_records`); ``None`` when a level is missing,
+    corrupt, holds a name twice or (``checked``) is not plainly safe: then the per-entry reader
+    decides, so the results and problems are exactly its."""
+    a = _level(repo, old, keep=not checked)
+    b = _level(repo, new, keep=not checked)
+    if a is None or b is None:
+        return None
+    if not unique_names(a[0]) or not unique_names(b[0]):
+        return None
+    if checked and not plainly_safe(b[0], ignore_case=ignore_case):
+        return None
+    a_diff, b_diff = differing(a[1], b[1])
+    return [
+        (name, _entry(a_diff.get(name)), _entry(b_diff.get(name)))
+        for name in sorted(a_diff.keys() | b_diff.keys())
+    ]
+
+
+def _entry(record: Record | None) -> Entry | None:
+    if record is None:
+        return None
+    mode = int(record[0], 8)
+    return Entry(mode if mode in _CANONICAL else canonical_mode(mode), record[2].hex())
 
 
 def leaf_changes(repo: GitRepo, old_tree: str | None, new_tree: str) -> list[Change] | None:

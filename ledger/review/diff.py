@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
@@ -337,6 +338,22 @@ class GitDiffer:
         for (a, b), out in zip(todo, outputs):
             self._cache[(fmt, color, a, b)] = out
 
+    def fetch_in_background(
+        self, pairs: Iterable[tuple[str | None, str | None]], fmt: Format
+    ) -> Pending:
+        """:meth:`fetch` with git running while the caller goes on: the tree ids and options
+        are resolved here, in the caller's thread (libgit2 is used by that thread only); the
+        thread started runs the git process alone. :meth:`Pending.wait` before using the
+        result (it raises what the fetch raised)."""
+        todo: list[tuple[str, str]] = []
+        for old, new in pairs:
+            key = (fmt, False, self.tree(old), self.tree(new))
+            if key not in self._cache and (key[2], key[3]) not in todo:
+                todo.append((key[2], key[3]))
+                self._trees[key[2]], self._trees[key[3]] = key[2], key[3]  # a tree is its own
+        self._porcelain()
+        return Pending(lambda: self.fetch(todo, fmt))
+
     def text(self, old: str | None, new: str | None, fmt: Format, *, color: bool = False) -> str:
         """git's text of ``fmt`` between the two points (coloured by git when ``color``)."""
         key = (fmt, color and fmt != "files", self.tree(old), self.tree(new))
@@ -371,6 +388,27 @@ class GitDiffer:
             patch = result.texts.get("patch")
             result.files.extend(_parse_files(raw, patch, self.repo))
         return result
+
+
+class Pending:
+    """Work running in a thread of its own (a git process started by
+    :meth:`GitDiffer.fetch_in_background`)."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the waiting thread, never lost
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _parse_files(raw: bytes, patch: str | None, repo: GitRepo) -> list[FileDiff]:
@@ -445,6 +483,7 @@ __all__ = [
     "FileDiff",
     "Format",
     "GitDiffer",
+    "Pending",
     "TreeDiff",
     "diff_trees",
     "format_stat",

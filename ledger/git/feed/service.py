@@ -58,6 +58,7 @@ from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_
 from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
 from ledger.git.private import private_dir
 from ledger.git.runner import idle_priority_git
+from ledger.git.trees import tree_changes
 
 if TYPE_CHECKING:
     from ledger.git.capture.plan import SkippedPath
@@ -505,12 +506,8 @@ class Feed:
     def _mismatch(self, repo: GitRepo, fed: str, scan: str) -> None:
         paths: list[str] = []
         with contextlib.suppress(Exception):
-            fed_tree, scan_tree = repo.peel_tree(fed), repo.peel_tree(scan)
-            assert fed_tree is not None and scan_tree is not None
-            diff = fed_tree.diff_to_tree(scan_tree)
-            paths = sorted(
-                {d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas}
-            )
+            # The walk that skips equal subtrees (libgit2's tree diff visits every entry).
+            paths = [change.path for change in tree_changes(repo.pygit2, fed, scan)]
         self.evidence = paths
         self.disabled = f"the fed tree differed from a full scan ({len(paths)} paths)"
         self.base = None
