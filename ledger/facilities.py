@@ -31,21 +31,36 @@ import functools
 import os
 import socket
 import sys
-from dataclasses import dataclass
 
 PORTABLE_ENV = "REWIND_PORTABLE"
 
 
-@dataclass(frozen=True)
 class Facilities:
-    change_feed: bool
-    """inotify: captures in O(changed) in a running watcher."""
-    peer_credentials: bool
-    """``SO_PEERCRED``: served snapshots and hosted Pi sessions."""
-    idle_scheduling: bool
-    """``SCHED_IDLE`` / per-thread priorities for background scans."""
-    process_table: bool
-    """``/proc``: process start times, the boot id, lock holders, mounts."""
+    """The four answers. A plain class, not a dataclass: the command line's client of the
+    watcher asks :func:`facilities` before anything else is imported, and ``dataclasses``
+    (with ``inspect``) costs it ~10 ms."""
+
+    __slots__ = ("change_feed", "idle_scheduling", "peer_credentials", "process_table")
+
+    def __init__(
+        self,
+        change_feed: bool,
+        peer_credentials: bool,
+        idle_scheduling: bool,
+        process_table: bool,
+    ) -> None:
+        self.change_feed = change_feed
+        """inotify: captures in O(changed) in a running watcher."""
+        self.peer_credentials = peer_credentials
+        """``SO_PEERCRED``: served snapshots and hosted Pi sessions."""
+        self.idle_scheduling = idle_scheduling
+        """``SCHED_IDLE`` / per-thread priorities for background scans."""
+        self.process_table = process_table
+        """``/proc``: process start times, the boot id, lock holders, mounts."""
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)}" for name in self.__slots__)
+        return f"Facilities({fields})"
 
     def absent(self) -> list[str]:
         """The names of what is missing, for ``rewind doctor``."""
