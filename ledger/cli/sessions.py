@@ -77,7 +77,12 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     settings, warnings = load_settings(agent_dir, repo.root)
     for warning in warnings:
         ctx.warn(warning)
-    _served_captures(repo)
+    if not _served_captures(repo) and not ctx.served and settings.snapshot.auto_watch_seconds:
+        # Nobody serves this repository: start a watcher in the background (never waited for)
+        # so that the next commands are run by it (rewind.snapshot.autoWatchSeconds).
+        from ledger.cli.snapshot import start_watching
+
+        start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
     engine = Engine(host, repo, settings=settings)
     engine.turns = _turn_policy(ctx, engine)
     for notice in engine.session_start("startup").notices:
@@ -85,17 +90,17 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     return engine
 
 
-def _served_captures(repo: GitRepo) -> None:
+def _served_captures(repo: GitRepo) -> bool:
     """A running watcher of ``repo`` (``rewind serve --watch``, or the one a Pi session started)
-    captures for this command in O(changed) (docs/capture.md#served-commands); a shadow
-    repository has no watcher."""
+    captures for this command in O(changed) (docs/capture.md#served-commands): whether one
+    does. A shadow repository has no watcher (``True``: none is to be started either)."""
     from ledger.git.shadow.layout import ShadowRepo
 
     if isinstance(repo, ShadowRepo):
-        return
+        return True
     from ledger.bridge.delegate import for_command
 
-    for_command(repo.root, repo.git_dir)
+    return for_command(repo.root, repo.git_dir) is not None
 
 
 def _turn_policy(ctx: CliContext, engine: Engine) -> TurnPolicy:

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         settings, warnings = load_settings(ctx.agent_dir(), repo.root)
         fields = take_snapshot(repo, settings.snapshot).fields()
         if settings.snapshot.auto_watch_seconds > 0:
-            _start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
+            start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
     for warning in warnings:
         ctx.warn(warning)
     if fields["identityFallback"]:
@@ -72,10 +72,11 @@ def _served(ctx: CliContext) -> tuple[Fields, list[str]] | None:
     return request_snapshot(start, ctx.agent_dir())
 
 
-def _start_watching(ctx: CliContext, repo: GitRepo, seconds: int) -> None:
-    """``rewind.snapshot.autoWatchSeconds``: nobody served this snapshot, so start a watcher
-    that serves the next ones (docs/capture.md#served-snapshots). Not when local captures were
-    asked for (``REWIND_SERVED=0``) or in a shadow repository (it has no feed)."""
+def start_watching(ctx: CliContext, repo: GitRepo, seconds: int) -> None:
+    """``rewind.snapshot.autoWatchSeconds``: nobody served this snapshot (or command), so start
+    a watcher that serves the next ones (docs/capture.md#served-snapshots,
+    docs/capture.md#served-commands). Not when local captures were asked for
+    (``REWIND_SERVED=0``) or in a shadow repository (it has no feed)."""
     import os
 
     from ledger.bridge.snapshot_socket import start_watcher

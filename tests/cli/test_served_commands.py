@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,37 @@ def test_without_a_watcher_a_restore_or_undo_scans_the_work_tree_once(
     assert proc.returncode == 0, proc.stderr
     calls = log.read_text().split()
     assert calls.count("status") == 1, calls
+
+
+def test_a_command_nobody_served_starts_a_watcher_for_the_next_ones(tmp_path: Path) -> None:
+    """``rewind.snapshot.autoWatchSeconds`` (here through ``$REWIND_AUTO_WATCH``): a command
+    that ran in its own process leaves a watcher in the background, never waited for."""
+    from ledger.bridge.snapshot_socket import serving
+
+    world = _world(tmp_path / "w")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_AUTO_WATCH": "30"}
+    first = subprocess.run(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), "status", "@"],
+        cwd=world.repo,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    try:
+        assert first.returncode == 0, first.stderr
+        assert "watching" in first.stderr and "in the background" in first.stderr
+        git_dir = world.repo / ".git"
+        for _ in range(100):
+            if serving(world.repo, git_dir):
+                break
+            time.sleep(0.1)
+        assert serving(world.repo, git_dir), "no watcher serves the repository"
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "ledger", "serve", "--stop"],
+            cwd=world.repo,
+            capture_output=True,
+            timeout=60,
+            env=env,
+        )
