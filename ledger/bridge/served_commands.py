@@ -15,8 +15,9 @@ Invariants:
   environment equal to the client's on everything a command reads (checked with the hello, as
   for hosted sessions: :func:`ledger.bridge.hosted.bridge_env`), with the client's ``umask``
   (files a restore creates get the client's permissions; another umask: declined). Output is
-  collected and sent when the command ends (lines of at most :data:`CHUNK` characters), then
-  the exit status: the client prints it as the command would have.
+  collected and sent when the command ends, stdout and stderr in the order they were written
+  (lines of at most :data:`CHUNK` characters), then the exit status: the client prints it as
+  the command would have.
 - Never a wait the user cannot cancel. A served command never waits: where it would wait for
   another session's turn or a running restore, it stops before changing anything
   (:class:`ledger.cli.context.RunLocally`) and the client runs it in its own process, where the
@@ -60,10 +61,26 @@ def refusal(hello: Mapping[str, object]) -> str | None:
     return None
 
 
+class _Recorded(io.StringIO):
+    """One of the command's two streams: every write is also kept, in order, with the other
+    stream's, so that the client prints warnings and output interleaved as they were written."""
+
+    def __init__(self, key: str, order: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self._key = key
+        self._order = order
+
+    def write(self, text: str) -> int:
+        if text:
+            self._order.append((self._key, text))
+        return len(text)
+
+
 def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     """Run the command of an accepted ``hello`` on this (session) thread and send its result:
-    one JSON line ``{"exit": N, "out": …, "err": …}``, or ``{"local": why}`` when the client
-    must run it itself. Returns what happened (``"served"`` or the reason), for the counts."""
+    its output as JSON lines ``{"out": …}`` / ``{"err": …}`` in the order it was written, then
+    ``{"exit": N}``; or ``{"local": why}`` when the client must run it itself. Returns what
+    happened (``"served"`` or the reason), for the counts."""
     from pathlib import Path
 
     from ledger.cli import run_served_command
@@ -72,13 +89,15 @@ def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     given = hello["argv"]
     assert isinstance(given, list)  # checked by refusal()
     argv = [str(a) for a in given]
-    out, err = io.StringIO(), io.StringIO()
+    order: list[tuple[str, str]] = []
     try:
-        code = run_served_command(argv, Path(str(hello["cwd"])), out, err)
+        code = run_served_command(
+            argv, Path(str(hello["cwd"])), _Recorded("out", order), _Recorded("err", order)
+        )
     except RunLocally as exc:
         conn.sendall(_line({"local": exc.reason}))
         return exc.reason
-    for key, text in (("out", out.getvalue()), ("err", err.getvalue())):
+    for key, text in order:
         for start in range(0, len(text), CHUNK):
             conn.sendall(_line({key: text[start : start + CHUNK]}))
     conn.sendall(_line({"exit": code}))

@@ -162,9 +162,10 @@ def _line(reader: BinaryIO, limit: int) -> bytes | None:
 
 
 def _print_answer(reader: BinaryIO) -> int | None:
-    """Print the served command's output; its exit status (``None``: run it here)."""
-    out: list[str] = []
-    err: list[str] = []
+    """Print the served command's output as it was written; its exit status (``None``: run it
+    here). Nothing is printed before the exit status is in: a command that turns out to run
+    here (``local``) prints only once, from here."""
+    chunks: list[tuple[str, str]] = []
     while True:
         try:
             line = _line(reader, _MAX_LINE)
@@ -182,12 +183,12 @@ def _print_answer(reader: BinaryIO) -> int | None:
         if "local" in answer:
             return None  # it stopped before changing anything (it would have waited)
         if isinstance(answer.get("out"), str):
-            out.append(answer["out"])
+            chunks.append(("out", answer["out"]))
         elif isinstance(answer.get("err"), str):
-            err.append(answer["err"])
+            chunks.append(("err", answer["err"]))
         elif isinstance(answer.get("exit"), int):
-            _write(sys.stdout, "".join(out))
-            _write(sys.stderr, "".join(err))
+            for key, text in chunks:
+                _write(sys.stdout if key == "out" else sys.stderr, text)
             code: int = answer["exit"]
             return code
 

@@ -271,3 +271,45 @@ def test_a_command_nobody_served_starts_a_watcher_for_the_next_ones(tmp_path: Pa
             timeout=60,
             env=env,
         )
+
+
+def _combined(world: DemoWorld, *args: str, served: bool) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
+    if not served:
+        env["REWIND_SERVED"] = "0"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args],
+        cwd=world.repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream: the order of warnings and output shows
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout
+    text = proc.stdout
+    for i, entry in enumerate([*world.users, *world.assistants]):
+        text = text.replace(entry, f"<entry {i}>")
+    return re.sub(r"\b[0-9a-f]{8,40}\b", "<id>", text)
+
+
+def test_warnings_and_output_come_in_the_order_they_were_written(tmp_path: Path) -> None:
+    outputs = []
+    for served in (False, True):
+        world = _world(tmp_path / f"w{int(served)}")
+        subprocess.run(["git", "checkout", "-q", "-b", "elsewhere"], cwd=world.repo, check=True)
+        (world.repo / "hello.py").write_text("edited by hand\n")
+        watcher = start_watch(world.repo) if served else None
+        try:
+            outputs.append(
+                _combined(
+                    world, "restore", "@", world.users[1], "--mode", "files", "--yes", served=served
+                )
+            )
+        finally:
+            if watcher is not None:
+                err = stop_watch(watcher, signal.SIGTERM)
+                assert "served: 1" in err, err
+    local, served_text = outputs
+    assert "you are on branch elsewhere" in local
+    assert served_text == local
