@@ -43,7 +43,7 @@ from ledger.engine import messages as M
 from ledger.engine.attribution import Attribution
 from ledger.engine.changes_since import MENU_UNDO, authors_of, latest_point
 from ledger.engine.neighbours import Neighbour, WrittenByOther
-from ledger.engine.ownership import recorded_changes
+from ledger.engine.ownership import branch_prompts, recorded_changes
 from ledger.engine.past_states import (
     agent_since,
     last_rewind_tree,
@@ -123,11 +123,7 @@ def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
     point = latest_point(engine)
     lineage = engine.reader.lineage(session)
     result = PointList(shadow=_shadow(engine))
-    users = [
-        e
-        for e in session.branch(engine.host.leaf_id())
-        if e.type == "message" and e.role == "user" and is_restorable(e)
-    ]
+    users = branch_prompts(session, engine.host.leaf_id())
     result.more = max(0, len(users) - limit)
     walk = _Walk(engine, now, bare, attribution, point.tree if point is not None else None)
     for entry in reversed(users[-limit:] if limit else users):
