@@ -174,9 +174,9 @@ def _next_frame(data: bytes, pos: int) -> int | None:
         if len(data) - at >= _PREFIX.size:
             _, length, crc = _PREFIX.unpack_from(data, at)
             end = at + _PREFIX.size + length
-            if length <= MAX_FRAME_BYTES and end <= len(data):
-                if zlib.crc32(data[at + _PREFIX.size : end]) == crc:
-                    return at
+            whole = length <= MAX_FRAME_BYTES and end <= len(data)
+            if whole and zlib.crc32(data[at + _PREFIX.size : end]) == crc:
+                return at
         at = data.find(MAGIC, at + 1)
     return None
 

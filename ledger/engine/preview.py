@@ -26,7 +26,8 @@ The values and their JSON are :mod:`ledger.engine.preview_model`'s.
   prompt, i.e. a user message, unless asked to copy the session "at" an entry), so that no fork
   is offered, prepared or restored for there (docs/design.md#the-fork-hand-off).
 
-Invariants: read-only (captures write only git objects and the private index); appends nothing;
+Invariants: read-only (captures write only git objects and the private index; the list's
+neighbouring diffs are kept in the private dir, :mod:`ledger.engine.kept_diffs`); appends nothing;
 a prompt without a restorable point is listed with the reason, never an error: either no
 snapshot was ever taken for it (no binding: rewind was off, or its bridge was stopped, while it
 ran) or its snapshot was pruned by retention (bound, but the commit is gone).
@@ -110,7 +111,8 @@ def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
 
     One capture, then one walk from now back through the points: each point differs from the
     next newer one by the few files of one prompt and its hand edits, and those diffs (between
-    recorded, immutable trees) are memoised on the engine, so a list costs the changes since
+    recorded, immutable trees) are memoised on the engine and kept on disk for later
+    processes (:mod:`ledger.engine.kept_diffs`), so a list costs the changes since
     the newest point plus what is new in the session, not one full comparison per point (at
     100k files and 200 points that was ~25 s; docs/pi.md#rewind). Whose work a file holds
     depends only on its state now, so it is decided once per path."""
