@@ -112,6 +112,11 @@ class BridgeHost:
             return self.session()
         return self._session
 
+    def mirrored(self) -> Session | None:
+        """The session as last fetched, never asking the host (``None``: not fetched, or we
+        appended to it since)."""
+        return None if self._appended else self._session
+
     def leaf_id(self) -> str | None:
         self._sync()
         return self._leaf_id

@@ -93,6 +93,8 @@ class BridgeServer:
         self.between_events = threading.Lock()
         """Held while an event is handled: whoever holds it knows no event is half-done."""
         self._stopping = False
+        self.warming: threading.Thread | None = None
+        """What the last ``session_start`` prepares in the background (:mod:`.warm_up`)."""
 
     # --- wire -------------------------------------------------------------------------------
 
@@ -183,6 +185,12 @@ class BridgeServer:
             # tree holds the GIL in turns) must not slow the answer Pi awaits (issue 34: ~20 ms
             # of a session_start at 100k files).
             first(message)
+        if message.event == "session_start":
+            # After the answer too: the first /rewind of the session then costs what a later
+            # one does (the index loaded, the list's diffs kept, the feed's base scan taken).
+            from ledger.bridge.warm_up import after_session_start  # the engine's imports
+
+            self.warming = after_session_start(self.state, has_ui=message.ctx.has_ui)
 
     def stop_between_events(self) -> None:
         """Start no further event (call with :attr:`between_events` held); the loop ends at

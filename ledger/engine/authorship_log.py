@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,9 @@ class AuthorshipLog:
         """A rebuilt index that could not be written (a newer file version, or busy)."""
         self.rebuilds = 0
         self.last_error: str | None = None
+        self._reading = threading.RLock()
+        """Held while the loaded index is read from the file (:meth:`preload` runs in the
+        bridge's background): a caller meanwhile waits for it, then reads only what follows."""
 
     # --- appends ----------------------------------------------------------------------------
 
@@ -174,10 +178,20 @@ class AuthorshipLog:
     # --- reads ------------------------------------------------------------------------------
 
     def _loaded(self) -> AuthorshipReader:
-        if self._reader is None:
-            self._reader = AuthorshipReader(self.store)
-        self._reader.refresh()
-        return self._reader
+        with self._reading:
+            if self._reader is None:
+                self._reader = AuthorshipReader(self.store)
+            self._reader.refresh()
+            return self._reader
+
+    def preload(self) -> None:
+        """Load the index now, off the caller's path (the bridge, in the background once
+        ``session_start`` is answered), so that the first list or plan only reads what was
+        appended since. Only a kept-loaded index, and only the file as it is: a rebuild (it
+        reads the ledgers and the repository) is left to the first real use."""
+        if self.keep_loaded and self._memory is None:
+            with contextlib.suppress(OSError, LedgerError):
+                self._loaded()
 
     def index_for(self, paths: Collection[bytes] | None) -> AuthorshipIndex:
         """An index that answers for ``paths`` (``None``, many paths, or an index kept loaded:

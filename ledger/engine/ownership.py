@@ -9,7 +9,9 @@ Why it exists: whose work a file holds is decided by the authorship index
   their own repository's index);
 - :class:`OwnWork`: a file of the user's that a restore would overwrite, delete or bring back;
 - :func:`recorded_changes`: leaf changes between two recorded trees, memoised on the engine
-  (trees never change), for walks over many points (the ``/rewind`` list).
+  and kept on disk for later processes (:mod:`ledger.engine.kept_diffs`; trees never change),
+  for walks over many points (the ``/rewind`` list); :func:`neighbour_pairs`, the pairs that
+  list walks.
 
 Invariants: read-only; no capture of its own.
 """
@@ -19,10 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from ledger.engine.kept_diffs import kept_for
+from ledger.git.private import private_dir
 from ledger.git.trees import Change, leaf_changes
+from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:
     from ledger.engine.context import EngineContext as Engine
+    from ledger.session.model import Session
+    from ledger.session.parse import Entry as SessionEntry
 
 _CACHE_LIMIT = 4096
 """Tree pairs whose diff an engine keeps (each a few paths: the agent's changes of one turn)."""
@@ -63,16 +70,54 @@ class OwnWork:
 
 
 def recorded_changes(engine: Engine, old_tree: str, new_tree: str) -> list[Change]:
-    """Leaf changes between two recorded trees, memoised on the engine (trees never change)."""
+    """Leaf changes between two recorded trees, memoised on the engine and kept on disk for
+    later processes (trees never change; a failed diff, a missing or corrupt tree, is
+    memoised as no changes but never kept)."""
     cache: dict[tuple[str, str], list[Change]] = engine.tree_diff_cache
     key = (old_tree, new_tree)
     found = cache.get(key)
     if found is None:
-        found = leaf_changes(engine.repo, old_tree, new_tree) or []
+        kept = kept_for(private_dir(engine.repo.git_dir))
+        found = kept.get(old_tree, new_tree)
+        if found is None:
+            computed = leaf_changes(engine.repo, old_tree, new_tree)
+            if computed is not None:
+                kept.put(old_tree, new_tree, computed)
+            found = computed or []
         if len(cache) >= _CACHE_LIMIT:
             cache.pop(next(iter(cache)))
         cache[key] = found
     return found
 
 
-__all__ = ["AgentWork", "OwnWork", "recorded_changes"]
+def branch_prompts(session: Session, leaf: str | None) -> list[SessionEntry]:
+    """The prompts of the branch ending at ``leaf`` that can have a rewind point, oldest first."""
+    return [
+        e
+        for e in session.branch(leaf)
+        if e.type == "message" and e.role == "user" and is_restorable(e)
+    ]
+
+
+def neighbour_pairs(
+    engine: Engine, session: Session, leaf: str | None, *, limit: int
+) -> list[tuple[str, str]]:
+    """The ``(older, newer)`` tree pairs whose diffs the ``/rewind`` list of this branch takes
+    from :func:`recorded_changes` (:func:`ledger.engine.preview.list_points`, the same walk),
+    newest first: the bridge computes them ahead (:mod:`ledger.bridge.warm_up`)."""
+    lineage = engine.reader.lineage(session)
+    users = branch_prompts(session, leaf)
+    pairs: list[tuple[str, str]] = []
+    newer: str | None = None
+    for entry in reversed(users[-limit:] if limit else users):
+        found = lineage.resolve(entry.id, engine.repo.commit_exists)
+        tree = engine.repo.tree_of(found[0]) if found is not None else None
+        if tree is None:
+            continue
+        if newer is not None:
+            pairs.append((tree, newer))
+        newer = tree
+    return pairs
+
+
+__all__ = ["AgentWork", "OwnWork", "branch_prompts", "neighbour_pairs", "recorded_changes"]

@@ -26,7 +26,8 @@ The values and their JSON are :mod:`ledger.engine.preview_model`'s.
   prompt, i.e. a user message, unless asked to copy the session "at" an entry), so that no fork
   is offered, prepared or restored for there (docs/design.md#the-fork-hand-off).
 
-Invariants: read-only (captures write only git objects and the private index); appends nothing;
+Invariants: read-only (captures write only git objects and the private index; the list's
+neighbouring diffs are kept in the private dir, :mod:`ledger.engine.kept_diffs`); appends nothing;
 a prompt without a restorable point is listed with the reason, never an error: either no
 snapshot was ever taken for it (no binding: rewind was off, or its bridge was stopped, while it
 ran) or its snapshot was pruned by retention (bound, but the commit is gone).
@@ -43,7 +44,7 @@ from ledger.engine import messages as M
 from ledger.engine.attribution import Attribution
 from ledger.engine.changes_since import MENU_UNDO, authors_of, latest_point
 from ledger.engine.neighbours import Neighbour, WrittenByOther
-from ledger.engine.ownership import recorded_changes
+from ledger.engine.ownership import branch_prompts, recorded_changes
 from ledger.engine.past_states import (
     agent_since,
     last_rewind_tree,
@@ -110,7 +111,8 @@ def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
 
     One capture, then one walk from now back through the points: each point differs from the
     next newer one by the few files of one prompt and its hand edits, and those diffs (between
-    recorded, immutable trees) are memoised on the engine, so a list costs the changes since
+    recorded, immutable trees) are memoised on the engine and kept on disk for later
+    processes (:mod:`ledger.engine.kept_diffs`), so a list costs the changes since
     the newest point plus what is new in the session, not one full comparison per point (at
     100k files and 200 points that was ~25 s; docs/pi.md#rewind). Whose work a file holds
     depends only on its state now, so it is decided once per path."""
@@ -123,11 +125,7 @@ def list_points(engine: EngineContext, *, limit: int = MAX_POINTS) -> PointList:
     point = latest_point(engine)
     lineage = engine.reader.lineage(session)
     result = PointList(shadow=_shadow(engine))
-    users = [
-        e
-        for e in session.branch(engine.host.leaf_id())
-        if e.type == "message" and e.role == "user" and is_restorable(e)
-    ]
+    users = branch_prompts(session, engine.host.leaf_id())
     result.more = max(0, len(users) - limit)
     walk = _Walk(engine, now, bare, attribution, point.tree if point is not None else None)
     for entry in reversed(users[-limit:] if limit else users):

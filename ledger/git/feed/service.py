@@ -75,6 +75,7 @@ _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 _enabled = False
 _verify = True
 _feeds: dict[str, Feed] = {}
+_armed: dict[str, Any] = {}  # settings arm() got for a work tree whose feed is not started
 _guard = threading.Lock()
 
 
@@ -96,6 +97,7 @@ def disable() -> None:
     with _guard:
         feeds = list(_feeds.values())
         _feeds.clear()
+        _armed.clear()
     for feed in feeds:
         feed.close()
 
@@ -110,7 +112,24 @@ def feed_for(repo: GitRepo) -> Feed | None:
         if feed is None:
             feed = _feeds[key] = Feed(repo.root, repo.git_dir, verify=_verify)
             feed.start()
+            settings = _armed.pop(key, None)
+            if settings is not None:
+                feed.arm(settings)
     return feed
+
+
+def arm(root: Path | str, settings: Any) -> None:
+    """Take ``root``'s base scan in the background once its watcher is ready (the verifier's,
+    under the capture lock: never two scans at once), with the snapshot ``settings`` its
+    captures use, so that a session's first capture is fed (a feed not started yet: when it
+    starts). The bridge calls it once ``session_start`` is answered."""
+    with _guard:
+        feed = _feeds.get(str(Path(root)))
+        if feed is None:
+            _armed.clear()  # one work tree per bridge: nothing older is wanted
+            _armed[str(Path(root))] = settings
+            return
+    feed.arm(settings)
 
 
 def start_for(path: Path | str) -> None:
@@ -174,7 +193,7 @@ class Feed:
         env_max = os.environ.get("REWIND_FEED_MAX_WATCHES")
         self.watcher = InotifyWatcher(
             str(self.root),
-            on_ready=self._wake_verifier,
+            on_ready=self._request_verify,
             max_watches=max_watches
             if max_watches is not None
             else (int(env_max) if env_max else None),
@@ -215,6 +234,15 @@ class Feed:
             target=self._verify_loop, name="rewind-feed-verify", daemon=True
         )
         self._verifier.start()
+
+    def arm(self, settings: Any) -> None:
+        """See :func:`arm`. Settings a capture gave win: they are the same or newer."""
+        with self._cond:
+            self._settings = self._settings or settings
+        # Settings first, then ready: a watcher ready before is seen here, one ready later
+        # wakes the verifier itself (before ready no scan can be a base).
+        if self.watcher.ready:
+            self._request_verify()
 
     def close(self) -> None:
         with self._cond:
@@ -430,9 +458,6 @@ class Feed:
         with self._cond:
             self._need_verify = True
             self._cond.notify_all()
-
-    def _wake_verifier(self) -> None:
-        self._request_verify()
 
     def _verify_loop(self) -> None:
         lower_thread_priority()  # its full scans must not slow a prompt's capture
