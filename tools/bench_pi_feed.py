@@ -199,8 +199,14 @@ def rpc_sessions(
     status_file.unlink(missing_ok=True)
     sessions = {
         "no extension": RpcPi(cli, repo, tmp / "agent-rpc-plain", extension=False),
+        # Its own feed, as an interactive Pi with no watcher around: not delegated to a shared
+        # watcher (REWIND_SERVED=0) and none started (REWIND_AUTO_WATCH=0).
         "extension + own feed": RpcPi(
-            cli, repo, tmp / "agent-rpc-feed", extension=True, env={"REWIND_FEED": "1"}
+            cli,
+            repo,
+            tmp / "agent-rpc-feed",
+            extension=True,
+            env={"REWIND_FEED": "1", "REWIND_SERVED": "0", "REWIND_AUTO_WATCH": "0"},
         ),
     }
     times: dict[str, list[float]] = {name: [] for name in sessions}
