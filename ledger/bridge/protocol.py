@@ -31,32 +31,14 @@ everything else is passed to them.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
-PROTOCOL_VERSION = 1
-
-EventName = Literal[
-    "session_start",
-    "before_agent_start",
-    "turn_start",
-    "message_end",
-    "turn_end",
-    "agent_end",
-    "session_compact",
-    "session_before_tree",
-    "session_tree",
-    "session_before_fork",
-    "session_shutdown",
-    "checkpoint_entry",
-    "fork_preference",
-    "rewind_list",
-    "rewind_preview",
-    "rewind_diff",
-    "rewind_apply",
-    "rewind_intent",
-    "ping",
-]
-EVENT_NAMES: frozenset[str] = frozenset(EventName.__args__)  # type: ignore[attr-defined]
+from ledger.bridge.protocol_names import (  # re-exported: the protocol's names, in one place
+    EVENT_NAMES as EVENT_NAMES,
+)
+from ledger.bridge.protocol_names import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ledger.bridge.protocol_names import ErrorCode as ErrorCode
+from ledger.bridge.protocol_names import EventName as EventName
 
 
 class EventContext:
@@ -136,12 +118,6 @@ class BadHostMessage(Exception):
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
-
-
-ErrorCode = Literal["bad-json", "bad-message", "unknown-event", "failed", "internal"]
-"""Why an event or message got an ``error``: unparsable JSON, a message of the wrong shape (or out
-of turn), an unknown event, a refusal of the engine (a :class:`~ledger.errors.LedgerError`), or
-an unexpected failure inside the bridge."""
 
 
 def decode_host_message(raw: dict[str, Any]) -> EventMessage | ReplyMessage:

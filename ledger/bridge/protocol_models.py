@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from ledger.bridge.protocol import PROTOCOL_VERSION, ErrorCode, EventName
+from ledger.bridge.protocol_names import PROTOCOL_VERSION, ErrorCode, EventName
 from ledger.engine.messages import Level
 
 
