@@ -216,7 +216,9 @@ def resolve_entry_name(engine: Engine, name: str) -> str:
 def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: str) -> None:
     if getattr(args, "yes", False):
         return
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+    # Run by the watcher (ctx.served), the terminals are not the user's: its client asked only
+    # because it would not ask (ledger/cli/served.py), so this is the answer it would get.
+    if ctx.served or not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise ConfirmationRequired(action)
     ctx.stderr.write(plan_text.rstrip("\n") + "\n")
     ctx.stderr.write(f"{action}? [y/N] ")

@@ -150,7 +150,16 @@ def run_by_watcher(argv: list[str]) -> int | None:
         if not isinstance(accepted, dict) or accepted.get("ok") is not True:
             return None  # declined: nothing ran
         conn.settimeout(_ANSWER_TIMEOUT_S)
-        return _print_answer(reader)
+        try:
+            return _print_answer(reader)
+        except KeyboardInterrupt:
+            # The watcher runs the command to its end (a restore is never cut half-way by a
+            # client that left); what it did is recorded as always.
+            sys.stderr.write(
+                "error: interrupted; the watcher finishes the command\n"
+                "hint: 'rewind history @' shows whether it changed anything\n"
+            )
+            return 130
 
 
 def _line(reader: BinaryIO, limit: int) -> bytes | None:

@@ -6,6 +6,7 @@ captures answered by the watcher; one scan per restore without a watcher."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -313,3 +314,30 @@ def test_warnings_and_output_come_in_the_order_they_were_written(tmp_path: Path)
     local, served_text = outputs
     assert "you are on branch elsewhere" in local
     assert served_text == local
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_served_restore_never_asks_on_the_watchers_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watcher started in a terminal has a terminal on stdin and stderr; a command it runs for
+    a client must still answer as the client's own process would without one: confirmation
+    required, nothing changed (the client asks only when it would not ask itself)."""
+    from ledger.cli import run_served_command
+
+    world = _world(tmp_path / "w")
+    (world.repo / "hello.py").write_text("edited by hand\n")
+    before = _files(world.repo)
+    monkeypatch.setattr(sys, "stdin", _Terminal("y\n"))
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--agent-dir", str(world.agent_dir), "restore", "@", world.users[1], "--mode", "files"]
+    code = run_served_command(argv, world.repo, out, err)
+    assert code == 1, err.getvalue()
+    assert "pass --yes to confirm" in err.getvalue()
+    assert _files(world.repo) == before
+    assert sys.stdin.read() == "y\n", "the watcher's stdin was read"
