@@ -378,7 +378,7 @@ def test_the_outside_check_adds_no_capture_to_a_restore(
     assert len(report.outside) == 6 and len(captures) == 1, "the plan's own capture only"
     captures.clear()
     operations.restore(agent.engine, users(agent)[1], "files")
-    assert len(captures) == 2, "the plan and the restore, as before"
+    assert len(captures) == 1, "the plan's capture only: the restore re-checks it, no second scan"
 
 
 # --- the bridge: the footer ----------------------------------------------------------------------
