@@ -37,18 +37,29 @@ def _files(repo: Path) -> dict[str, str]:
     }
 
 
-def _rewind(world: DemoWorld, *args: str, served: bool = True) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
-    if not served:
-        env["REWIND_SERVED"] = "0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args, "--json"],
+def _env(**extra: str) -> dict[str, str]:
+    """Ours, as the watchers of these tests have it (start_watch adds the same two)."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0", **extra}
+
+
+def _process(
+    world: DemoWorld, *args: str, env: dict[str, str], **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """``rewind --agent-dir AGENT ARGS`` as a real process in the world's repository."""
+    options: dict[str, object] = {"capture_output": True, **kwargs}
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args],
         cwd=world.repo,
-        capture_output=True,
         text=True,
         timeout=120,
         env=env,
+        **options,
     )
+
+
+def _rewind(world: DemoWorld, *args: str, served: bool = True) -> dict:
+    env = _env() if served else _env(REWIND_SERVED="0")
+    proc = _process(world, *args, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stdout
@@ -137,15 +148,7 @@ def test_a_served_command_that_would_wait_for_a_turn_runs_in_its_own_process(
     assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
     watcher = start_watch(world.repo, env=env)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir)]
-            + ["restore", "@", world.users[1], "--mode", "files", "--yes"],
-            cwd=world.repo,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        proc = _process(world, "restore", "@", world.users[1], "--mode", "files", "--yes", env=env)
     finally:
         holder.kill()
         holder.wait()
@@ -163,15 +166,8 @@ def test_another_environment_or_umask_runs_the_command_in_its_own_process(
     world = _world(tmp_path / "w")
     watcher = start_watch(world.repo)
     try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
-        other_env = subprocess.run(
-            [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), "status", "@"],
-            cwd=world.repo,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**env, "GIT_AUTHOR_NAME": "someone else"},
-        )
+        env = _env()
+        other_env = _process(world, "status", "@", env=_env(GIT_AUTHOR_NAME="someone else"))
         other_umask = subprocess.run(
             ["sh", "-c", 'umask 077 && exec "$@"', "sh", sys.executable, "-m", "ledger"]
             + ["--agent-dir", str(world.agent_dir), "status", "@"],
@@ -247,14 +243,7 @@ def test_a_command_nobody_served_starts_a_watcher_for_the_next_ones(tmp_path: Pa
 
     world = _world(tmp_path / "w")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_AUTO_WATCH": "30"}
-    first = subprocess.run(
-        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), "status", "@"],
-        cwd=world.repo,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    first = _process(world, "status", "@", env=env)
     try:
         assert first.returncode == 0, first.stderr
         assert "watching" in first.stderr and "in the background" in first.stderr
@@ -275,17 +264,14 @@ def test_a_command_nobody_served_starts_a_watcher_for_the_next_ones(tmp_path: Pa
 
 
 def _combined(world: DemoWorld, *args: str, served: bool) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_FEED_VERIFY": "0"}
-    if not served:
-        env["REWIND_SERVED"] = "0"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ledger", "--agent-dir", str(world.agent_dir), *args],
-        cwd=world.repo,
+    env = _env() if served else _env(REWIND_SERVED="0")
+    proc = _process(
+        world,
+        *args,
+        env=env,
+        capture_output=False,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,  # one stream: the order of warnings and output shows
-        text=True,
-        timeout=120,
-        env=env,
     )
     assert proc.returncode == 0, proc.stdout
     text = proc.stdout
