@@ -345,6 +345,7 @@ def _main(
         stderr=stderr,
         served=served,
     )
+    ctx.own_process = argv is None
     try:
         args = _parse(args_list, reuse=served)
         if served:

@@ -59,6 +59,9 @@ class CliContext:
         self.stderr: IO[str] = stderr if stderr is not None else sys.stderr
         self._repo: GitRepo | None = None
         self._repo_writer = False
+        self.own_process = False
+        """A real ``rewind`` process (not ``main()`` called by a program, the demo or a test):
+        only then may a command leave a watcher running in the background."""
         self.served = served
         """Run by the repository's watcher for a client (:mod:`ledger.bridge.served_commands`):
         where the command would wait, it raises :class:`RunLocally` instead."""

@@ -77,9 +77,11 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
     settings, warnings = load_settings(agent_dir, repo.root)
     for warning in warnings:
         ctx.warn(warning)
-    if not _served_captures(repo) and not ctx.served and settings.snapshot.auto_watch_seconds:
+    served = _served_captures(repo)
+    if not served and ctx.own_process and settings.snapshot.auto_watch_seconds:
         # Nobody serves this repository: start a watcher in the background (never waited for)
-        # so that the next commands are run by it (rewind.snapshot.autoWatchSeconds).
+        # so that the next commands are run by it (rewind.snapshot.autoWatchSeconds). Only from
+        # a real `rewind` process: a program calling main() (the demo) starts no process.
         from ledger.cli.snapshot import start_watching
 
         start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
