@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -32,7 +33,7 @@ from pathlib import Path
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import BinaryIO
+    from typing import BinaryIO, TextIO
 
 COMMANDS = frozenset({"restore", "undo", "diff", "status"})
 """The commands a watcher runs for the command line."""
@@ -196,20 +197,27 @@ def _print_answer(reader: BinaryIO) -> int | None:
         elif isinstance(answer.get("err"), str):
             chunks.append(("err", answer["err"]))
         elif isinstance(answer.get("exit"), int):
-            for key, text in chunks:
-                _write(sys.stdout if key == "out" else sys.stderr, text)
             code: int = answer["exit"]
+            try:
+                for key, text in chunks:
+                    _write(sys.stdout if key == "out" else sys.stderr, text)
+            except BrokenPipeError:
+                # The reader went away (``rewind diff … | head``), as a local run takes it:
+                # not an error, and nothing more to print (the flush at exit stays silent).
+                with contextlib.suppress(OSError):
+                    sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+                return 0
             return code
 
 
-def _write(stream: object, text: str) -> None:
+def _write(stream: TextIO, text: str) -> None:
     if not text:
         return
     from ledger.cli.context import tolerate_raw_bytes
 
-    tolerate_raw_bytes(stream)  # type: ignore[arg-type]
-    stream.write(text)  # type: ignore[attr-defined]
-    stream.flush()  # type: ignore[attr-defined]
+    tolerate_raw_bytes(stream)
+    stream.write(text)
+    stream.flush()
 
 
 __all__ = ["COMMANDS", "command_of", "current_umask", "run_by_watcher", "wanted"]

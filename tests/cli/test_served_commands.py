@@ -327,3 +327,32 @@ def test_a_served_restore_never_asks_on_the_watchers_terminal(
     assert "pass --yes to confirm" in err.getvalue()
     assert _files(world.repo) == before
     assert sys.stdin.read() == "y\n", "the watcher's stdin was read"
+
+
+def test_a_reader_that_went_away_is_no_error_served_or_not(tmp_path: Path) -> None:
+    """``rewind diff … | head``: the pipe closes before the output is written."""
+    world = _world(tmp_path / "w")
+    watcher = start_watch(world.repo)
+    try:
+        for served in (True, False):
+            read, write = os.pipe()
+            os.close(read)  # the reader is gone before anything is written
+            env = _env() if served else _env(REWIND_SERVED="0")
+            try:
+                proc = _process(
+                    world,
+                    "diff",
+                    "@",
+                    world.users[0],
+                    env=env,
+                    capture_output=False,
+                    stdout=write,
+                    stderr=subprocess.PIPE,
+                )
+            finally:
+                os.close(write)
+            assert proc.returncode == 0, proc.stderr
+            assert "Traceback" not in proc.stderr and "error" not in proc.stderr
+    finally:
+        err = stop_watch(watcher, signal.SIGTERM)
+    assert "served: 1" in err, err
