@@ -25,6 +25,8 @@ Invariants:
 - Only the commands of :data:`ledger.cli.served.COMMANDS`, never one that asks a question: the client runs a
   restore or undo that would ask for confirmation (no ``--yes``/``--dry-run``, a terminal on
   stdin and stderr) itself, and ``--help`` too.
+- One command at a time: they share the process's parsers and its loaded authorship index
+  (tailed, never read whole again: :meth:`ledger.engine.authorship_log.AuthorshipLog.share_loaded`).
 - The watcher's own process state is left as it was: no ``gc`` switch, no signal handlers (the
   command runs on a session thread of :class:`~ledger.bridge.hosted.HostedSessions`), no
   process-wide capture delegation (:func:`ledger.bridge.delegate.for_command` declines inside
@@ -37,10 +39,12 @@ import io
 import json
 import os
 import socket
+import threading
 from collections.abc import Mapping
 
 from ledger.cli.served import COMMANDS, current_umask
 
+_ONE_AT_A_TIME = threading.Lock()
 CHUNK = 1 << 18
 """Output is sent in lines of at most this many characters (the client bounds each line)."""
 
@@ -91,9 +95,12 @@ def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     argv = [str(a) for a in given]
     order: list[tuple[str, str]] = []
     try:
-        code = run_served_command(
-            argv, Path(str(hello["cwd"])), _Recorded("out", order), _Recorded("err", order)
-        )
+        # One at a time: the commands share this process's loaded indexes and parsers. They
+        # are short, and none of them waits (RunLocally).
+        with _ONE_AT_A_TIME:
+            code = run_served_command(
+                argv, Path(str(hello["cwd"])), _Recorded("out", order), _Recorded("err", order)
+            )
     except RunLocally as exc:
         conn.sendall(_line({"local": exc.reason}))
         return exc.reason

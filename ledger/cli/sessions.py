@@ -86,6 +86,8 @@ def open_engine(ctx: CliContext, session_name: str) -> Engine:
 
         start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
     engine = Engine(host, repo, settings=settings)
+    if ctx.served:  # run by the watcher: its loaded authorship index, tailed, not read again
+        engine.authorship.share_loaded()
     engine.turns = _turn_policy(ctx, engine)
     for notice in engine.session_start("startup").notices:
         ctx.warn(notice.text)
