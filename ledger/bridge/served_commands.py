@@ -18,6 +18,8 @@ Invariants:
   collected and sent when the command ends, stdout and stderr in the order they were written
   (lines of at most :data:`CHUNK` characters), then the exit status: the client prints it as
   the command would have.
+- Run once at most: only after the client's ``go``, which it sends once it has read the
+  acceptance (a client that gave up before runs the command itself).
 - Never a wait the user cannot cancel. A served command never waits: where it would wait for
   another session's turn or a running restore, it stops before changing anything
   (:class:`ledger.cli.context.RunLocally`) and the client runs it in its own process, where the
@@ -45,6 +47,8 @@ from collections.abc import Mapping
 from ledger.cli.served import COMMANDS, current_umask
 
 _ONE_AT_A_TIME = threading.Lock()
+GO_TIMEOUT_S = 5.0
+"""How long the watcher waits for the client's ``go`` after accepting its command."""
 CHUNK = 1 << 18
 """Output is sent in lines of at most this many characters (the client bounds each line)."""
 
@@ -93,6 +97,21 @@ def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     given = hello["argv"]
     assert isinstance(given, list)  # checked by refusal()
     argv = [str(a) for a in given]
+    # The client says "go" once it has read the acceptance; a client that gave up before (and
+    # runs the command itself) never does, and the command is not run here.
+    conn.settimeout(GO_TIMEOUT_S)
+    go = b""
+    try:
+        while len(go) < 3:
+            chunk = conn.recv(3 - len(go))
+            if not chunk:
+                break
+            go += chunk
+    except OSError:
+        go = b""
+    if go != b"go\n":
+        return "no go"
+    conn.settimeout(None)
     order: list[tuple[str, str]] = []
     try:
         # One at a time: the commands share this process's loaded indexes and parsers. They
@@ -117,4 +136,4 @@ def _line(value: dict[str, object]) -> bytes:
     return json.dumps(value).encode("ascii") + b"\n"
 
 
-__all__ = ["CHUNK", "refusal", "serve_command"]
+__all__ = ["CHUNK", "GO_TIMEOUT_S", "refusal", "serve_command"]

@@ -15,9 +15,11 @@ Invariants:
   answer) means: run the command here, as if no watcher ran. The command has then changed
   nothing: the watcher answers ``{"local": …}`` only before any change, and a broken connection
   before the hello is accepted means it never ran.
-- A connection lost *after* the hello was accepted is the one case where the command may have
-  run: the client then says so and exits 1, and never runs it a second time (a restore twice
-  would record two operations).
+- The watcher runs the command only after the client, having read its acceptance, says ``go``:
+  a client that gave up waiting runs the command itself, and the watcher then never does.
+- A connection lost *after* ``go`` is the one case where the command may have run: the client
+  then says so and exits 1, and never runs it a second time (a restore twice would record two
+  operations).
 - Output is printed exactly as the command wrote it (raw bytes in paths included) and the exit
   status is the command's.
 """
@@ -150,6 +152,12 @@ def run_by_watcher(argv: list[str]) -> int | None:
             return None
         if not isinstance(accepted, dict) or accepted.get("ok") is not True:
             return None  # declined: nothing ran
+        # The watcher runs the command only once it has this line: a client that gave up
+        # before it (a slow watcher, a timeout above) runs the command itself, never twice.
+        try:
+            conn.sendall(b"go\n")
+        except OSError:
+            return None
         conn.settimeout(_ANSWER_TIMEOUT_S)
         try:
             return _print_answer(reader)

@@ -356,3 +356,41 @@ def test_a_reader_that_went_away_is_no_error_served_or_not(tmp_path: Path) -> No
     finally:
         err = stop_watch(watcher, signal.SIGTERM)
     assert "served: 1" in err, err
+
+
+def test_a_client_that_gave_up_before_go_never_has_its_command_run(tmp_path: Path) -> None:
+    """The watcher accepted the command, but its client left before saying ``go`` (it will
+    run the command itself): the watcher runs nothing."""
+    import json as json_module
+
+    from ledger.bridge.private_socket import connect_private
+    from ledger.bridge.session_env import bridge_env
+    from ledger.cli.served import current_umask
+
+    world = _world(tmp_path / "w")
+    (world.repo / "hello.py").write_text("edited by hand\n")
+    before = _files(world.repo)
+    watcher = start_watch(world.repo)
+    try:
+        conn = connect_private(world.repo / ".git" / "pi-rewind" / "bridge.sock", 5.0)
+        assert not isinstance(conn, str), conn
+        argv = ["--agent-dir", str(world.agent_dir), "restore", "@", world.users[1]]
+        hello = {
+            "v": 1,
+            "op": "command",
+            "command": "restore",
+            "root": str(world.repo),
+            "gitDir": str(world.repo / ".git"),
+            "env": bridge_env(_env()),
+            "argv": [*argv, "--mode", "files", "--yes"],
+            "cwd": str(world.repo),
+            "umask": current_umask(),
+        }
+        with conn:
+            conn.sendall(json_module.dumps(hello).encode() + b"\n")
+            assert conn.makefile("rb").readline() == b'{"ok": true}\n'
+        time.sleep(0.5)
+    finally:
+        err = stop_watch(watcher, signal.SIGTERM)
+    assert "no go: 1" in err, err
+    assert _files(world.repo) == before
