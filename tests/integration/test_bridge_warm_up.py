@@ -9,6 +9,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from ledger.engine.kept_diffs import FILE_NAME
 from tests.bridgekit import FakePi
 
@@ -42,6 +44,7 @@ def _resume(repo: Path, agent: Path, built: FakePi, *, has_ui: bool = True) -> F
     return pi
 
 
+@pytest.mark.needs("change_feed")  # the base scan is the feed's
 def test_the_first_capture_of_a_fresh_bridge_is_fed(repo: Path, tmp_path: Path) -> None:
     built = _session(repo, tmp_path / "agent")
     private = repo / ".git" / "pi-rewind"
