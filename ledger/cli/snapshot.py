@@ -45,7 +45,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         repo = ctx.repo(create=True)
         settings, warnings = load_settings(ctx.agent_dir(), repo.root)
         fields = take_snapshot(repo, settings.snapshot).fields()
-        if settings.snapshot.auto_watch_seconds > 0:
+        if settings.snapshot.auto_watch_seconds > 0 and ctx.own_process:
+            # Only from a real `rewind` process: a program calling main() starts no process.
             start_watching(ctx, repo, settings.snapshot.auto_watch_seconds)
     for warning in warnings:
         ctx.warn(warning)

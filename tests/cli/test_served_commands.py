@@ -394,3 +394,20 @@ def test_a_client_that_gave_up_before_go_never_has_its_command_run(tmp_path: Pat
         err = stop_watch(watcher, signal.SIGTERM)
     assert "no go: 1" in err, err
     assert _files(world.repo) == before
+
+
+def test_a_program_calling_main_never_leaves_a_watcher_behind(tmp_path: Path) -> None:
+    """``rewind demo`` and other programs call ``main()``: no background process, whatever
+    ``autoWatchSeconds`` says (only a real ``rewind`` process starts one)."""
+    from ledger.bridge.snapshot_socket import serving
+
+    world = _world(tmp_path / "w")
+    script = (
+        "import sys\nfrom ledger.cli import main\n"
+        f"for argv in (['snapshot'], ['status', '@']):\n"
+        f"    assert main(['--agent-dir', {str(world.agent_dir)!r}, *argv]) == 0\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_AUTO_WATCH": "30"}
+    subprocess.run([sys.executable, "-c", script], cwd=world.repo, env=env, check=True, timeout=120)
+    time.sleep(1.0)
+    assert not serving(world.repo, world.repo / ".git")

@@ -56,7 +56,13 @@ def _modules_after(argv: list[str], cwd: Path) -> set[str]:
         capture_output=True,
         text=True,
         check=True,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+        # No watcher left behind (main() called by a program starts none; and none is wanted).
+        env={
+            "PYTHONPATH": str(ROOT),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(cwd),
+            "REWIND_AUTO_WATCH": "0",
+        },
     )
     return set(proc.stderr.split("\n"))
 
