@@ -183,28 +183,24 @@ def _change_values(handle: pygit2.Repository, change: Change) -> FileDelta:
     if old_mode and new_mode and (old_mode ^ new_mode) & _TYPE_MASK:
         status = "typechange"
     gitlink = FileMode.COMMIT in (old_mode, new_mode)
-    if status == "typechange" or gitlink:
+    if status == "typechange" or gitlink:  # no line counts: git's stat counts a gitlink as one
         lines = status != "typechange"
-        return FileDelta(
-            status=status,
-            old_path=change.path,
-            new_path=change.path,
-            old_mode=old_mode,
-            new_mode=new_mode,
-            old_id=old_id,
-            new_id=new_id,
-            binary=False,
-            additions=int(lines and new is not None),
-            deletions=int(lines and old is not None),
+        binary, sizes = False, (0, 0)
+        counts = (int(lines and new is not None), int(lines and old is not None))
+    else:
+        patch = pygit2.Patch.create_from(
+            _blob(handle, old_id) if old is not None else None,
+            _blob(handle, new_id) if new is not None else None,
+            old_as_path=change.path,
+            new_as_path=change.path,
+            flag=pygit2.enums.DiffOption.NORMAL,
         )
-    patch = pygit2.Patch.create_from(
-        _blob(handle, old_id) if old is not None else None,
-        _blob(handle, new_id) if new is not None else None,
-        old_as_path=change.path,
-        new_as_path=change.path,
-        flag=pygit2.enums.DiffOption.NORMAL,
-    )
-    counted = _delta_values(patch)
+        counted = _delta_values(patch)
+        binary, counts = counted.binary, (counted.additions, counted.deletions)
+        sizes = (
+            counted.old_size if old is not None else 0,
+            counted.new_size if new is not None else 0,
+        )
     return FileDelta(
         status=status,
         old_path=change.path,
@@ -213,11 +209,11 @@ def _change_values(handle: pygit2.Repository, change: Change) -> FileDelta:
         new_mode=new_mode,
         old_id=old_id,
         new_id=new_id,
-        binary=counted.binary,
-        additions=counted.additions,
-        deletions=counted.deletions,
-        old_size=counted.old_size if old is not None else 0,
-        new_size=counted.new_size if new is not None else 0,
+        binary=binary,
+        additions=counts[0],
+        deletions=counts[1],
+        old_size=sizes[0],
+        new_size=sizes[1],
     )
 
 
