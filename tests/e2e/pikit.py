@@ -357,6 +357,8 @@ class TmuxPi:
     """
 
     WIDTH, HEIGHT = 160, 50
+    SETTLE_S = 0.15
+    """How long the screen must stay unchanged to count as drawn (:meth:`settled_screen`)."""
 
     def __init__(
         self,
@@ -411,14 +413,32 @@ class TmuxPi:
         """The visible pane, as text (wrapped lines joined)."""
         return self._tmux("capture-pane", "-p", "-J", "-t", "pi")
 
+    def settled_screen(self, first: str | None = None, timeout: float = 1) -> str:
+        """The screen once it stops changing: two captures ``SETTLE_S`` apart that are equal.
+        A capture can land in the middle of Pi's redraw (the top of an overlay new, its bottom
+        still the old one); a person reads the screen after it is drawn. A screen that keeps
+        changing (a spinner) is returned as it is after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        screen = self.screen() if first is None else first
+        while True:
+            time.sleep(self.SETTLE_S)
+            again = self.screen()
+            if again == screen or time.monotonic() > deadline:
+                return again
+            screen = again
+
     def wait_for(self, *texts: str, timeout: float = 60, gone: bool = False) -> str:
-        """Poll the screen until every text is shown (or, with ``gone``, none is)."""
+        """Poll the screen until every text is shown (or, with ``gone``, none is) on a settled
+        screen (:meth:`settled_screen`)."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
             shown = [t in screen for t in texts]
             if (not gone and all(shown)) or (gone and not any(shown)):
-                return screen
+                screen = self.settled_screen(screen)
+                shown = [t in screen for t in texts]
+                if (not gone and all(shown)) or (gone and not any(shown)):
+                    return screen
             if time.monotonic() > deadline:
                 err = self.stderr_file.read_text()[-2000:] if self.stderr_file.exists() else ""
                 raise AssertionError(
