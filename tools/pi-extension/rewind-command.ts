@@ -26,14 +26,19 @@
  * "fork" set a one-shot intent and then run Pi's own `/tree` (`ctx.navigateTree`) or `/fork`
  * (`ctx.fork`), whose menu the intent answers. The overlay itself changes nothing.
  *
- * Keys: `/rewind` or Alt+R (no default binding of Pi's). A shortcut runs without Pi's command
- * context, which `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the
- * editor for Enter to confirm. `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
+ * Keys: `/rewind` or Alt+R (no default binding of Pi's; `rewind.key` in the settings binds
+ * another, `false` none). In the list, typing filters the rows (prompt text, labels, file names),
+ * Home/End/PgUp/PgDn move, and the position is shown; a row cuts its prompt text before its
+ * warnings and file names (issue 35). A shortcut runs without Pi's command context, which
+ * `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the editor for
+ * Enter to confirm, with a hint the next key removes. `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
  * an action directly; `/rewind undo-to OP` restores the files as they were before operation OP.
  */
 
-import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { matchesKey, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { getAgentDir, type ExtensionAPI, type ExtensionCommandContext, type ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { decodeKittyPrintable, matchesKey, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
 
 type Json = Record<string, unknown>;
 
@@ -195,6 +200,40 @@ function fit(text: string, width: number): string {
 	return cut + " ".repeat(Math.max(0, width - visibleWidth(cut)));
 }
 
+/** The text a key typed, when it is text (a character, or a paste of several): what the list's
+ * filter takes. Keys with a meaning (arrows, Enter, Esc, Backspace) are never text. */
+function typedText(data: string): string | undefined {
+	const kitty = decodeKittyPrintable(data);
+	if (kitty !== undefined) return kitty;
+	return data.length > 0 && !/[\x00-\x1f\x7f]/.test(data) ? data : undefined;
+}
+
+type Item = { kind: "undo" } | { kind: "state"; state: StateItem } | { kind: "point"; point: Point };
+
+/** What the filter matches a row against: its prompt text or label, and the file names it shows. */
+function haystack(item: Item, list: PointList): string {
+	const parts: string[] = [];
+	if (item.kind === "undo" && list.undo) parts.push(list.undo.label, list.undo.counts.files, ...list.undo.own, ...(list.undo.others ?? []));
+	else if (item.kind === "state") parts.push(item.state.label, item.state.counts.files, ...item.state.own, ...(item.state.others ?? []));
+	else if (item.kind === "point") parts.push(item.point.text, item.point.counts.files, ...item.point.own, ...(item.point.others ?? []));
+	return parts.join("\n").toLowerCase();
+}
+
+/** A point's row: the age, what a restore would change and the warnings first, then the file
+ * names, then the prompt text, which is what gets cut when the row is too wide (issue 35). */
+function pointRow(head: string, files: string, prompt: string, width: number): string {
+	const whole = files ? `${head} · ${files} · ${prompt}` : `${head} · ${prompt}`;
+	if (visibleWidth(whole) <= width) return whole;
+	const avail = width - visibleWidth(head) - 3; // after "head · "
+	const filesRoom = avail - 3 - 10; // and " · " plus at least 10 columns of the prompt
+	if (files && filesRoom >= 8) {
+		const shownFiles = visibleWidth(files) <= filesRoom ? files : truncateToWidth(files, filesRoom, "…");
+		return `${head} · ${shownFiles} · ${truncateToWidth(prompt, avail - 3 - visibleWidth(shownFiles), "…")}`;
+	}
+	if (avail >= 8) return `${head} · ${truncateToWidth(prompt, avail, "…")}`;
+	return truncateToWidth(whole, width, "…");
+}
+
 /** The overlay: list → preview → diff, one screen at a time; `done` ends it with a decision. */
 class RewindOverlay {
 	private view: "list" | "preview" | "diff" = "list";
@@ -206,6 +245,8 @@ class RewindOverlay {
 	private diffTitle = "";
 	private message = "";
 	private busy = false;
+	/** What the user typed in the list: rows whose prompt text, label or file names hold it. */
+	private query = "";
 
 	constructor(
 		private readonly list: PointList,
@@ -217,7 +258,7 @@ class RewindOverlay {
 	) {}
 
 	/** Rows of the list: the undo item first, then the earlier file states, then the points. */
-	private get items(): Array<{ kind: "undo" } | { kind: "state"; state: StateItem } | { kind: "point"; point: Point }> {
+	private get allItems(): Item[] {
 		return [
 			...(this.list.undo ? [{ kind: "undo" as const }] : []),
 			...(this.list.states ?? []).map((state) => ({ kind: "state" as const, state })),
@@ -225,21 +266,52 @@ class RewindOverlay {
 		];
 	}
 
+	/** The rows shown: all of them, or those the typed filter matches (case-insensitive). */
+	private get items(): Item[] {
+		const all = this.allItems;
+		const query = this.query.trim().toLowerCase();
+		return query ? all.filter((item) => haystack(item, this.list).includes(query)) : all;
+	}
+
+	/** How many rows a page of the list holds (PgUp/PgDn move by it). */
+	private get listHeight(): number {
+		return Math.max(3, this.rows() - 9);
+	}
+
 	handleInput(data: string): void {
 		if (this.busy) return;
 		if (this.view === "diff") return this.onDiffKey(data);
 		if (this.view === "preview") return this.onPreviewKey(data);
+		if (matchesKey(data, "ctrl+c")) return this.done(undefined);
+		if (matchesKey(data, "escape")) {
+			if (!this.query) return this.done(undefined);
+			this.query = ""; // Esc clears the filter first, then closes
+			this.cursor = 0;
+			return this.redraw();
+		}
 		const items = this.items;
-		if (matchesKey(data, "escape") || matchesKey(data, "ctrl+c")) return this.done(undefined);
+		const last = Math.max(0, items.length - 1);
 		if (matchesKey(data, "up")) this.cursor = Math.max(0, this.cursor - 1);
-		else if (matchesKey(data, "down")) this.cursor = Math.min(items.length - 1, this.cursor + 1);
-		else if (matchesKey(data, "return") || matchesKey(data, "enter")) {
+		else if (matchesKey(data, "down")) this.cursor = Math.min(last, this.cursor + 1);
+		else if (matchesKey(data, "home")) this.cursor = 0;
+		else if (matchesKey(data, "end")) this.cursor = last;
+		else if (matchesKey(data, "pageUp")) this.cursor = Math.max(0, this.cursor - this.listHeight);
+		else if (matchesKey(data, "pageDown")) this.cursor = Math.min(last, this.cursor + this.listHeight);
+		else if (matchesKey(data, "backspace")) {
+			this.query = this.query.slice(0, -1);
+			this.cursor = 0;
+		} else if (matchesKey(data, "return") || matchesKey(data, "enter")) {
 			const item = items[this.cursor];
 			if (!item) return;
 			if (item.kind === "undo") return this.done({ action: "undo" });
 			if (item.kind === "state") void this.openPreview(item.state.label, { operation: item.state.operation });
 			else void this.openPreview(item.point.text, { entryId: item.point.entryId });
 			return;
+		} else {
+			const text = typedText(data);
+			if (text === undefined) return;
+			this.query += text;
+			this.cursor = 0;
 		}
 		this.redraw();
 	}
@@ -341,14 +413,24 @@ class RewindOverlay {
 
 	private renderList(inner: number): string[] {
 		const s = this.style;
-		const lines = [s("accent", "Rewind: choose a point (↑↓ move, Enter preview, Esc close)")];
+		const lines = [s("accent", "Rewind: choose a point (↑↓ PgUp PgDn Home End move, type to filter, Enter preview, Esc close)")];
 		if (this.list.shadow) lines.push(s("dim", `Not a git repository: points are kept in a shadow repository (${this.list.shadow})`));
-		const items = this.items;
-		if (items.length === 0) {
+		const all = this.allItems;
+		if (all.length === 0) {
 			lines.push("", "No rewind points on this branch yet: each prompt gets one before it runs.");
 			return lines;
 		}
-		const height = Math.max(3, this.rows() - 8);
+		const items = this.items;
+		const position = items.length ? `${Math.min(this.cursor, items.length - 1) + 1} of ${items.length}` : `0 of ${all.length}`;
+		lines.push(
+			s("dim", this.query ? `Filter: ${this.query}▏  ${position}${items.length < all.length ? ` (of ${all.length})` : ""}  (Backspace edits, Esc clears)` : `${position}`),
+		);
+		if (items.length === 0) {
+			lines.push("", `No point matches "${this.query}": its prompt text and file names are searched.`);
+			return lines;
+		}
+		this.cursor = Math.min(this.cursor, items.length - 1);
+		const height = this.listHeight;
 		const { start, shown } = this.window(items, this.cursor, height);
 		shown.forEach((item, i) => {
 			const selected = start + i === this.cursor;
@@ -369,10 +451,11 @@ class RewindOverlay {
 				const what = p.missingText ?? (p.pruned ? "snapshot pruned by retention: files cannot be restored" : p.counts.words);
 				const own = p.own.length ? `  ⚠ your own work: ${names(p.own)}` : "";
 				const others = p.others?.length ? `  ⚠ another session's: ${names(p.others)}` : "";
-				text = `${age(p.timestamp).padEnd(8)} "${p.text}" · ${what}${others}${own}`;
+				const files = p.missingText || p.pruned ? "" : p.counts.files;
+				text = pointRow(`${age(p.timestamp).padEnd(8)} ${what}${others}${own}`, files, `"${p.text}"`, inner - 2);
 			}
 			// The undo and state rows name the state they lead to and what they also take back:
-			// whole, on as many lines as it takes (a prompt row is cut at the edge).
+			// whole, on as many lines as it takes (a prompt row cuts its prompt text to fit).
 			const parts = item.kind === "point" ? [truncateToWidth(text, inner - 2)] : wrap(text, inner - 4);
 			parts.forEach((part, j) => {
 				const lead = j === 0 ? mark : "    ";
@@ -465,9 +548,16 @@ async function run(
 		return;
 	}
 	if (!command) {
-		// A shortcut has no command context: Pi's /tree and /fork need one.
+		// A shortcut has no command context: Pi's /tree and /fork need one, and Pi gives an
+		// extension no way to submit the editor. The hint is a widget that the next key takes
+		// away (Enter runs it, any other key edits or clears it): no panel outlives it.
 		ctx.ui.setEditorText(`/rewind ${action} ${entryId}`);
-		ctx.ui.notify("Rewind: press Enter to run it (/tree and /fork need a command)", "info");
+		ctx.ui.setWidget(HINT_KEY, ["Rewind: press Enter to run it (/tree and /fork need a command: Pi runs them only from the editor)"]);
+		const off = ctx.ui.onTerminalInput(() => {
+			off();
+			ctx.ui.setWidget(HINT_KEY, undefined);
+			return undefined; // the key itself goes on to the editor
+		});
 		return;
 	}
 	const intent = await bridge.send("rewind_intent", { action, entryId }, ctx);
@@ -509,7 +599,36 @@ async function open(bridge: RewindBridge, ctx: ExtensionContext, command: Extens
 	await run(decision, bridge, ctx, command);
 }
 
-/** Register `/rewind` and Alt+R. */
+const DEFAULT_KEY = "alt+r";
+/** The widget that says how to run an action a shortcut could not (see `run`). */
+const HINT_KEY = "rewind-hint";
+
+/** The `rewind.key` value of one settings file: a key name, `false` (no key), or undefined
+ * (not set, or the file is missing or unreadable: a key is a convenience, never an error). */
+function keySetting(file: string): string | false | undefined {
+	try {
+		if (fs.statSync(file).size > 1 << 20) return undefined; // a settings file, not a dump
+		const rewind = JSON.parse(fs.readFileSync(file, "utf8"))?.rewind;
+		const key: unknown = rewind && typeof rewind === "object" ? rewind.key : undefined;
+		if (key === false) return false;
+		return typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim()) ? key.trim().toLowerCase() : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/** The key that opens the list (docs/pi.md#rewind): `rewind.key` in the project's
+ * `.pi/settings.json`, else in the agent dir's `settings.json`, else Alt+R; `false` binds none. */
+export function rewindKey(cwd: string): string | undefined {
+	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
+		const key = keySetting(file);
+		if (key === false) return undefined;
+		if (key) return key;
+	}
+	return DEFAULT_KEY;
+}
+
+/** Register `/rewind` and its key (Alt+R unless `rewind.key` says otherwise). */
 export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
 	pi.registerCommand("rewind", {
 		description: "Rewind: see every rewind point of this branch, preview what a rewind would do, and do it",
@@ -523,7 +642,9 @@ export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
 			await open(bridge, ctx, ctx);
 		},
 	});
-	pi.registerShortcut("alt+r", {
+	const key = rewindKey(process.cwd());
+	if (!key) return;
+	pi.registerShortcut(key as Parameters<ExtensionAPI["registerShortcut"]>[0], {
 		description: "Rewind: open the /rewind list",
 		handler: async (ctx: ExtensionContext) => {
 			await open(bridge, ctx, undefined);
