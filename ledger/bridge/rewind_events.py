@@ -114,7 +114,7 @@ def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> E
         result.show(
             *M.panel_undone(report, stay=STAY, head=words.head, state=words.state),
             *recovered,
-            M.UNDO_HINT_AGAIN,
+            M.REWIND_UNDO_HINT_AGAIN,
         )
     elif action == "undo-to" and operation is not None:
         # rewind undo --to OP: the one restore path for a state before a past operation.
@@ -124,14 +124,15 @@ def rewind_apply(state: BridgeState, engine: Engine, message: EventMessage) -> E
         result.info(M.FILES_RESTORED_BEFORE_REWIND)
         result.show(
             *M.panel_state(report, label, stay=STAY),
-            M.UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
+            M.REWIND_UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
         )
     elif action == "files" and entry is not None:
         report = operations.restore(engine, entry, "files")
         result.info(M.FILES_RESTORED_FROM_POINT)
         result.show(
-            *M.panel_restored(report, engine.describe(entry), after=M.STAY_CODE_ONLY),
-            M.UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
+            # No fork was asked for here: "no fork made" is the /fork menu's Code only wording.
+            *M.panel_restored(report, engine.describe(entry), after=STAY),
+            M.REWIND_UNDO_HINT if report.undo else M.NOTHING_TO_UNDO,
         )
     else:
         raise LedgerError(f"unknown /rewind action {action!r}", hint="a bug in the extension")

@@ -44,6 +44,11 @@ Level = Literal["info", "warning", "error"]
 UNDO_HINT = 'Undo: /tree (select any entry) or /fork → "Undo last file rewind"'
 UNDO_HINT_AGAIN = 'Choose "Undo last file rewind" again to swap back'
 NOTHING_TO_UNDO = "No file changed, so there is nothing to undo"
+# The same, on /rewind's surface: its own row first (where the user is), the menus after.
+REWIND_UNDO_HINT = (
+    'Undo: /rewind → "↶ Undo the last file rewind" (or /tree, /fork → "Undo last file rewind")'
+)
+REWIND_UNDO_HINT_AGAIN = 'Swap back: /rewind → the "↶" row again'
 PANEL_KEPT = "Rewind: kept the current files"
 PRUNED_POINT = (
     "Rewind: that entry's snapshot was pruned by retention, so its files cannot be restored "

@@ -112,11 +112,15 @@ def test_files_only_and_undo_write_the_records_of_code_only_and_undo(pi: FakePi)
     assert pi.entries[-1]["parentId"] == leaf, "recorded at the leaf, the conversation stays"
     assert reply.panel is not None and reply.panel[0].startswith("Rewind: files restored to user")
     assert "  A b.txt  M a.txt" in reply.panel
+    # Said in /rewind's words: how to undo from /rewind itself, and no fork that was never asked.
+    assert reply.panel[-1] == M.REWIND_UNDO_HINT and "/rewind" in reply.panel[-1]
+    assert not any("no fork made" in line for line in reply.panel), reply.panel
     listing = pi.event("rewind_list").result["list"]
     assert listing["undo"]["label"].startswith("Undo the last file rewind (restore the files as")
     assert not listing["undo"]["redo"]
     undone = pi.event("rewind_apply", {"action": "undo"})
     assert undone.error is None and (pi.cwd / "a.txt").read_text() == "1\n2\n3\n"
+    assert undone.panel is not None and undone.panel[-1] == M.REWIND_UNDO_HINT_AGAIN
     listing = pi.event("rewind_list").result["list"]
     assert listing["undo"]["redo"] is True, "undo again redoes the rewind"
 
