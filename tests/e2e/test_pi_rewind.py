@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ledger.engine import messages as M
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.store import read_session
 from tests.e2e.pikit import FIRST, SECOND, TmuxPi, records, sessions, turns, write
@@ -111,6 +112,8 @@ def test_the_list_previews_names_own_work_shows_a_diff_and_restores_files_then_u
     choose_action(tui, "Restore files only")
     screen = tui.wait_for("Rewind: files restored to user", "D mine.txt")
     assert files(project) == BEFORE_FIRST
+    # In /rewind's words: undo from its own ↶ row; no fork was asked for, so none is mentioned.
+    assert M.REWIND_UNDO_HINT in screen and "no fork made" not in screen, screen
     session = read_session(path)
     op = records(path, OP)[-1]
     assert list(op) == ["v", "snapshots", "current", "undo"], "the record of /fork's Code only"
@@ -120,7 +123,8 @@ def test_the_list_previews_names_own_work_shows_a_diff_and_restores_files_then_u
     screen = open_rewind(tui)
     assert "↶ Undo the last file rewind (restore the files as before rewinding to" in screen
     tui.keys("Enter")  # the undo is the first row
-    tui.wait_for("Rewind: last file rewind undone")
+    screen = tui.wait_for("Rewind: last file rewind undone")
+    assert M.REWIND_UNDO_HINT_AGAIN in screen, screen
     assert files(project) == AFTER_THIRD
     screen = open_rewind(tui)
     assert '↶ Redo: back to the files before "first' in screen
