@@ -515,27 +515,25 @@ def menu_title(
             skipped = [s.path for s in captured.skipped]
             point = latest_point(engine)
             attribution = Attribution.of(engine)
-            mine: dict[str, OutsideChange] = {}
-            theirs: dict[str, tuple[Neighbour, set[str]]] = {}
             for label, commit in offered:
                 counts, own, wrote = compare_point(
                     engine, captured.tree, commit, skipped, point, attribution
                 )
                 lines.append(f"{label}: {_restores(counts)}")
-                for change in own:
-                    mine.setdefault(change.path, change)
+                # Each warning under the choice it is about (issue 35). The way back from a
+                # restore is "Undo last file rewind"; from that undo itself, choosing it again.
+                undo = f"choosing {MENU_UNDO} again" if label == M.UNDO else MENU_UNDO
+                theirs: dict[str, tuple[Neighbour, set[str]]] = {}
                 for group in wrote:
                     entry = theirs.setdefault(group.neighbour.session_id, (group.neighbour, set()))
                     entry[1].update(group.paths)
-            # Undo is the way back from a restore, except when undo is the only file choice:
-            # then choosing it again is.
-            only_undo = [label for label, _ in offered] == [M.UNDO]
-            undo = f"choosing {MENU_UNDO} again" if only_undo else MENU_UNDO
-            for neighbour, paths in theirs.values():
-                lines.append(others_warning(neighbour.label, sorted(paths), undo=undo))
-            warning = plan_warning([mine[p] for p in sorted(mine)], undo=undo)
-            if warning:
-                lines.append(warning)
+                for neighbour, paths in theirs.values():
+                    warned = others_warning(neighbour.label, sorted(paths), undo=undo)
+                    lines.append(f"  ⚠ {warned}")
+                mine = {change.path: change for change in own}
+                warning = plan_warning([mine[p] for p in sorted(mine)], undo=undo)
+                if warning:
+                    lines.append(f"  ⚠ {warning}")
         except (LedgerError, OSError):
             pass
     if missing:

@@ -15,8 +15,8 @@ from tests.e2e.pikit import RpcPi, TmuxPi, turns, write
 StartTui = Callable[..., TmuxPi]
 NOTE = "rewind: kept your 2 changed files as a point before this prompt"
 # c.txt was made by hand before the third prompt: older than the latest point, still the user's.
-MENU_LINE = (
-    "2 files hold your own work, not the agent's, and will be overwritten: a.txt, c.txt; "
+MENU_LINE = (  # under the choice it is about (issue 35)
+    "  ⚠ 2 files hold your own work, not the agent's, and will be overwritten: a.txt, c.txt; "
     '"Undo last file rewind" brings them back'
 )
 

@@ -278,8 +278,8 @@ def test_the_tree_and_fork_menus_name_the_files_a_restore_would_overwrite(agent:
     pick, titles = _menu(M.TREE_CANCEL)
     agent.engine.before_tree(users(agent)[1], pick)
     warning = (
-        "2 files hold your own work, not the agent's, and will be overwritten: a.txt, notes.md; "
-        '"Undo last file rewind" brings them back'
+        "  ⚠ 2 files hold your own work, not the agent's, and will be overwritten: a.txt, "
+        'notes.md; "Undo last file rewind" brings them back'
     )
     missing = 'Not offered: "Undo last file rewind" (no file rewind to undo on this branch)'
     assert titles == [
@@ -339,6 +339,33 @@ def test_when_undo_is_the_only_file_choice_the_way_back_is_choosing_it_again(
     (title,) = titles
     assert 'choosing "Undo last file rewind" again brings it back' in title
     assert "1 file holds your own work, not the agent's, and will be overwritten: mine.txt" in title
+
+
+def test_each_warning_sits_under_the_choice_it_is_about_and_the_undos_never_contradicts_it(
+    agent: Agent,
+) -> None:
+    # A file rewind to the second prompt, then the user's own edit: restoring the first prompt's
+    # point and undoing the rewind would both overwrite it, each with its own way back.
+    second = agent.session().get(users(agent)[1])
+    assert second is not None
+    agent.engine.before_tree(second.id, _menu(M.TREE_RESTORE)[0])
+    agent.engine.record_navigation(second.parent_id)  # where Pi's /tree puts the leaf
+    (agent.repo / "a.txt").write_text("mine\n")
+    pick, titles = _menu(M.TREE_CANCEL)
+    agent.engine.before_tree(users(agent)[0], pick)
+    (title,) = titles
+    lines = title.splitlines()
+    restore = next(i for i, line in enumerate(lines) if line.startswith(f"{M.TREE_RESTORE}:"))
+    undo = next(i for i, line in enumerate(lines) if line.startswith(f"{M.UNDO}:"))
+    assert restore < undo, lines
+    under_restore, under_undo = lines[restore + 1 : undo], lines[undo + 1 :]
+    assert any("a.txt" in line and line.startswith("  ⚠ ") for line in under_restore), lines
+    assert all('"Undo last file rewind" brings' in line for line in under_restore), lines
+    mine = [line for line in under_undo if "your own work" in line]
+    assert mine and mine[0].startswith("  ⚠ ") and "a.txt" in mine[0], lines
+    # Undoing the rewind cannot be undone by "Undo last file rewind"... except by choosing it
+    # again: the warning under it says exactly that.
+    assert mine[0].endswith('choosing "Undo last file rewind" again brings it back'), lines
 
 
 def test_the_pre_prompt_snapshot_keeps_outside_changes_and_says_so_once(agent: Agent) -> None:
