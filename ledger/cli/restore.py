@@ -527,7 +527,7 @@ def run_diff(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.cli.review import diff_list_lines, relative_to
 
     entry = resolve_entry_name(engine, args.entry)
-    relative = relative_to(ctx, engine.repo) if args.patch else None
+    relative = relative_to(ctx, engine.repo) if args.patch and not ctx.json else None
     report = operations.diff(engine, entry, patch=args.patch, relative=relative)
     if report.patch is not None and not ctx.json:
         if report.patch:  # git diff prints nothing when nothing differs

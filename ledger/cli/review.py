@@ -295,6 +295,8 @@ def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         values=ctx.json,
         color=color,
         width=width,
+        # diff.relative for the text git would print here; --json values are the whole tree's.
+        relative=None if ctx.json else relative_to(ctx, repo),
     )
     for warning in warnings:
         ctx.warn(warning)
@@ -326,6 +328,7 @@ def run_log_detail(args: argparse.Namespace, ctx: CliContext, path: Path) -> int
         find_renames=args.find_renames,
         color=color,
         width=width,
+        relative=None if ctx.json else relative_to(ctx, repo),
     )
     for warning in review.warnings:
         ctx.warn(warning)
