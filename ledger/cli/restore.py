@@ -125,7 +125,10 @@ def register(
         "diff",
         parents=[common],
         help="what a restore to an entry would change",
-        description="Show what restoring ENTRY's files would change, as a stat or a patch.",
+        description="Show what restoring ENTRY's files would change: the files it would add, "
+        "change or delete (named as git diff --name-status names them), or with --patch what "
+        "git diff prints between the work tree now and ENTRY's point (nothing when nothing "
+        "differs). Never paged or coloured.",
     )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
