@@ -36,7 +36,9 @@ def register(
     p.add_argument(
         "session",
         metavar="SESSION",
-        help="a .jsonl path, a unique session id prefix, or @ (newest)",
+        nargs="?",
+        default="@",
+        help="a .jsonl path, a unique session id prefix, or @ (newest; the default)",
     )
     p.add_argument(
         "--lineage",
@@ -58,7 +60,9 @@ def register(
     p.add_argument(
         "session",
         metavar="SESSION",
-        help="a .jsonl path, a unique session id prefix, or @ (newest)",
+        nargs="?",
+        default="@",
+        help="a .jsonl path, a unique session id prefix, or @ (newest; the default)",
     )
     p.set_defaults(run=run_tree)
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest)"
-ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the leaf)"
+ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the branch's latest prompt)"
 
 
 class ConfirmationRequired(LedgerError):
@@ -125,11 +125,18 @@ def register(
         "diff",
         parents=[common],
         help="what a restore to an entry would change",
-        description="Show what restoring ENTRY's files would change, as a stat or a patch.",
+        description="Show what restoring ENTRY's files would change: the files it would add, "
+        "change or delete (named as git diff --name-status names them), or with --patch what "
+        "git diff prints between the work tree now and ENTRY's point (nothing when nothing "
+        "differs). Never paged or coloured.",
     )
     p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
     p.add_argument("entry", metavar="ENTRY", help=ENTRY_HELP)
-    p.add_argument("--patch", action="store_true", help="print a unified diff")
+    p.add_argument(
+        "--patch",
+        action="store_true",
+        help="print the unified diff git diff prints between the two trees",
+    )
     p.set_defaults(run=run_diff)
 
 
@@ -208,9 +215,10 @@ def check_interrupted(ctx: CliContext, engine: Engine, *, refuse: bool, wait: bo
 
 
 def resolve_entry_name(engine: Engine, name: str) -> str:
-    from ledger.session.discovery import resolve_entry
+    """ENTRY, ``@`` included, as every command reads it (:func:`ledger.cli.review.resolve_entry_name`)."""
+    from ledger.cli.review import resolve_entry_name as resolve
 
-    return resolve_entry(engine.session(), name)
+    return resolve(engine.session(), name)
 
 
 def confirm(ctx: CliContext, args: argparse.Namespace, action: str, plan_text: str) -> None:
@@ -503,7 +511,9 @@ def run_checkpoint(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
 
     engine = open_engine(ctx, args.session)
-    entry = resolve_entry_name(engine, args.entry) if args.entry else None
+    # `@` is the default here (binding the snapshot of now to the latest prompt's user entry
+    # would replace the point before that prompt).
+    entry = resolve_entry_name(engine, args.entry) if args.entry not in (None, "@") else None
     check_interrupted(ctx, engine, refuse=False, wait=False)  # its capture takes the lock anyway
     report = operations.checkpoint(engine, entry)
     ctx.emit(
@@ -517,17 +527,21 @@ def run_diff(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.engine import operations
 
     engine = open_engine(ctx, args.session)
+    from ledger.cli.review import diff_list_lines, relative_to
+
     entry = resolve_entry_name(engine, args.entry)
-    report = operations.diff(engine, entry, patch=args.patch)
+    relative = relative_to(ctx, engine.repo) if args.patch and not ctx.json else None
+    report = operations.diff(engine, entry, patch=args.patch, relative=relative)
     if report.patch is not None and not ctx.json:
-        ctx.emit(None, report.patch or "(no differences)")
+        if report.patch:  # git diff prints nothing when nothing differs
+            ctx.emit(None, report.patch)
         return 0
     ctx.emit(
         report.to_json(),
         lambda: "\n".join(
             [
                 f"restoring entry {entry} (snapshot {_short(report.target)}) would change {_summary(report)}",
-                *plan_lines(report),
+                *diff_list_lines(engine.repo, report.added, report.modified, report.deleted),
             ]
         ),
     )

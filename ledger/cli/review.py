@@ -1,12 +1,18 @@
-"""``rewind show`` and ``rewind report``, and the diff options, pager and colour rules that
-``rewind log`` shares.
+"""``rewind show`` and ``rewind report``, the diff options, pager and colour rules that
+``rewind log`` shares, and the text of ``rewind diff`` (run by :mod:`ledger.cli.restore`).
 
 Why it exists: formatting only. The steps, diffs and the HTML page come from
 :mod:`ledger.review`; this module resolves names, decides colour as git does (``--color=WHEN``,
 else git's ``color.diff``, else ``color.ui``, else ``auto``: only on a terminal, and never with
 ``NO_COLOR`` or ``TERM=dumb``) and pipes long text through a pager on a terminal as git does
-(``GIT_PAGER``, else ``PAGER``, else ``less`` with ``LESS=FRX`` unless ``LESS`` is set). The
-``--stat`` width is git's: ``COLUMNS``, else the terminal's width, else 80.
+(:func:`pager_command`: ``GIT_PAGER``, else ``pager.<command>``, else ``core.pager``, else
+``PAGER``, else ``less`` with ``LESS=FRX`` unless ``LESS`` is set; ``pager.<command>`` false, an
+empty command or ``cat``: no pager). The ``--stat`` width is git's: ``COLUMNS``, else the
+terminal's width, else 80.
+
+ENTRY ``@`` means the same in every command that takes an ENTRY (:func:`resolve_entry_name`):
+the branch's latest prompt (its user entry). The leaf itself is, after every prompt, one of
+rewind's own records, which has no rewind point.
 
 Invariants: read-only on the repository and the sessions; ``report`` writes only its output file
 (atomically, through a temporary file next to it). ``--json`` never pages and never colours.
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
     from typing import IO
 
     from ledger.git.repo import GitRepo
+    from ledger.session.model import Session
 
 SESSION_HELP = "a .jsonl path, a unique session id prefix, or @ (newest; the default)"
 ENTRY_HELP = "an entry id, a unique prefix of one, or @ (the branch's latest prompt; the default)"
@@ -60,7 +67,7 @@ def register(
         description="Write one self-contained HTML page (no network, no external assets): the "
         "session's branch as a timeline of prompts and turns with their diffs.",
     )
-    p.add_argument("session", metavar="SESSION", help=SESSION_HELP)
+    p.add_argument("session", metavar="SESSION", nargs="?", default="@", help=SESSION_HELP)
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the .html file to write")
     p.add_argument("--lineage", action="store_true", default=True, help=argparse.SUPPRESS)
     p.add_argument(
@@ -180,15 +187,50 @@ def terminal_width(ctx: CliContext) -> int:
     return 80
 
 
+def pager_command(repo: GitRepo | None, command: str) -> str | None:
+    """The pager git would run for ``git <command>`` (git's ``git_pager`` and
+    ``check_pager_config``), or ``None`` for no pager: ``GIT_PAGER`` when set; else
+    ``pager.<command>`` when it names a program; else ``core.pager``; else ``PAGER``; else
+    ``less``. ``pager.<command>`` false turns paging off whatever the rest says (git never asks
+    the pager then); an empty command or ``cat`` means no pager."""
+    program: str | None = None
+    if repo is not None:
+        from ledger.git.repo import ConfigValues
+
+        config = ConfigValues(repo)
+        per_command = config.string(f"pager.{command}")
+        if per_command is not None:
+            value = per_command.strip().lower()
+            if value in ("false", "no", "off", "0", ""):
+                return None
+            if value not in ("true", "yes", "on", "1"):
+                program = per_command
+        if program is None:
+            program = config.string("core.pager")
+    # git: GIT_PAGER set (even empty) wins over the configuration; PAGER only when neither.
+    chosen = os.environ.get("GIT_PAGER")
+    if chosen is None:
+        chosen = program if program is not None else os.environ.get("PAGER", "less")
+    if chosen.strip() in ("", "cat"):
+        return None
+    return chosen
+
+
 @contextlib.contextmanager
-def paged(ctx: CliContext, args: argparse.Namespace) -> Iterator[None]:
-    """Send ``ctx.stdout`` through a pager while the block runs, when git would."""
+def paged(
+    ctx: CliContext,
+    args: argparse.Namespace,
+    repo: GitRepo | None = None,
+    command: str = "show",
+) -> Iterator[None]:
+    """Send ``ctx.stdout`` through a pager while the block runs, when git would run
+    ``git <command>`` through one (:func:`pager_command`; ``repo``: whose configuration)."""
     _tolerate_raw_bytes(ctx.stdout)
     if ctx.json or getattr(args, "no_pager", False) or not _isatty(ctx.stdout):
         yield
         return
-    command = os.environ.get("GIT_PAGER") or os.environ.get("PAGER") or "less"
-    if command.strip() in ("", "cat"):
+    pager = pager_command(repo, command)
+    if pager is None:
         yield
         return
     import subprocess
@@ -196,9 +238,10 @@ def paged(ctx: CliContext, args: argparse.Namespace) -> Iterator[None]:
     env = dict(os.environ)
     env.setdefault("LESS", "FRX")
     env.setdefault("LV", "-c")
+    env["GIT_PAGER_IN_USE"] = "true"  # as git sets it: a program run under it knows
     try:
         proc = subprocess.Popen(
-            command,
+            pager,
             shell=True,
             stdin=subprocess.PIPE,
             env=env,
@@ -236,15 +279,11 @@ def _tolerate_raw_bytes(stream: IO[str]) -> None:
 
 def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.review.show import render_step, show_entry
-    from ledger.session.discovery import resolve_entry
     from ledger.session.store import read_session
 
     path, repo = session_repo(ctx, args.session)
     session = read_session(path)
-    entry = resolve_entry(session, args.entry)
-    if args.entry == "@":  # the leaf is often a record: show the branch's latest prompt
-        prompts = [e.id for e in session.branch() if e.role == "user"]
-        entry = prompts[-1] if prompts else entry
+    entry = resolve_entry_name(session, args.entry)
     color = use_color(ctx, args, repo)
     width = terminal_width(ctx)
     review, warnings = show_entry(
@@ -256,13 +295,15 @@ def run_show(args: argparse.Namespace, ctx: CliContext) -> int:
         values=ctx.json,
         color=color,
         width=width,
+        # diff.relative for the text git would print here; --json values are the whole tree's.
+        relative=None if ctx.json else relative_to(ctx, repo),
     )
     for warning in warnings:
         ctx.warn(warning)
     if ctx.json:
         ctx.emit(review.to_json(args.detail), "")
         return 0
-    with paged(ctx, args):
+    with paged(ctx, args, repo, "show"):
         ctx.stdout.write(render_step(review, args.detail, color=color, width=width))
         ctx.stdout.flush()
     return 0
@@ -287,6 +328,7 @@ def run_log_detail(args: argparse.Namespace, ctx: CliContext, path: Path) -> int
         find_renames=args.find_renames,
         color=color,
         width=width,
+        relative=None if ctx.json else relative_to(ctx, repo),
     )
     for warning in review.warnings:
         ctx.warn(warning)
@@ -294,7 +336,7 @@ def run_log_detail(args: argparse.Namespace, ctx: CliContext, path: Path) -> int
         for item in review.reviews(args.detail):
             ctx.emit_line(item.to_json(args.detail), "")
         return 0
-    with paged(ctx, args):
+    with paged(ctx, args, repo, "log"):
         for chunk in log_text(review, args.detail, color=color, width=width):
             ctx.stdout.write(chunk)
         ctx.stdout.flush()
@@ -325,3 +367,53 @@ def run_report(args: argparse.Namespace, ctx: CliContext) -> int:
 def counted(n: int, noun: str) -> str:
     """``1 prompt``, ``2 prompts``, ``0 prompts``."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# --- ENTRY @ and rewind diff ----------------------------------------------------------------------
+
+
+def resolve_entry_name(session: Session, name: str) -> str:
+    """ENTRY as every command reads it: an entry id or a unique prefix of one; ``@``: the
+    branch's latest prompt (its user entry), or the leaf when the branch has no prompt yet.
+
+    Not the leaf itself: after every prompt the leaf is one of rewind's own records, which has
+    no rewind point, so ``rewind diff @ @`` and ``rewind restore @ @`` would always refuse."""
+    from ledger.session.discovery import NEWEST, resolve_entry
+
+    if name == NEWEST:
+        prompts = [e.id for e in session.branch() if e.role == "user"]
+        if prompts:
+            return prompts[-1]
+    return resolve_entry(session, name)
+
+
+def relative_to(ctx: CliContext, repo: GitRepo) -> str | None:
+    """``diff.relative``'s prefix for a diff printed from ``ctx.cwd`` (see
+    :func:`ledger.review.diff.relative_prefix`)."""
+    from ledger.git.repo import ConfigValues
+    from ledger.review.diff import relative_prefix
+
+    return relative_prefix(ConfigValues(repo), repo.root, str(ctx.cwd))
+
+
+def diff_list_lines(
+    repo: GitRepo, added: list[str], modified: list[str], deleted: list[str]
+) -> list[str]:
+    """``  A name`` lines of ``rewind diff``: each name quoted exactly as ``git diff
+    --name-status`` quotes it under the user's ``core.quotePath`` (default on: bytes from 0x80
+    up as octal escapes; off: as they are); a control character, ``"`` or ``\\`` always
+    quoted, so a name can never break or forge a line."""
+    from ledger.git.repo import ConfigValues
+    from ledger.quoting import quote_c_style
+
+    quote_path = ConfigValues(repo).boolean("core.quotePath") is not False
+
+    def quoted(name: str) -> str:
+        return quote_c_style(name, quote_path=quote_path)
+
+    lines = (
+        [f"  A {quoted(p)}" for p in added]
+        + [f"  M {quoted(p)}" for p in modified]
+        + [f"  D {quoted(p)}" for p in deleted]
+    )
+    return lines or ["  (no file changes)"]

@@ -358,17 +358,21 @@ class DiffReport:
         return payload
 
 
-def diff(engine: Engine, entry_id: str, *, patch: bool = False) -> DiffReport:
-    """What a restore to ``entry_id`` would change in the work tree."""
+def diff(
+    engine: Engine, entry_id: str, *, patch: bool = False, relative: str | None = None
+) -> DiffReport:
+    """What a restore to ``entry_id`` would change in the work tree; ``patch``: the text
+    ``git diff <now> <target>`` prints under the user's settings (``relative``: the
+    ``diff.relative`` prefix of the caller's directory)."""
     _entry(engine, entry_id)
     target = _point(engine, entry_id)
     plan = plan_for(engine, target)
     text = None
     if patch:
-        from ledger.git.trees import patch as make_patch
+        from ledger.review.diff import GitDiffer
 
-        text = make_patch(
-            engine.repo, plan.current_tree, engine.repo.tree_of(target) or plan.target_tree
+        text = GitDiffer(engine.repo, relative=relative).text(
+            plan.current_tree, engine.repo.tree_of(target) or plan.target_tree, "patch"
         )
     return DiffReport(
         entry_id, target, list(plan.added), list(plan.modified), list(plan.deleted), text

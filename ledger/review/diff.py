@@ -15,8 +15,11 @@ Two ways, one per need:
   same process's ``--raw --numstat -z`` output, so the counts agree with the text. The diff
   settings ``git diff`` reads and ``git diff-tree`` does not (``diff.context``,
   ``diff.interHunkContext``, ``diff.algorithm``, ``diff.indentHeuristic``, ``diff.noprefix``,
-  ``diff.statGraphWidth``) are passed as options (:func:`porcelain_options`). A process costs a
-  few milliseconds; libgit2 cannot give these bytes (measured: ``tools/bench_review.py``).
+  ``diff.statGraphWidth``, ``diff.orderFile``; ``diff.colorMoved`` when coloured) are passed as
+  options (:func:`porcelain_options`); ``diff.relative`` depends on the caller's directory, so
+  the caller passes it (``GitDiffer(relative=…)``, every format alike so that the values and the
+  text name the same files). A process costs a few milliseconds; libgit2 cannot give these
+  bytes (measured: ``tools/bench_review.py``).
 - :func:`diff_trees` without a patch computes values in-process with libgit2
   (:func:`ledger.git.treediff.diff_values`), for callers that only need counts and should not
   spawn a process (the restore preview). libgit2's patch text is never used: it differs from
@@ -241,10 +244,12 @@ _STATUS_LETTER = {
 _FMT_MASK = 0o170000
 
 
-def porcelain_options(config: ConfigValues) -> tuple[list[str], list[tuple[str, str]]]:
+def porcelain_options(
+    config: ConfigValues, root: str | os.PathLike[str] | None = None
+) -> tuple[list[str], list[tuple[str, str]]]:
     """The options and ``-c`` settings that make ``git diff-tree`` print what ``git diff``
     prints under this configuration (settings only the porcelain reads); invalid values are
-    ignored as if unset."""
+    ignored as if unset. ``root``: the work tree, where a relative ``diff.orderFile`` starts."""
     args: list[str] = []
     context = config.integer("diff.context")
     if context is not None and context >= 0:
@@ -265,10 +270,55 @@ def porcelain_options(config: ConfigValues) -> tuple[list[str], list[tuple[str, 
         args.append("--no-indent-heuristic")
     if config.boolean("diff.noprefix"):
         args.append("--no-prefix")
+    order = order_file(config, root)
+    if order is not None:
+        args.append(f"-O{order}")
     quote = config.boolean("core.quotePath")
     # The git runner turns core.quotePath off for its own commands; a later -c wins.
     settings = [("core.quotePath", "false" if quote is False else "true")]
     return args, settings
+
+
+def order_file(config: ConfigValues, root: str | os.PathLike[str] | None) -> str | None:
+    """``diff.orderFile`` as ``git diff`` reads it: ``~`` expanded, a relative name from the top
+    of the work tree; ``None`` when unset or empty. A file that cannot be read makes git fail,
+    as ``git diff`` does."""
+    value = config.string("diff.orderFile")
+    if not value:
+        return None
+    path = os.path.expanduser(value)
+    if not os.path.isabs(path) and root is not None:
+        path = os.path.join(root, path)
+    return path
+
+
+_COLOR_MOVED = ("no", "default", "plain", "blocks", "zebra", "dimmed-zebra", "dimmed_zebra")
+
+
+def color_moved(config: ConfigValues) -> str | None:
+    """``diff.colorMoved`` as a ``--color-moved`` mode (a boolean: ``default`` or ``no``);
+    ``None`` when unset or invalid (git's default: no moved-line colours)."""
+    raw = config.string("diff.colorMoved")
+    if raw is None:
+        return None
+    value = raw.strip().lower()
+    if value in _COLOR_MOVED:
+        return value
+    flag = config.boolean("diff.colorMoved")
+    return None if flag is None else ("default" if flag else "no")
+
+
+def relative_prefix(config: ConfigValues, root: str | os.PathLike[str], cwd: str) -> str | None:
+    """The ``--relative`` prefix ``git diff`` would use from ``cwd``: with ``diff.relative``
+    true and ``cwd`` a directory below the work tree's top, that directory (``sub/dir/``);
+    else ``None`` (all of the tree, names from the top)."""
+    if not config.boolean("diff.relative"):
+        return None
+    top = os.path.realpath(root)
+    here = os.path.realpath(cwd)
+    if here == top or not here.startswith(top.rstrip(os.sep) + os.sep):
+        return None
+    return os.path.relpath(here, top).replace(os.sep, "/") + "/"
 
 
 class GitDiffer:
@@ -286,11 +336,15 @@ class GitDiffer:
         find_renames: bool = False,
         color: bool = False,
         width: int = 80,
+        relative: str | None = None,
     ) -> None:
         self.repo = repo
         self.find_renames = find_renames
         self.color = color
         self.width = max(1, width)
+        self.relative = relative
+        """``--relative=<prefix>`` for every format (:func:`relative_prefix`), or ``None``."""
+        self._color_moved: str | None = None
         self._trees: dict[str | None, str] = {}
         self._cache: dict[tuple[str, bool, str, str], bytes] = {}
         self._options: tuple[list[str], list[tuple[str, str]]] | None = None
@@ -307,8 +361,9 @@ class GitDiffer:
     def _porcelain(self) -> tuple[list[str], list[tuple[str, str]]]:
         if self._options is None:
             config = ConfigValues(self.repo)
-            self._options = porcelain_options(config)
+            self._options = porcelain_options(config, self.repo.root)
             self._graph_width = config.integer("diff.statGraphWidth")
+            self._color_moved = color_moved(config)
         return self._options
 
     def fetch(
@@ -327,7 +382,11 @@ class GitDiffer:
 
         args, settings = self._porcelain()
         options = [*args, "--find-renames" if self.find_renames else "--no-renames"]
+        if self.relative:
+            options.append(f"--relative={self.relative}")
         options.append("--color=always" if color else "--no-color")
+        if color and self._color_moved is not None:
+            options.append(f"--color-moved={self._color_moved}")
         if fmt == "stat":
             options.append(f"--stat={self.width}")
             if self._graph_width is not None and self._graph_width > 0:
@@ -485,8 +544,11 @@ __all__ = [
     "GitDiffer",
     "Pending",
     "TreeDiff",
+    "color_moved",
     "diff_trees",
     "format_stat",
+    "order_file",
     "porcelain_options",
+    "relative_prefix",
     "shortstat",
 ]

@@ -80,6 +80,8 @@ class Review:
     warnings: list[str] = field(default_factory=list)
     color: bool = False
     width: int = 80
+    relative: str | None = None
+    """``diff.relative``'s prefix (:func:`ledger.review.diff.relative_prefix`) or ``None``."""
     _differ: GitDiffer | None = None
     _batched: set[tuple[Format, bool]] = field(default_factory=set)
 
@@ -87,7 +89,11 @@ class Review:
     def differ(self) -> GitDiffer:
         if self._differ is None:
             self._differ = GitDiffer(
-                self.repo, find_renames=self.find_renames, color=self.color, width=self.width
+                self.repo,
+                find_renames=self.find_renames,
+                color=self.color,
+                width=self.width,
+                relative=self.relative,
             )
         return self._differ
 
@@ -140,6 +146,7 @@ def open_review(
     reader: LineageReader | None = None,
     color: bool = False,
     width: int = 80,
+    relative: str | None = None,
 ) -> Review:
     """The session at ``path`` with its steps along the branch ending at ``leaf_id``."""
     reader = reader or LineageReader()
@@ -149,7 +156,14 @@ def open_review(
     points = branch_points(chain, repo.commit_exists, own_only=not lineage)
     steps = branch_steps(start.session, points, leaf_id=leaf_id)
     return Review(
-        repo, start.session, steps, find_renames, list(chain.warnings), color=color, width=width
+        repo,
+        start.session,
+        steps,
+        find_renames,
+        list(chain.warnings),
+        color=color,
+        width=width,
+        relative=relative,
     )
 
 
@@ -181,9 +195,11 @@ def show_entry(
     values: bool = True,
     color: bool = False,
     width: int = 80,
+    relative: str | None = None,
 ) -> tuple[StepReview, list[str]]:
     """The step of one user or assistant entry with its diff: the values (``values``) and
-    git's text of ``detail`` (also coloured when ``color``)."""
+    git's text of ``detail`` (also coloured when ``color``); ``relative``: only the files below
+    that directory, named from it (``diff.relative``), values and text alike."""
     reader = LineageReader()
     session = reader.load(path, full=True).session
     assert session is not None
@@ -195,6 +211,7 @@ def show_entry(
         reader=reader,
         color=color,
         width=width,
+        relative=relative,
     )
     step = step_for(review.steps, entry_id)
     if step is None:
