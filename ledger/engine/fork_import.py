@@ -51,7 +51,26 @@ def import_fork(engine: EngineContext, parent_file: str, result: EventResult) ->
     undo = pending.undo if pending.undo and repo.commit_exists(pending.undo) else None
     engine.append_op(current=pending.current, undo=undo)
     if undo is not None:
-        result.show(M.PANEL_FORK_RESTORED, M.UNDO_HINT)
+        result.show(*_fork_panel(engine, undo, pending.current), M.UNDO_HINT)
+
+
+def _fork_panel(engine: EngineContext, undo: str, current: str) -> list[str]:
+    """The panel's lines for what the fork's restore changed (undo → current); the bare line
+    when the trees cannot be read (a courtesy: the import itself is done)."""
+    from ledger.git.trees import diff_trees
+
+    try:
+        added, modified, deleted = diff_trees(engine.repo, undo, current)
+    except (LedgerError, OSError):
+        return [M.PANEL_FORK_RESTORED]
+    return M.panel_fork_restored(_Changed(added, modified, deleted))
+
+
+class _Changed:
+    """A restore's changed paths, as the panel words read them (:func:`M.changes`)."""
+
+    def __init__(self, added: tuple[str, ...], modified: tuple[str, ...], deleted: tuple[str, ...]):
+        self.added, self.modified, self.deleted = added, modified, deleted
 
 
 __all__ = ["import_fork"]

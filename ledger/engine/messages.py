@@ -90,6 +90,12 @@ def panel_undone(
     return [f"Rewind: {head}: {changes(plan)}; {stay}", *named(plan), *back]
 
 
+def panel_fork_restored(plan: object) -> list[str]:
+    """What the fork's restore did, in the child session: the counts and the files, as every
+    other panel gives them (issue 35)."""
+    return [f"{PANEL_FORK_RESTORED}: {changes(plan)}", *named(plan)]
+
+
 def panel_state(plan: object, state: str, *, stay: str) -> list[str]:
     """What restoring the state before a past operation did (``/rewind``'s earlier file states,
     ``rewind undo --to OP``); ``state``: ``Files before rewinding to "edit a" (10:42)``."""

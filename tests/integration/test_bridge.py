@@ -144,7 +144,8 @@ def test_fork_restore_all_hands_its_state_to_the_child(pi: FakePi) -> None:
         assert reply.status == "◆ 4 points / 3 snapshots", (
             "D14: the footer counts points through lineage"
         )
-        assert reply.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
+        # What the fork's restore changed, with counts and names, as every panel says it.
+        assert reply.panel == [f"{M.PANEL_FORK_RESTORED}: 1 added", "  A a.txt", M.UNDO_HINT]
         (op,) = child.custom(OP)
         assert (
             op["snapshots"][op["current"]] == pending["current"]

@@ -179,7 +179,8 @@ def test_fork_restore_all_hands_the_undo_to_the_child(
         "current": 0,
         "undo": 1,
     }
-    assert started.panel == [M.PANEL_FORK_RESTORED, M.UNDO_HINT]
+    # What the fork's restore changed, with counts and names, as every panel says it.
+    assert started.panel == [f"{M.PANEL_FORK_RESTORED}: 1 modified", "  M notes.txt", M.UNDO_HINT]
 
 
 def test_panels_say_what_each_tree_action_did(agent: Agent) -> None:
