@@ -163,8 +163,12 @@ def test_the_interactive_rewind_screen_names_the_other_sessions_files_and_greys_
     # The reason names the session by its id's tail (the row may be cut at the screen's edge).
     assert re.search(rf"not offered: a turn of session .*?…{second_id[-8:]}\)", screen), screen
     assert (project / "b.txt").exists()
-    close_rewind(tui)
+    # Left open, the preview follows B's turn as it ends: the restore is offered again.
     second.wait_idle()
+    screen = tui.wait_for("not offered: a turn of session", "(turn running)", gone=True, timeout=30)
+    assert "→ Restore files only (keep the conversation)" in screen, screen
+    assert "(still running) will be overwritten" in " ".join(screen.split()), screen
+    close_rewind(tui)
     assert (project / "b.txt").exists(), "nothing was restored"
 
 

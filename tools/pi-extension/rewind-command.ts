@@ -247,6 +247,9 @@ class RewindOverlay {
 	private busy = false;
 	/** What the user typed in the list: rows whose prompt text, label or file names hold it. */
 	private query = "";
+	/** The next refresh of an open preview that names another session's running turn. */
+	private follow: ReturnType<typeof setTimeout> | undefined;
+	private closed = false;
 
 	constructor(
 		private readonly list: PointList,
@@ -282,9 +285,9 @@ class RewindOverlay {
 		if (this.busy) return;
 		if (this.view === "diff") return this.onDiffKey(data);
 		if (this.view === "preview") return this.onPreviewKey(data);
-		if (matchesKey(data, "ctrl+c")) return this.done(undefined);
+		if (matchesKey(data, "ctrl+c")) return this.finish(undefined);
 		if (matchesKey(data, "escape")) {
-			if (!this.query) return this.done(undefined);
+			if (!this.query) return this.finish(undefined);
 			this.query = ""; // Esc clears the filter first, then closes
 			this.cursor = 0;
 			return this.redraw();
@@ -303,7 +306,7 @@ class RewindOverlay {
 		} else if (matchesKey(data, "return") || matchesKey(data, "enter")) {
 			const item = items[this.cursor];
 			if (!item) return;
-			if (item.kind === "undo") return this.done({ action: "undo" });
+			if (item.kind === "undo") return this.finish({ action: "undo" });
 			if (item.kind === "state") void this.openPreview(item.state.label, { operation: item.state.operation });
 			else void this.openPreview(item.point.text, { entryId: item.point.entryId });
 			return;
@@ -328,12 +331,57 @@ class RewindOverlay {
 			this.previewCursor = preview.files.length; // the first action
 			this.view = "preview";
 			this.message = "";
+			this.followTurn();
 		} catch (err) {
 			this.message = `Rewind: ${err instanceof Error ? err.message : String(err)}`;
 		} finally {
 			this.busy = false;
 			this.redraw();
 		}
+	}
+
+	/** End the overlay with `decision` (no refresh runs after it). */
+	private finish(decision: Decision): void {
+		this.dispose();
+		this.done(decision);
+	}
+
+	/** While the open preview names another session's running turn (its files "turn running",
+	 * its restores not offered during "a turn of session …"), ask for it again every
+	 * FOLLOW_MS, so it changes as that turn ends, as the files do (issue 35). */
+	private followTurn(): void {
+		clearTimeout(this.follow);
+		this.follow = undefined;
+		const shown = this.preview;
+		if (!shown || this.closed || this.view === "list") return;
+		const text = JSON.stringify(shown);
+		if (!text.includes("turn running") && !text.includes("a turn of session")) return;
+		const timer = setTimeout(() => void this.refreshPreview(shown), FOLLOW_MS);
+		timer.unref?.(); // never keeps Pi running
+		this.follow = timer;
+	}
+
+	private async refreshPreview(shown: Preview): Promise<void> {
+		this.follow = undefined;
+		if (this.closed || this.preview !== shown || this.view === "list") return;
+		if (this.busy) return this.followTurn(); // a diff is loading: next time
+		const payload: Json = shown.operation ? { operation: shown.operation } : { entryId: shown.entryId };
+		try {
+			const fresh = (await this.fetch("rewind_preview", payload))?.preview as Preview | undefined;
+			if (fresh && !this.closed && this.preview === shown) {
+				// The cursor stays on the same action (or file row) when the file list changes.
+				const onAction = this.previewCursor >= shown.files.length;
+				const rows = fresh.files.length + fresh.actions.length;
+				this.previewCursor = onAction
+					? fresh.files.length + Math.min(this.previewCursor - shown.files.length, fresh.actions.length - 1)
+					: Math.min(this.previewCursor, Math.max(0, rows - 1));
+				this.preview = fresh;
+				this.redraw();
+			}
+		} catch {
+			// A courtesy: the preview stays as it was; the next real action asks again.
+		}
+		this.followTurn();
 	}
 
 	private onPreviewKey(data: string): void {
@@ -353,11 +401,11 @@ class RewindOverlay {
 			}
 			const action = preview.actions[this.previewCursor - preview.files.length];
 			if (!action) return;
-			if (action.id === "cancel") return this.done(undefined);
+			if (action.id === "cancel") return this.finish(undefined);
 			if (!action.available) {
 				this.message = `Not offered: ${action.why ?? "no rewind point"}`;
 			} else {
-				return this.done({ action: action.id, entryId: preview.operation ?? preview.entryId });
+				return this.finish({ action: action.id, entryId: preview.operation ?? preview.entryId });
 			}
 		}
 		this.redraw();
@@ -518,7 +566,10 @@ class RewindOverlay {
 	}
 
 	invalidate(): void {}
-	dispose(): void {}
+	dispose(): void {
+		this.closed = true;
+		clearTimeout(this.follow);
+	}
 }
 
 async function run(
@@ -600,6 +651,8 @@ async function open(bridge: RewindBridge, ctx: ExtensionContext, command: Extens
 }
 
 const DEFAULT_KEY = "alt+r";
+/** How often an open preview that names another session's running turn is asked for again. */
+const FOLLOW_MS = 1000;
 /** The widget that says how to run an action a shortcut could not (see `run`). */
 const HINT_KEY = "rewind-hint";
 
