@@ -995,8 +995,11 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	pi.on("turn_start", async (e, ctx) => {
 		await bridge.send("turn_start", { turnIndex: e.turnIndex }, ctx);
 	});
-	pi.on("message_end", async (e, ctx) => {
-		await bridge.send("message_end", { role: e.message?.role ?? null }, ctx);
+	pi.on("message_end", (e, ctx) => {
+		// Sent, not awaited: the bridge does nothing at message_end that Pi must wait for (the
+		// entry is written after it; turn_end binds it), and the queue keeps it before the
+		// turn_end that follows. Six of a prompt's fourteen round trips (issue 34, per prompt).
+		void bridge.send("message_end", { role: e.message?.role ?? null }, ctx);
 		return undefined; // never replace the message
 	});
 	pi.on("turn_end", async (e, ctx) => {
