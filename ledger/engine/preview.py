@@ -339,19 +339,27 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
     """Fill ``result`` with the restore plan to ``target``: counts, warnings, each file with its
     line counts and whose work it holds; the reason when the plan refuses (then nothing else)."""
     from ledger.engine.preview_lines import Counting
+    from ledger.engine.preview_walk import composed_changes
     from ledger.git.restore.plan import build_plan, resolve_commit
 
     # The plan a restore would make, from one capture, but never handed to a restore (issue 34:
     # a preview ≤ 200 ms): no re-check stamp (only a restore reuses its scan), and the checked
-    # tree walk of an earlier preview of the same two trees is reused
-    # (:mod:`ledger.git.restore.checked_walks`); every other check runs as for a restore, so
-    # the refusals shown are the restore's. git counts the lines meanwhile (its own numbers:
+    # tree walk of an earlier preview of the same two trees is reused, or the changes are
+    # composed from the list's neighbouring diffs (:mod:`ledger.engine.preview_walk`) and the
+    # target's side checked as the walk would (:mod:`ledger.git.restore.checked_walks`); every
+    # other check runs as for a restore, so the refusals shown are the restore's. git counts the lines meanwhile (its own numbers:
     # :mod:`ledger.engine.preview_lines`).
     try:
         commit = resolve_commit(engine.repo, target)
         captured = _capture(engine)
-        counting = Counting(engine.repo, captured.tree, str(commit.tree_id))
-        plan = build_plan(engine.repo, commit, captured, for_preview=True)
+        target_tree = str(commit.tree_id)
+        counting = Counting(engine.repo, captured.tree, target_tree)
+        known = (
+            composed_changes(engine, captured.tree, target_tree, result.entry)
+            if result.operation is None and captured.tree != target_tree
+            else None
+        )
+        plan = build_plan(engine.repo, commit, captured, for_preview=True, known=known)
     except LedgerError as exc:
         result.refused = exc.message
         return exc.message

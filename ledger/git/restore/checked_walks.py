@@ -22,13 +22,21 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from operator import itemgetter
 
 import pygit2
+from pygit2.enums import FileMode, ObjectType
 
-from ledger.git.trees import Change
+from ledger.git.tree_names import Problem
+from ledger.git.tree_records import plainly_safe, records
+from ledger.git.trees import Change, TreeReader
+
+TREE = FileMode.TREE
+_NAME = itemgetter(1)
 
 PAIRS = 16
 CHANGES = 200_000
@@ -76,6 +84,52 @@ def keep(
             _held -= len(dropped)
 
 
+def verified(
+    repo: pygit2.Repository, new: str, changes: Sequence[Change], ignore_case: bool
+) -> bool:
+    """Whether the checked walk to the tree ``new`` would find no problem, given the leaf
+    ``changes`` it would return (computed elsewhere: the ``/rewind`` list's neighbouring
+    diffs, :mod:`ledger.engine.preview_walk`).
+
+    The checked walk judges each target-side level it reads: the levels of ``new`` at the
+    directories above a changed path. Each of those levels is read here and judged the same
+    way: plainly safe (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by
+    the walk's own reader and rules (:class:`ledger.git.trees.TreeReader`). With no problem the
+    walk's entries are the canonical ones the neighbouring diffs hold. Anything else (a missing
+    or corrupt level, a problem) is ``False``: the caller walks the trees and reports exactly
+    what the walk finds. For previews only (see the module)."""
+    below: dict[bytes, set[bytes]] = {}  # directory → the names of directories wanted in it
+    for change in changes:
+        parts = os.fsencode(change.path).split(b"/")
+        for i in range(1, len(parts)):
+            below.setdefault(b"/".join(parts[: i - 1]), set()).add(parts[i - 1])
+    reader = TreeReader(repo, ignore_case=ignore_case)
+    stack: list[tuple[bytes, str]] = [(b"", new)]
+    while stack:
+        where, oid = stack.pop()
+        try:
+            kind, data = repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        level = records(data) if kind == ObjectType.TREE else None
+        if level is None:
+            return False
+        if plainly_safe(level, ignore_case=ignore_case):
+            named = dict(zip(map(_NAME, level), level, strict=True))
+            found = [named.get(name) for name in below.get(where, ())]
+            trees = [(r[1], r[2].hex()) for r in found if r is not None and int(r[0], 8) == TREE]
+        else:
+            problems: list[Problem] = []
+            entries = reader.entries(oid, where + b"/" if where else b"", problems)
+            if problems:
+                return False
+            wanted = below.get(where, set())
+            trees = [(n, e.oid) for n, e in entries.items() if n in wanted and e.mode == TREE]
+        for name, tree in trees:
+            stack.append((where + b"/" + name if where else name, tree))
+    return True
+
+
 def forget() -> None:
     """Drop every kept walk (tests)."""
     global _held
@@ -84,4 +138,4 @@ def forget() -> None:
         _held = 0
 
 
-__all__ = ["CHANGES", "PAIRS", "forget", "keep", "shown"]
+__all__ = ["CHANGES", "PAIRS", "forget", "keep", "shown", "verified"]
