@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ledger.engine.ownership import branch_prompts, recorded_changes
@@ -63,26 +64,37 @@ def composed_changes(
     trees = chain_to(engine, entry_id)
     if trees is None or trees[-1] != target_tree:
         return None
-    first = leaf_changes(engine.repo, trees[0], now)  # point → now: old is the point's
+    first = leaf_changes(engine.repo, trees[0], now)
     if first is None:
         return None
-    ends: dict[str, list[Entry | None]] = {c.path: [c.new, c.old] for c in first}
+    steps: list[list[Change]] = []
     newer = trees[0]
     for older in trees[1:]:
-        if older == newer:
-            continue
-        step = recorded_changes(engine, older, newer)
-        if not step:
-            return None  # a failed diff looks like this: walk the trees instead
+        if older != newer:
+            step = recorded_changes(engine, older, newer)
+            if not step:
+                return None  # a failed diff looks like this: walk the trees instead
+            steps.append(step)
+        newer = older
+    return compose(first, steps)
+
+
+def compose(first: Sequence[Change], steps: Iterable[Sequence[Change]]) -> list[Change]:
+    """The leaf changes from the newest tree to the oldest of a chain, given ``first``, the
+    changes from the chain's first tree (old side) to the newest (new side), and ``steps``,
+    each from the next older tree to the previous one: a path's entry at the newest end is
+    its newer side where it first appears, at the oldest end its older side where it last
+    appears; it is a change when the two differ. Sorted by path bytes."""
+    ends: dict[str, list[Entry | None]] = {c.path: [c.new, c.old] for c in first}
+    for step in steps:
         for change in step:
             found = ends.get(change.path)
             if found is None:
-                ends[change.path] = [change.new, change.old]  # unchanged from here to now
+                ends[change.path] = [change.new, change.old]  # unchanged from here to the newest
             else:
                 found[1] = change.old
-        newer = older
     paths = sorted((p for p, (a, b) in ends.items() if a != b), key=os.fsencode)
     return [Change(p, ends[p][0], ends[p][1]) for p in paths]
 
 
-__all__ = ["chain_to", "composed_changes"]
+__all__ = ["chain_to", "compose", "composed_changes"]

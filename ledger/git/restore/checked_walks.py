@@ -32,11 +32,12 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from ledger.git.tree_names import Problem
-from ledger.git.tree_records import plainly_safe, records
+from ledger.git.tree_records import Record, plainly_safe, records, unique_names
 from ledger.git.trees import Change, TreeReader
 
 TREE = FileMode.TREE
 _NAME = itemgetter(1)
+_NONE: frozenset[bytes] = frozenset()
 
 PAIRS = 16
 CHANGES = 200_000
@@ -85,49 +86,72 @@ def keep(
 
 
 def verified(
-    repo: pygit2.Repository, new: str, changes: Sequence[Change], ignore_case: bool
+    repo: pygit2.Repository, old: str, new: str, changes: Sequence[Change], ignore_case: bool
 ) -> bool:
-    """Whether the checked walk to the tree ``new`` would find no problem, given the leaf
-    ``changes`` it would return (computed elsewhere: the ``/rewind`` list's neighbouring
-    diffs, :mod:`ledger.engine.preview_walk`).
+    """Whether the checked walk from the tree ``old`` to the tree ``new`` would find no problem
+    and return exactly ``changes`` (computed elsewhere: the ``/rewind`` list's neighbouring
+    diffs, :mod:`ledger.engine.preview_walk`). Only for two different trees.
 
-    The checked walk judges each target-side level it reads: the levels of ``new`` at the
-    directories above a changed path. Each of those levels is read here and judged the same
-    way: plainly safe (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by
-    the walk's own reader and rules (:class:`ledger.git.trees.TreeReader`). With no problem the
-    walk's entries are the canonical ones the neighbouring diffs hold. Anything else (a missing
-    or corrupt level, a problem) is ``False``: the caller walks the trees and reports exactly
-    what the walk finds. For previews only (see the module)."""
+    The walk judges each target-side level it reads: the levels of ``new`` at the directories
+    whose entries differ between the two trees. Here both trees are read down the directories
+    above a changed path only, and every other subdirectory of ``new`` must have the very same
+    record in ``old`` (else the walk would go down there too, e.g. into a subtree that differs
+    with no leaf change — an empty one, or one holding a name twice: ``False``). Each target
+    level read is judged as the walk judges it: plainly safe
+    (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by the walk's own
+    reader and rules (:class:`ledger.git.trees.TreeReader`); with no problem the walk's
+    entries are the canonical ones the neighbouring diffs hold. Anything else (a missing or
+    corrupt level, a name twice on the old side, a problem) is ``False``: the caller walks the
+    trees and reports exactly what the walk finds. For previews only (see the module)."""
     below: dict[bytes, set[bytes]] = {}  # directory → the names of directories wanted in it
     for change in changes:
         parts = os.fsencode(change.path).split(b"/")
         for i in range(1, len(parts)):
             below.setdefault(b"/".join(parts[: i - 1]), set()).add(parts[i - 1])
     reader = TreeReader(repo, ignore_case=ignore_case)
-    stack: list[tuple[bytes, str]] = [(b"", new)]
+    stack: list[tuple[bytes, str, str | None]] = [(b"", new, old)]
     while stack:
-        where, oid = stack.pop()
-        try:
-            kind, data = repo.odb.read(oid)
-        except (KeyError, ValueError, pygit2.GitError):
-            return False
-        level = records(data) if kind == ObjectType.TREE else None
+        where, new_id, old_id = stack.pop()
+        level = _records(repo, new_id)
         if level is None:
             return False
-        if plainly_safe(level, ignore_case=ignore_case):
-            named = dict(zip(map(_NAME, level), level, strict=True))
-            found = [named.get(name) for name in below.get(where, ())]
-            trees = [(r[1], r[2].hex()) for r in found if r is not None and int(r[0], 8) == TREE]
-        else:
+        if not plainly_safe(level, ignore_case=ignore_case):
             problems: list[Problem] = []
-            entries = reader.entries(oid, where + b"/" if where else b"", problems)
+            reader.entries(new_id, where + b"/" if where else b"", problems)
             if problems:
                 return False
-            wanted = below.get(where, set())
-            trees = [(n, e.oid) for n, e in entries.items() if n in wanted and e.mode == TREE]
-        for name, tree in trees:
-            stack.append((where + b"/" + name if where else name, tree))
+        wanted = below.get(where, _NONE)
+        subtrees = [r for r in level if int(r[0], 8) == TREE]
+        if not subtrees:
+            continue  # nothing below to read: the old side does not matter here
+        before = _records(repo, old_id) if old_id is not None else []
+        if before is None or not unique_names(before):
+            return False
+        shared = set(before)
+        named_before: dict[bytes, Record] | None = None
+        for found in subtrees:
+            name = found[1]
+            if found in shared:
+                if name in wanted:
+                    return False  # changes under a subtree both trees share: not these changes
+                continue  # the very same record: the walk does not go down there either
+            if name not in wanted:
+                return False  # a subdirectory the walk would read that no change lies under
+            if named_before is None:
+                named_before = dict(zip(map(_NAME, before), before, strict=True))
+            was = named_before.get(name)
+            was_tree = was[2].hex() if was is not None and int(was[0], 8) == TREE else None
+            stack.append((where + b"/" + name if where else name, found[2].hex(), was_tree))
     return True
+
+
+def _records(repo: pygit2.Repository, oid: str) -> list[Record] | None:
+    """A tree level's records, or ``None`` when it is missing, not a tree or corrupt."""
+    try:
+        kind, data = repo.odb.read(oid)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return records(data) if kind == ObjectType.TREE else None
 
 
 def forget() -> None:

@@ -175,7 +175,7 @@ def build_plan(
         walked is None
         and for_preview
         and known is not None
-        and checked_walks.verified(r, target_tree, known, ignore_case)
+        and checked_walks.verified(r, captured.tree, target_tree, known, ignore_case)
     ):
         walked = tuple(known)
         checked_walks.keep(r, captured.tree, target_tree, ignore_case, walked)
