@@ -354,12 +354,17 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
         captured = _capture(engine)
         target_tree = str(commit.tree_id)
         counting = Counting(engine.repo, captured.tree, target_tree)
-        known = (
-            composed_changes(engine, captured.tree, target_tree, result.entry)
-            if result.operation is None and captured.tree != target_tree
-            else None
+        plan = build_plan(
+            engine.repo,
+            commit,
+            captured,
+            for_preview=True,
+            known=(
+                (lambda: composed_changes(engine, captured.tree, target_tree, result.entry))
+                if result.operation is None
+                else None
+            ),
         )
-        plan = build_plan(engine.repo, commit, captured, for_preview=True, known=known)
     except LedgerError as exc:
         result.refused = exc.message
         return exc.message

@@ -37,6 +37,9 @@ from ledger.git.trees import Change, TreeReader
 
 TREE = FileMode.TREE
 _NAME = itemgetter(1)
+_MODE = itemgetter(0)
+_LEAF_MODES = frozenset({b"100644", b"100755", b"120000", b"160000"})
+"""The modes git writes for what is not a directory (any other spelling is looked at)."""
 _NONE: frozenset[bytes] = frozenset()
 
 PAIRS = 16
@@ -121,9 +124,9 @@ def verified(
             if problems:
                 return False
         wanted = below.get(where, _NONE)
+        if _LEAF_MODES.issuperset(map(_MODE, level)):
+            continue  # only files, links and gitlinks: nothing below to read, whatever the old side
         subtrees = [r for r in level if int(r[0], 8) == TREE]
-        if not subtrees:
-            continue  # nothing below to read: the old side does not matter here
         before = _records(repo, old_id) if old_id is not None else []
         if before is None or not unique_names(before):
             return False

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import pygit2
@@ -151,14 +151,14 @@ def build_plan(
     *,
     only: frozenset[str] | None = None,
     for_preview: bool = False,
-    known: Sequence[Change] | None = None,
+    known: Callable[[], Sequence[Change] | None] | None = None,
 ) -> RestorePlan:
     """The plan from ``captured`` to ``commit``; ``only`` limits it to those paths (rollback).
 
     ``for_preview``: the plan is only shown, never run (``/rewind``'s preview): the checked
-    tree walk of an earlier preview of the same two trees is reused, or ``known`` (the leaf
-    changes composed from the list's diffs, :mod:`ledger.engine.preview_walk`) once the
-    target's side of them is verified as the walk would check it
+    tree walk of an earlier preview of the same two trees is reused, or else what ``known``
+    gives (the leaf changes composed from the list's diffs, :mod:`ledger.engine.preview_walk`;
+    ``None``: walk) once they are verified against both trees as the walk would check them
     (:mod:`ledger.git.restore.checked_walks`). Every other check runs as for a restore, and a
     restore never passes it: its walk always reads the objects again."""
     r = repo.pygit2
@@ -171,14 +171,13 @@ def build_plan(
     walked = (
         checked_walks.shown(r, captured.tree, target_tree, ignore_case) if for_preview else None
     )
-    if (
-        walked is None
-        and for_preview
-        and known is not None
-        and checked_walks.verified(r, captured.tree, target_tree, known, ignore_case)
-    ):
-        walked = tuple(known)
-        checked_walks.keep(r, captured.tree, target_tree, ignore_case, walked)
+    if walked is None and for_preview and known is not None:
+        composed = known()
+        if composed is not None and checked_walks.verified(
+            r, captured.tree, target_tree, composed, ignore_case
+        ):
+            walked = tuple(composed)
+            checked_walks.keep(r, captured.tree, target_tree, ignore_case, walked)
     if walked is None:
         problems: list[Problem] = []
         changes = tree_changes(
