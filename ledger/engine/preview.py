@@ -338,11 +338,33 @@ def preview(engine: EngineContext, entry_id: str) -> Preview:
 def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None:
     """Fill ``result`` with the restore plan to ``target``: counts, warnings, each file with its
     line counts and whose work it holds; the reason when the plan refuses (then nothing else)."""
-    from ledger.git.restore.plan import plan_restore
-    from ledger.review.diff import GitDiffer
+    from ledger.engine.preview_lines import Counting
+    from ledger.engine.preview_walk import composed_changes
+    from ledger.git.restore.plan import build_plan, resolve_commit
 
+    # The plan a restore would make, from one capture, but never handed to a restore (issue 34:
+    # a preview ≤ 200 ms): no re-check stamp (only a restore reuses its scan), and the checked
+    # tree walk of an earlier preview of the same two trees is reused, or the changes are
+    # composed from the list's neighbouring diffs (:mod:`ledger.engine.preview_walk`) and the
+    # target's side checked as the walk would (:mod:`ledger.git.restore.checked_walks`); every
+    # other check runs as for a restore, so the refusals shown are the restore's. git counts the lines meanwhile (its own numbers:
+    # :mod:`ledger.engine.preview_lines`).
     try:
-        plan = plan_restore(engine.repo, target, engine.settings.snapshot)
+        commit = resolve_commit(engine.repo, target)
+        captured = _capture(engine)
+        target_tree = str(commit.tree_id)
+        counting = Counting(engine.repo, captured.tree, target_tree)
+        plan = build_plan(
+            engine.repo,
+            commit,
+            captured,
+            for_preview=True,
+            known=(
+                (lambda: composed_changes(engine, captured.tree, target_tree, result.entry))
+                if result.operation is None
+                else None
+            ),
+        )
     except LedgerError as exc:
         result.refused = exc.message
         return exc.message
@@ -350,11 +372,6 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
     result.counts = Counts(plan.added, plan.modified, plan.deleted)
     result.warnings = list(plan.warnings)
     touched = {*plan.added, *plan.modified, *plan.deleted}
-    # git's own counts (one process): a symlink↔file change is one entry with its lines, and
-    # text with control bytes is text, as `rewind diff` and `git diff --numstat` say. git runs
-    # while the authors are looked up.
-    differ = GitDiffer(engine.repo)
-    counting = differ.fetch_in_background([(plan.current_tree, plan.target_tree)], "files")
     authors = authors_of(
         engine,
         plan.current_tree,
@@ -369,12 +386,7 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
     by = {p: g.neighbour for g in result.others for p in g.paths}
     change = {**dict.fromkeys(plan.added, "A"), **dict.fromkeys(plan.modified, "M")}
     change.update(dict.fromkeys(plan.deleted, "D"))
-    counting.wait()
-    lines = {
-        f.path: f
-        for f in differ.diff(plan.current_tree, plan.target_tree, files=True, texts=()).files
-        if f.path in touched
-    }
+    lines = counting.wait()
     for path in [*plan.added, *plan.modified, *plan.deleted][:MAX_FILES]:
         f = lines.get(path)
         result.files.append(
