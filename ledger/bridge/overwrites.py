@@ -35,11 +35,11 @@ MAX_REMEMBERED = 4096
 def show_overwrites(state: BridgeState, outcome: Outcome) -> None:
     """Take this session's notices and put them into ``outcome`` (notices, panel) and the
     state (footer line, paths for the next prompt's note)."""
-    engine, presence = state.engine, state.presence
-    if engine is None or presence is None or state.passive:
+    git_dir, presence = state.git_dir, state.presence
+    if git_dir is None or presence is None or state.passive:
         return
     try:
-        taken = take(engine.repo.git_dir, presence.presence.session_id)
+        taken = take(git_dir, presence.presence.session_id)
     except OSError:
         return  # a courtesy: never fail an event for it
     lines: list[str] = []
