@@ -66,3 +66,12 @@ def test_an_unusual_start_is_left_to_the_full_start(
     assert quick_start.usual_start(str(root), agent) is None
     monkeypatch.setenv("GIT_DIR", str(root / ".git"))
     assert quick_start.usual_start(str(root), agent) is None
+
+
+def test_the_bridge_looks_for_notices_where_they_are_left(tmp_path: Path) -> None:
+    from ledger.bridge.overwrites import NOTICES_DIR
+    from ledger.git.private import private_dir
+    from ledger.overwrite_notices import NOTICES_DIR_NAME, addressee_dir
+
+    assert NOTICES_DIR == NOTICES_DIR_NAME
+    assert addressee_dir(tmp_path, "abc").parent == private_dir(tmp_path) / NOTICES_DIR
