@@ -71,9 +71,11 @@ def translate(path: str, from_root: Path, to_root: Path) -> str | None:
 
 def root_of(git_dir: Path) -> Path | None:
     """The directory whose files ``git_dir`` records (see :attr:`Member.root`)."""
+    git_dir = Path(git_dir)
+    if git_dir.name == ".git":  # never a shadow's (``GIT_SUBDIR``): no need to load pygit2
+        return Path(os.path.realpath(git_dir.parent))
     from ledger.git.shadow.layout import GIT_SUBDIR, served_directory
 
-    git_dir = Path(git_dir)
     if git_dir.name == GIT_SUBDIR:
         served = served_directory(git_dir.parent)
         if served is not None:
@@ -85,9 +87,11 @@ def root_of(git_dir: Path) -> Path | None:
 
 def scope(git_dir: Path) -> list[Member]:
     """This git directory first, then the overlapping shadows' (sorted by git dir)."""
+    git_dir = Path(git_dir)
+    if git_dir.name == ".git":  # a repository's own: no shadow overlaps it (as below)
+        return [Member(git_dir, root_of(git_dir), own=True)]
     from ledger.git.shadow.layout import GIT_SUBDIR, overlapping_shadows, served_directory
 
-    git_dir = Path(git_dir)
     served = served_directory(git_dir.parent) if git_dir.name == GIT_SUBDIR else None
     if served is None:
         return [Member(git_dir, root_of(git_dir), own=True)]
@@ -171,9 +175,11 @@ class ScopeView:
         return self._live
 
     def _scope(self, git_dir: Path) -> list[Member]:
+        git_dir = Path(git_dir)
+        if git_dir.name == ".git":  # never a shadow's: a spawned bridge's first answer does
+            return [Member(git_dir, None, own=True)]  # without pygit2 (bridge/quick_start.py)
         from ledger.git.shadow.layout import GIT_SUBDIR, served_directory
 
-        git_dir = Path(git_dir)
         if git_dir.name != GIT_SUBDIR or served_directory(git_dir.parent) is None:
             return [Member(git_dir, None, own=True)]
         mtime = _mtime(git_dir.parent.parent)  # the shadow root: a shadow made or removed

@@ -35,22 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.bridge.overwrites import prompt_note
 from ledger.bridge.protocol import EventMessage, EventName
-from ledger.bridge.rewind_events import (
-    chooser,
-    fork_refused,
-    rewind_apply,
-    rewind_diff,
-    rewind_intent,
-    rewind_list,
-    rewind_preview,
-)
-from ledger.bridge.state import BridgeState, Outcome
+from ledger.bridge.state import BridgeState, Outcome, PendingStart
 from ledger.errors import LedgerError, NotARepositoryError
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
 
+# The engine, pygit2 and the /rewind events are imported where used, not here: a spawned
+# bridge answers its first session_start without them (ledger/bridge/quick_start.py).
 if TYPE_CHECKING:
     from ledger.engine.engine import Choose, Engine, EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
@@ -95,54 +87,139 @@ _REASONS: dict[str, SessionStartReason] = {
 def start_engine(
     state: BridgeState, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
 ) -> None:
-    from ledger.engine.engine import Engine
-    from ledger.errors import ShadowRefusedError
-    from ledger.git.shadow.open import open_work_tree
     from ledger.session.agent_dir import resolve_agent_dir
-    from ledger.settings import load_settings
 
     state.engine = None
+    state.pending = None
     withdraw(state)
     agent_dir = resolve_agent_dir(state.agent_dir)
+    repo = _open(state, cwd, agent_dir, outcome)
+    if repo is None:
+        return
+    _settings(state, agent_dir, repo.root, outcome)
+    _run_engine(state, repo, agent_dir, reason, previous, outcome)
+    state.host.watch_writers()
+    _open_gate(state, repo)
+    _announce(state, repo.git_dir)
+    _retention_notices(state, outcome)
+
+
+def _open(state: BridgeState, cwd: str | None, agent_dir: Path, outcome: Outcome) -> GitRepo | None:
+    from ledger.errors import ShadowRefusedError
+    from ledger.git.shadow.open import open_work_tree
+
     try:
         # Outside git, a shadow repository (docs/shadow.md); a git init since is migrated.
         opened = open_work_tree(cwd or ".", agent_dir, create=True)
     except ShadowRefusedError as exc:
         outcome.notices.append({"level": "warning", "text": f"Rewind: off: {exc.message}"})
-        return
+        return None
     except NotARepositoryError:
-        return  # shadow repositories off (or no such directory): rewind is off, as the reference
-    repo = opened.repo
+        return (
+            None  # shadow repositories off (or no such directory): rewind is off, as the reference
+        )
     for notice in opened.notices:
         outcome.notices.append({"level": "info", "text": f"Rewind: {notice}"})
-    settings, warnings = load_settings(agent_dir, repo.root)
+    return opened.repo
+
+
+def _settings(state: BridgeState, agent_dir: Path, root: Path, outcome: Outcome) -> None:
+    from ledger.settings import load_settings
+
+    settings, warnings = load_settings(agent_dir, root)
     state.settings = settings
     for warning in warnings:
         outcome.notices.append({"level": "warning", "text": f"Rewind: {warning}"})
-    state.scheduler = _scheduler(state, repo, agent_dir, settings)
-    engine = Engine(state.host, repo, settings=settings, retention=state.scheduler)
+
+
+def _run_engine(
+    state: BridgeState,
+    repo: GitRepo,
+    agent_dir: Path,
+    reason: str,
+    previous: str | None,
+    outcome: Outcome,
+) -> None:
+    from ledger.engine.engine import Engine
+
+    assert state.settings is not None  # set by _settings for this repository
+    state.scheduler = _scheduler(state, repo, agent_dir, state.settings)
+    engine = Engine(state.host, repo, settings=state.settings, retention=state.scheduler)
     # A long-lived engine: the authorship index is loaded once, then only what other sessions
     # append is read (docs/authorship.md#wiring).
     engine.authorship.keep_loaded = True
     state.engine = engine
     _absorb(state, engine.session_start(_REASONS.get(reason, "startup"), previous), outcome)
+
+
+def quick_start(
+    state: BridgeState, cwd: str | None, reason: str, previous: str | None, outcome: Outcome
+) -> bool:
+    """Answer a spawned bridge's usual ``session_start`` without the engine
+    (:mod:`ledger.bridge.quick_start`): what :func:`start_engine` would answer, the engine
+    started by :func:`finish_start` right after the answer. False (nothing done) otherwise."""
+    import os
+
+    from ledger.bridge.quick_start import usual_start
+    from ledger.session.agent_dir import resolve_agent_dir
+
+    if state.kind != "bridge" or reason == "fork" or os.environ.get("REWIND_QUICK_START") == "0":
+        return False
+    agent_dir = resolve_agent_dir(state.agent_dir)
+    found = usual_start(cwd, agent_dir)
+    if found is None:
+        return False
+    session = state.host.session()  # the session start's one call; start_engine makes it too
+    if session.parent_session is not None or next(session.iter_custom(*LEDGER_TYPES), None):
+        return False  # points to count (through lineage): the engine's footer
+    root, git_dir = found
+    state.engine = None
+    withdraw(state)
+    _settings(state, agent_dir, root, outcome)
+    state.pending = PendingStart(cwd, reason, previous, agent_dir, root, git_dir)
     state.host.watch_writers()
-    _announce(state, repo)
-    _retention_notices(state, outcome)
+    _announce(state, git_dir)
+    return True
 
 
-def _announce(state: BridgeState, repo: GitRepo) -> None:
-    from ledger.presence import announce
+def finish_start(state: BridgeState) -> None:
+    """Start the engine of a ``session_start`` that :func:`quick_start` answered: the rest of
+    :func:`start_engine`, on the session as mirrored for that answer (no call to the host).
+    What it has to tell (a restore journal or a shadow that appeared since the answer, a
+    retention warning) goes with the next event's answer (:attr:`BridgeState.carried`)."""
+    pending, state.pending = state.pending, None
+    if pending is None:
+        return
+    outcome = Outcome()
+    repo = _open(state, pending.cwd, pending.agent_dir, outcome)
+    if repo is None:
+        withdraw(state)  # the repository went away since the answer: rewind is off
+    else:
+        if repo.git_dir != pending.git_dir:
+            withdraw(state)  # moved since the answer: announced where the engine works
+            _announce(state, repo.git_dir)
+        _run_engine(state, repo, pending.agent_dir, pending.reason, pending.previous, outcome)
+        _open_gate(state, repo)
+        _retention_notices(state, outcome)
+    state.carried.extend(outcome.notices)
+
+
+def _open_gate(state: BridgeState, repo: GitRepo) -> None:
     from ledger.turngate import TurnGate, TurnPolicy
 
     state.gate = TurnGate(repo.git_dir)
     if state.engine is not None:
         state.engine.turns = TurnPolicy(gate=state.gate)  # inside Pi: refuse, never wait
+
+
+def _announce(state: BridgeState, git_dir: Path) -> None:
+    from ledger.presence import announce
+
     file = state.host.session_file
     session = state.host.session_for_status()
     state.titles = TitleTracker()
     state.presence = announce(
-        repo.git_dir,
+        git_dir,
         session.id,
         str(file) if file else None,
         kind=state.kind,
@@ -273,6 +350,8 @@ def _turn_start(state: BridgeState, engine: Engine, message: EventMessage) -> Ev
         # Files another session restored are not "your changed files" (issue 33).
         restored, state.restored_by = state.restored_by, {}
         if result.status_note is not None:
+            from ledger.bridge.overwrites import prompt_note
+
             with contextlib.suppress(LedgerError, OSError):
                 result.status_note = prompt_note(engine, restored) or result.status_note
     return result
@@ -311,6 +390,8 @@ def _session_compact(
 def _session_before_tree(
     state: BridgeState, engine: Engine, message: EventMessage
 ) -> EventResult | None:
+    from ledger.bridge.rewind_events import chooser
+
     target = _str(message.payload, "targetId")
     if target is None:
         return None
@@ -328,6 +409,8 @@ def _session_tree(state: BridgeState, engine: Engine, message: EventMessage) -> 
 def _session_before_fork(
     state: BridgeState, engine: Engine, message: EventMessage
 ) -> EventResult | None:
+    from ledger.bridge.rewind_events import chooser, fork_refused
+
     entry = _str(message.payload, "entryId")
     if entry is None or fork_refused(state, engine, message):
         return None  # Pi will refuse this fork: change nothing (no restore, no hand-off)
@@ -353,6 +436,20 @@ def _fork_preference(state: BridgeState, engine: Engine, message: EventMessage) 
     engine.fork_preference(_str(payload, "mode") or "", _str(payload, "source") or "")
 
 
+def _rewind_event(name: str) -> Handler:
+    """A ``/rewind`` event's handler in :mod:`ledger.bridge.rewind_events`, imported at its
+    first use (it loads the engine)."""
+
+    def handle(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult | None:
+        from ledger.bridge import rewind_events
+
+        handler: Handler = getattr(rewind_events, name)
+        return handler(state, engine, message)
+
+    handle.__name__ = name
+    return handle
+
+
 ROUTES: dict[EventName, Route] = {
     "before_agent_start": Route(_before_agent_start, records=False),
     "turn_start": Route(_turn_start),
@@ -366,11 +463,11 @@ ROUTES: dict[EventName, Route] = {
     "session_shutdown": Route(_session_shutdown, ends_session=True),
     "checkpoint_entry": Route(_checkpoint_entry),
     "fork_preference": Route(_fork_preference, records=False),
-    "rewind_list": Route(rewind_list, records=False),
-    "rewind_preview": Route(rewind_preview, records=False),
-    "rewind_diff": Route(rewind_diff, records=False),
-    "rewind_apply": Route(rewind_apply),
-    "rewind_intent": Route(rewind_intent, records=False),
+    "rewind_list": Route(_rewind_event("rewind_list"), records=False),
+    "rewind_preview": Route(_rewind_event("rewind_preview"), records=False),
+    "rewind_diff": Route(_rewind_event("rewind_diff"), records=False),
+    "rewind_apply": Route(_rewind_event("rewind_apply")),
+    "rewind_intent": Route(_rewind_event("rewind_intent"), records=False),
 }
 """Every event that needs the engine (all but ``ping`` and ``session_start``)."""
 
@@ -380,10 +477,16 @@ def dispatch(state: BridgeState, message: EventMessage) -> Outcome:
     event, ctx = message.event, message.ctx
     if event == "ping":
         return outcome
+    if state.carried:
+        # What starting the engine after the last session_start's answer had to tell.
+        outcome.notices.extend(state.carried)
+        state.carried = []
     if event == "session_start":
         payload = message.payload
         reason = _str(payload, "reason") or "startup"
-        start_engine(state, ctx.cwd, reason, _str(payload, "previousSessionFile"), outcome)
+        previous = _str(payload, "previousSessionFile")
+        if not quick_start(state, ctx.cwd, reason, previous, outcome):
+            start_engine(state, ctx.cwd, reason, previous, outcome)
         return outcome
     if state.engine is None and state.settings is None:
         start_engine(state, ctx.cwd, "startup", None, outcome)

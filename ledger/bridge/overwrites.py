@@ -19,14 +19,20 @@ event when nothing waits; nothing is shown twice (a notice is taken once, :func:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ledger.overwrite_notices import take
+from ledger.git.private import private_dir
 
 if TYPE_CHECKING:
     from ledger.bridge.state import BridgeState, Outcome
     from ledger.engine.engine import Engine
+
+NOTICES_DIR = "notices"
+"""``ledger.overwrite_notices.NOTICES_DIR_NAME`` (held equal by a unit test): while no session
+was ever left a notice in this repository, that module (~10 ms of imports) is not loaded, and a
+spawned bridge answers its first ``session_start`` sooner (ledger/bridge/quick_start.py)."""
 
 MAX_REMEMBERED = 4096
 """Paths remembered for the next prompt's note (a bound, far beyond real restores)."""
@@ -35,11 +41,15 @@ MAX_REMEMBERED = 4096
 def show_overwrites(state: BridgeState, outcome: Outcome) -> None:
     """Take this session's notices and put them into ``outcome`` (notices, panel) and the
     state (footer line, paths for the next prompt's note)."""
-    engine, presence = state.engine, state.presence
-    if engine is None or presence is None or state.passive:
+    git_dir, presence = state.git_dir, state.presence
+    if git_dir is None or presence is None or state.passive:
         return
     try:
-        taken = take(engine.repo.git_dir, presence.presence.session_id)
+        if not os.path.isdir(private_dir(git_dir) / NOTICES_DIR):
+            return  # no notice was ever left here (take would list nothing)
+        from ledger.overwrite_notices import take
+
+        taken = take(git_dir, presence.presence.session_id)
     except OSError:
         return  # a courtesy: never fail an event for it
     lines: list[str] = []

@@ -41,7 +41,7 @@ from typing import IO, Any
 
 import orjson
 
-from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, withdraw
+from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, finish_start, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.overwrites import show_overwrites
 from ledger.bridge.protocol import (
@@ -180,6 +180,10 @@ class BridgeServer:
             return
         first, self._on_first_event = self._on_first_event, None
         self._handle(message)
+        if self.state.pending is not None:
+            # A session_start answered without the engine (ledger/bridge/quick_start.py): start
+            # it now, before the next line is read, so that every later event finds it.
+            finish_start(self.state)
         if first is not None:
             # After the answer: what it starts (the bridge's own change feed, whose walk of the
             # tree holds the GIL in turns) must not slow the answer Pi awaits (issue 34: ~20 ms
@@ -258,11 +262,11 @@ class BridgeServer:
     def _others(self, outcome: Outcome) -> int:
         """How many other live sessions share this work tree; adds the notice about the ones
         this session was not told of yet to ``outcome``'s notices (already in the reply)."""
-        engine, own = self.state.engine, self.state.presence
-        if engine is None:
+        git_dir, own = self.state.git_dir, self.state.presence
+        if git_dir is None:
             return 0
         try:
-            live = self._presence.live(engine.repo.git_dir)
+            live = self._presence.live(git_dir)
         except OSError:
             return 0  # the registry is a courtesy: never fail an event for it
         stem = own.presence.stem if own is not None else None
@@ -282,12 +286,20 @@ class BridgeServer:
         ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
         ``turn_end``) keeps the last count: a count walks the branch, ~0.5 ms per event."""
         engine, settings = self.state.engine, self.state.settings
-        if engine is None or settings is None or settings.silent_checkpoints:
+        if settings is None or settings.silent_checkpoints:
+            return None
+        if engine is None and self.state.pending is None:
             return None
         session = self.state.host.session_for_status()
         leaf = self.state.host.known_leaf()
         key = (id(session), len(session.entries), leaf)
-        if key != self._status_key and (recount or self._status_key is None):
+        if key != self._status_key and engine is None:
+            # A session_start answered before the engine (ledger/bridge/quick_start.py): only
+            # for a session with no ledger records and no parent, so no points to count.
+            self._status = "◆ 0 points / 0 snapshots"
+            self._status_key = key
+        elif key != self._status_key and (recount or self._status_key is None):
+            assert engine is not None
             points = engine.reader.lineage(session).points(engine.repo.commit_exists)
             on_branch = [
                 points[entry.id][0] for entry in session.branch(leaf) if entry.id in points

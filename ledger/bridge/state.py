@@ -64,6 +64,32 @@ class BridgeState:
     restored_by: dict[str, str] = field(default_factory=dict)
     """Paths other sessions' restores changed since this session's last prompt → the
     restoring session's label: the next prompt's note does not call them the user's."""
+    pending: PendingStart | None = None
+    """A ``session_start`` answered without the engine (:mod:`ledger.bridge.quick_start`),
+    whose engine :func:`ledger.bridge.dispatch.finish_start` starts right after the answer."""
+    carried: list[dict[str, str]] = field(default_factory=list)
+    """Notices that starting the engine after the answer produced: shown with the next
+    event's answer."""
+
+    @property
+    def git_dir(self) -> Path | None:
+        """The git directory of the session's repository while rewind is on (the engine's,
+        or the one a pending start found); None when off."""
+        if self.engine is not None:
+            return self.engine.repo.git_dir
+        return self.pending.git_dir if self.pending is not None else None
+
+
+@dataclass(frozen=True)
+class PendingStart:
+    """What the answer to a ``session_start`` found without the engine, to start it with."""
+
+    cwd: str | None
+    reason: str
+    previous: str | None
+    agent_dir: Path
+    root: Path
+    git_dir: Path
 
 
 @dataclass

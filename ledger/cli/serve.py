@@ -9,7 +9,9 @@ the previous one: they go to the repository's shared watcher when one runs (or i
 ``rewind.snapshot.autoWatchSeconds``; :mod:`ledger.bridge.delegate`), else to this process's own
 change feed (:mod:`ledger.git.feed.service`), whose watcher starts in the background once the
 first event is answered, off the first prompt's path (and off that answer's), when Pi has a UI
-(a ``pi -p`` run ends before a feed could arm).
+(a ``pi -p`` run ends before a feed could arm). Where the captures go is decided once that first
+event is answered too, before the next one is read: the decision loads the git layer and
+pygit2, which the first ``session_start`` answer does without (ledger/bridge/quick_start.py).
 ``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
 captures in this process; ``REWIND_FEED_VERIFY=0`` skips the idle-time verification against
 full scans (docs/capture.md#shared-watcher).
@@ -110,24 +112,24 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     service: list[SnapshotService] = []
     setup: _OwnFeed | None = None
     if use_feed:
-        from ledger.bridge import delegate
-        from ledger.git.feed import service as feed
-
         start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
-        setup = _OwnFeed(start, service)
-        _set_up_captures(start, ctx, setup)
+        setup = _OwnFeed(start, service, ctx)
     option = ctx.agent_dir_option
     try:
         code = serve_stdio(
             Path(option) if option else None,
-            on_first_event=setup.learn_ui if setup is not None else None,
+            on_first_event=setup.first_event if setup is not None else None,
         )
     finally:
-        if use_feed:
+        # Only what was set up: the first event (its answer, then the captures' set-up) may
+        # never have come, and importing the feed just to say so would load pygit2 at exit.
+        delegate = sys.modules.get("ledger.bridge.delegate")
+        if delegate is not None:
             delegate.install(None)
         for running in service:
             running.close()
-        if use_feed:
+        feed = sys.modules.get("ledger.git.feed.service")
+        if feed is not None:
             feed.disable()  # joins the watcher and verifier, writes feed-status.json
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
     # waits for this process to end, so skip the interpreter's teardown.
@@ -146,11 +148,12 @@ class _OwnFeed:
     the bridge starts, still well before the first prompt.
     """
 
-    def __init__(self, start: Path, service: list[SnapshotService]) -> None:
+    def __init__(self, start: Path, service: list[SnapshotService], ctx: CliContext) -> None:
         import threading
 
         self.start = start
         self.service = service
+        self.ctx = ctx
         self._guard = threading.Lock()
         self._wanted = False
         self._has_ui: bool | None = None  # unknown until the first event
@@ -161,6 +164,14 @@ class _OwnFeed:
         with self._guard:
             self._wanted = True
         self._maybe_start()
+
+    def first_event(self, first: EventMessage) -> None:
+        """Once the first event is answered: where the captures go, then the feed if wanted.
+        Not before: deciding loads the feed, the git layer and pygit2 (~0.15 s), which Pi's
+        first ``session_start`` answer must not wait for (ledger/bridge/quick_start.py); the
+        first capture comes with a later event, so it still finds the decision made."""
+        _set_up_captures(self.start, self.ctx, self)
+        self.learn_ui(first)
 
     def learn_ui(self, first: EventMessage) -> None:
         with self._guard:
@@ -196,34 +207,49 @@ def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
     allowed = os.environ.get("REWIND_SERVED", "1") != "0" and supported()
     found = find_repository(start) if allowed else None
     # A watcher already serves this repository (the user's `rewind serve --watch`, or one an
-    # earlier bridge started): decided here, before the first event, so that the very first
-    # capture goes there. One connect, well under a millisecond.
+    # earlier bridge started): decided here, right after the first event's answer and before
+    # the next event is read, so that the very first capture goes there. One connect, well
+    # under a millisecond.
     if found is not None and serving(*found):
         delegate.install(delegate.Delegation(*found, on_lost=own_feed))
         return
 
+    seconds = 0
+    if found is not None:
+        with contextlib.suppress(Exception):
+            seconds = _auto_watch_seconds(found[0], ctx)
+    if found is None or seconds <= 0:
+        # No watcher to start: this bridge's own feed is wanted now, in this thread, so that it
+        # starts (with a UI) right after the first answer and before the next event is read,
+        # as when this ran before the first event; never in the middle of a prompt's capture.
+        own_feed()
+        return
+
     def run() -> None:
         with contextlib.suppress(Exception):
-            if found is not None and _start_shared_watcher(found, ctx, own_feed):
+            if _start_shared_watcher(found, seconds, own_feed):
                 return
         own_feed()
 
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
 
 
+def _auto_watch_seconds(root: Path, ctx: CliContext) -> int:
+    """``rewind.snapshot.autoWatchSeconds`` for ``root`` (0: start no watcher)."""
+    from ledger.settings import load_settings
+
+    return load_settings(ctx.agent_dir(), root)[0].snapshot.auto_watch_seconds
+
+
 def _start_shared_watcher(
-    found: tuple[Path, Path], ctx: CliContext, own_feed: Callable[[str], None]
+    found: tuple[Path, Path], seconds: int, own_feed: Callable[[str], None]
 ) -> bool:
     """With ``rewind.snapshot.autoWatchSeconds``: start the repository's watcher and send this
     bridge's captures there (:mod:`ledger.bridge.delegate`); ``False`` when not set up."""
     from ledger.bridge import delegate
     from ledger.bridge.snapshot_socket import start_watcher
-    from ledger.settings import load_settings
 
     root, git_dir = found
-    seconds = load_settings(ctx.agent_dir(), root)[0].snapshot.auto_watch_seconds
-    if seconds <= 0:
-        return False
     watcher = start_watcher(root, seconds)
     if watcher is None:
         return False

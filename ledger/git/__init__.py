@@ -6,7 +6,7 @@ ref, the files it writes are ours, under ``<git-dir>/pi-rewind/``, and the work 
 only a restore changes (after an undo snapshot, never through a symlink, never inside ``.git``).
 
 One subpackage per subsystem, the basics beside them (import modules directly; this package and
-the subpackages import nothing but :class:`GitRepo`, so that ``import ledger.git`` stays cheap
+the subpackages import nothing (:class:`GitRepo` is loaded on first use), so that ``import ledger.git`` stays cheap
 and no import runs in a circle):
 
 - basics: :mod:`ledger.git.repo` (finding the repository; object, configuration and path
@@ -26,6 +26,23 @@ know); capture; the feed and the store; restore (it takes undo snapshots), and
 :mod:`ledger.git.shadow.upkeep` (it migrates a shadow's store); :mod:`ledger.git.shadow.open`.
 """
 
-from ledger.git.repo import GitRepo
+from __future__ import annotations
+
+# Not imported here: ledger.git.repo loads pygit2 (~65-130 ms with ssl, via pygit2.settings),
+# and every ``ledger.git.<module>`` import runs this file first. A spawned bridge answers Pi's
+# ``session_start`` with modules of this package that never touch pygit2 (liveness, private;
+# ledger/bridge/quick_start.py), so ``ledger.git.GitRepo`` is loaded on first use (PEP 562).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ledger.git.repo import GitRepo
+
+
+def __getattr__(name: str) -> object:
+    if name == "GitRepo":
+        from ledger.git.repo import GitRepo
+
+        return GitRepo
+    raise AttributeError(f"module 'ledger.git' has no attribute {name!r}")
+
 
 __all__ = ["GitRepo"]
