@@ -22,6 +22,7 @@ from ledger.git import config_view
 from ledger.git.repo import GitRepo
 from ledger.git.restore.apply import Executor, Steps, VerifyError
 from ledger.git.restore.direct_write import Staged, conversion_free, stage_plan, write_staged
+from ledger.git.restore.journal import RestoreIntent, open_journals, restore_intent
 from ledger.git.restore.plan import plan_restore
 from ledger.git.restore.run import restore_commit
 from ledger.git.runner import GitRunner
@@ -291,3 +292,28 @@ def test_a_restore_that_brings_a_gitattributes_back_converts_the_files_under_it(
     assert restore_commit(gitrepo, point).exact
     assert path.read_bytes() == b"a\r\nb\r\n"
     assert (repo / ".gitattributes").read_bytes() == b"*.txt text eol=crlf\n"
+
+
+def test_a_session_restore_fsyncs_the_journal_three_times_and_leaves_it_done(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the journal fsyncs its bytes and its directory (before any file changes); the
+    ``done`` mark fsyncs its bytes only (ledger/git/restore/journal.py, Journal.mark_done)."""
+    write(repo, "a.txt", "one\n")
+    gitrepo = GitRepo.discover(repo)
+    point = take_snapshot(gitrepo, SnapshotSettings()).commit
+    write(repo, "a.txt", "two\n")
+    plan = plan_restore(gitrepo, point)
+    synced: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    with restore_intent(RestoreIntent(session="s.jsonl", entry="e1")):
+        assert restore_commit(gitrepo, point, planned=plan).exact
+        journals = open_journals(gitrepo)[0]
+        assert [j.state for j in journals] == ["done"]
+    assert len(synced) == 3
