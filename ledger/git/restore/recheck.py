@@ -17,9 +17,9 @@ Why this is exact:
   the same coarse clock the kernel stamps files with, :func:`scan_clock_ns`). Such a path is
   *suspect*: its content is hashed again, as a capture hashes it (git's clean filters, one
   ``git hash-object`` for all of them; in-process when no attribute or filter can apply, as
-  :mod:`ledger.git.restore.direct_write` decides), and must equal what the plan's capture recorded, else
-  there is no reuse. :data:`SUSPECT_MARGIN_NS` widens the window for file systems that keep
-  whole seconds (two for FAT).
+  :mod:`ledger.git.restore.direct_write` decides), and must equal what the plan's capture
+  recorded, else there is no reuse. :data:`SUSPECT_MARGIN_NS` widens the window for file
+  systems that keep whole seconds (two for FAT).
 - Between the plan and the lock, any change to a touched path changes its ``lstat`` (size,
   ``mtime``, ``ctime`` in nanoseconds, inode, mode): a path created where the plan adds one, a
   file replaced by a link or a directory, a write of the same size.
@@ -32,8 +32,8 @@ Why this is exact:
 
 Invariants: read-only except the blobs ``git hash-object -w`` writes for suspects (the objects a
 capture would write; a suspect hashed in-process, when no attribute or filter applies, writes
-nothing: a match means the capture already wrote that blob). Anything unusual (a submodule in the plan, a name the hashing path cannot
-take) means no reuse, never a guess.
+nothing: a match means the capture already wrote that blob). Anything unusual (a submodule in
+the plan, a name the hashing path cannot take) means no reuse, never a guess.
 """
 
 from __future__ import annotations
