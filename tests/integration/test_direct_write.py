@@ -19,6 +19,7 @@ import pytest
 from pygit2.enums import FileMode
 
 from ledger.git import config_view
+from ledger.git.capture.scan import PRIVATE_CONFIG
 from ledger.git.repo import GitRepo
 from ledger.git.restore.apply import Executor, Steps, VerifyError
 from ledger.git.restore.direct_write import Staged, conversion_free, stage_plan, write_staged
@@ -232,6 +233,7 @@ def test_symlinks_off_sends_links_to_git(repo: Path) -> None:
 def test_autocrlf_is_off_for_every_git_command_of_a_restore(repo: Path) -> None:
     """core.autocrlf=true in the user's configuration converts nothing a restore writes: its
     git commands run with core.autocrlf=false, so the in-process bytes are git's."""
+    assert ("core.autocrlf", "false") in PRIVATE_CONFIG  # what the in-process path relies on
     git(repo, "config", "core.autocrlf", "true")
     gitrepo, point, path = _attributes_case(repo, "", b"a\nb\r\n")
     os.remove(repo / ".gitattributes")

@@ -34,12 +34,12 @@ entries = st.lists(
 
 def _tree(drawn: list[tuple[list[str], int, bytes]]) -> list[tuple[str, int, bytes]]:
     """The drawn entries without clashes (a file where another entry needs a directory) and
-    without link targets git cannot write (empty, NUL)."""
+    without link targets git cannot write (empty, NUL, longer than ``PATH_MAX``)."""
     out: dict[str, tuple[int, bytes]] = {}
     for parts, mode, data in drawn:
         path = "/".join(parts)
         if mode == FileMode.LINK:
-            data = data.replace(b"\0", b"_") or b"target"
+            data = data.replace(b"\0", b"_")[:1000] or b"target"  # no link > PATH_MAX
         clash = any(p == path or p.startswith(path + "/") or path.startswith(p + "/") for p in out)
         if not clash:
             out[path] = (mode, data)

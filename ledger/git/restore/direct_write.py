@@ -20,7 +20,8 @@ When the in-process path is taken (:func:`conversion_free`; anything else keeps 
   restore runs with ``core.autocrlf=false`` (``PRIVATE_CONFIG``), so git converts nothing for it;
 - regular files and symlinks only (a gitlink or any other mode: git), a symlink only where git
   would make one (``core.symlinks`` not false) and with a target git can write (no NUL, not
-  empty); at most :data:`DIRECT_BYTES` in all (larger restores stream through git);
+  empty, shorter than ``PATH_MAX``: git fails on those, and its error is the one to report);
+  at most :data:`DIRECT_BYTES` in all (larger restores stream through git);
 - git's configuration could be read (:mod:`ledger.git.config_view`).
 
 What git does and this module copies (``entry.c``, tested against ``git checkout-index``):
@@ -155,7 +156,7 @@ def stage_plan(
         if total > DIRECT_BYTES:
             return "too many bytes to write in-process"
         data = blob.data
-        if mode == FileMode.LINK and (not data or b"\0" in data):
+        if mode == FileMode.LINK and (not data or b"\0" in data or len(data) >= 4096):
             return f"{path}: a symlink target git writes its own way"
         staged.append(Staged(path, mode, data))
     return staged
