@@ -319,3 +319,15 @@ def test_a_session_restore_fsyncs_the_journal_three_times_and_leaves_it_done(
         journals = open_journals(gitrepo)[0]
         assert [j.state for j in journals] == ["done"]
     assert len(synced) == 3
+
+
+@pytest.mark.parametrize("value", ["~nobody/attrs", ""])
+def test_an_attributes_file_named_in_a_way_not_followed_here_sends_the_write_to_git(
+    repo: Path, value: str
+) -> None:
+    git(repo, "config", "core.attributesFile", value)
+    assert conversion_free(GitRepo.discover(repo), ["a.txt"]) is not None
+
+
+def test_a_gitattributes_in_any_case_sends_the_write_to_git(repo: Path) -> None:
+    assert conversion_free(GitRepo.discover(repo), ["sub/.GitAttributes"]) is not None

@@ -78,6 +78,9 @@ def _global_attribute_files(repo: GitRepo, view: ConfigView) -> list[str] | None
     prefix = git_prefix()
     if prefix:
         files.append(os.path.join(prefix, "etc", "gitattributes"))
+    raw = view.values.get("core.attributesfile") or ""
+    if raw.startswith("~") and not raw.startswith("~/"):
+        return None  # another user's home (~user/...): not expanded here
     named = path_value(view, "core.attributesfile", repo.root)
     if named == "":
         return None
@@ -117,7 +120,7 @@ def conversion_free(
     seen: set[str] = set()
     for path in paths:
         parts = path.split("/")
-        if parts[-1] == ".gitattributes":
+        if parts[-1].lower() == ".gitattributes":  # any case: a case-folding file system
             return f"a .gitattributes is written or deleted: {path}"
         for depth in range(len(parts)):
             directory = "/".join(parts[:depth])
