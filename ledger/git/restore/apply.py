@@ -15,8 +15,12 @@ What :meth:`Executor.apply` does with one plan:
    file renamed into place whole. That is git's checkout code (attributes, filters, modes,
    symlinks as links: the bytes ``git restore`` writes) at a cost that grows with the number of
    changed paths; changed ``.gitattributes`` files are written first so that the other paths are
-   converted under the target's attributes. Neither the user's index nor the private capture
-   index is read or written by this step.
+   converted under the target's attributes. When git could convert nothing (no attribute
+   source, filter or ``core.eol`` can apply, regular files and symlinks only:
+   :mod:`ledger.git.restore.direct_write`), the blobs' bytes are written into the same staging
+   directory in-process instead, as git would create them, and renamed the same way; the
+   verification then hashes the written bytes in-process too. Neither the user's index nor the
+   private capture index is read or written by this step.
 3. **Submodules** whose gitlink changed are checked out detached at the target commit.
 
 :meth:`Executor.verify` then checks the result (:data:`Verify`), and :meth:`Executor.rollback`
@@ -44,6 +48,13 @@ from ledger.errors import LedgerError
 from ledger.git.capture.scan import PRIVATE_CONFIG, Capturer, CaptureResult
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
+from ledger.git.restore.direct_write import (
+    blob_id,
+    conversion_free,
+    read_file,
+    stage_plan,
+    write_staged,
+)
 from ledger.git.restore.journal import STAGING_PREFIX
 from ledger.git.restore.placement import Placer
 from ledger.git.restore.plan import RestorePlan, Write, build_plan, unsafe_error
@@ -118,6 +129,9 @@ class Executor:
         """The staging directory's name (recorded in the journal before anything is written)."""
         self.touched: set[str] = set()
         self.heads: list[tuple[str, str | None, str]] = []
+        self.deleted: Sequence[str] = ()
+        """The paths the plan being applied deletes (a deleted ``.gitattributes`` sends the
+        writes to git's checkout)."""
 
     def capture(self) -> CaptureResult:
         return Capturer(self.repo, self.settings).capture()
@@ -147,6 +161,7 @@ class Executor:
         if plan.writes:
             self.touched.update(writes)
             self._recheck(plan)
+            self.deleted = plan.deleted
             self._checkout(plan.writes)
         steps.reach("after-write")
         steps.enter("submodules")
@@ -167,10 +182,23 @@ class Executor:
         """Write ``writes`` through a staging directory (:mod:`ledger.git.restore.placement`): each file
         is renamed into place whole. Changed ``.gitattributes`` files go first, so the other
         paths are converted under the target's attributes."""
+        placer = Placer(self.repo.root, self.git, self.staging)
+        staged = stage_plan(self.repo, writes, self.deleted)
+        if not isinstance(staged, str):
+            # Nothing git could convert (direct_write.conversion_free): the blobs' bytes are
+            # what checkout-index would write; the same staging directory and renames.
+            try:
+                placer.create_staging()
+                write_staged(self.repo.root, self.staging, staged)
+                for item in staged:
+                    placer.place(item.path)
+            finally:
+                with contextlib.suppress(OSError):
+                    placer.remove_staging()
+            return
         name = f"restore-{os.getpid()}-{secrets.token_hex(4)}.index"
         index = private_dir(self.repo.git_dir) / name
         make_private_dir(self.repo.git_dir)
-        placer = Placer(self.repo.root, self.git, self.staging)
         try:
             info = b"".join(
                 b"%o %s\t%s\0" % (mode, oid.encode("ascii"), os.fsencode(path))
@@ -268,6 +296,16 @@ class Executor:
                 wrong.append(path)
             else:
                 regular.append((path, oid))
+        if regular and conversion_free(self.repo, [p for p, _ in regular]) is None:
+            # No attribute or filter applies: git's hash of a file is the hash of its bytes.
+            by_git: list[tuple[str, str]] = []
+            for path, oid in regular:
+                data = read_file(self.repo.root, path)
+                if data is None:
+                    by_git.append((path, oid))  # too large (or changed): git hashes it
+                elif blob_id(data) != oid:
+                    wrong.append(path)
+            regular = by_git
         for chunk in chunks(regular):
             result = self.git.run(
                 ["hash-object", "--", *[p for p, _ in chunk]],

@@ -16,9 +16,10 @@ Why this is exact:
   the moment the capture started (``ctime`` cannot be set by a program; the moment is read from
   the same coarse clock the kernel stamps files with, :func:`scan_clock_ns`). Such a path is
   *suspect*: its content is hashed again, as a capture hashes it (git's clean filters, one
-  ``git hash-object`` for all of them), and must equal what the plan's capture recorded, else
-  there is no reuse. :data:`SUSPECT_MARGIN_NS` widens the window for file systems that keep
-  whole seconds (two for FAT).
+  ``git hash-object`` for all of them; in-process when no attribute or filter can apply, as
+  :mod:`ledger.git.restore.direct_write` decides), and must equal what the plan's capture
+  recorded, else there is no reuse. :data:`SUSPECT_MARGIN_NS` widens the window for file
+  systems that keep whole seconds (two for FAT).
 - Between the plan and the lock, any change to a touched path changes its ``lstat`` (size,
   ``mtime``, ``ctime`` in nanoseconds, inode, mode): a path created where the plan adds one, a
   file replaced by a link or a directory, a write of the same size.
@@ -30,8 +31,9 @@ Why this is exact:
   for that very lock).
 
 Invariants: read-only except the blobs ``git hash-object -w`` writes for suspects (the objects a
-capture would write). Anything unusual (a submodule in the plan, a name the hashing path cannot
-take) means no reuse, never a guess.
+capture would write; a suspect hashed in-process, when no attribute or filter applies, writes
+nothing: a match means the capture already wrote that blob). Anything unusual (a submodule in
+the plan, a name the hashing path cannot take) means no reuse, never a guess.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pygit2.enums import FileMode
 from ledger.git.capture.scan import PRIVATE_CONFIG, CaptureResult
 from ledger.git.capture.treeedit import LazyUnsupported, current_entries
 from ledger.git.repo import GitRepo
+from ledger.git.restore.direct_write import blob_id, conversion_free, read_file
 from ledger.git.runner import GitRunner
 from ledger.git.trees import Change, Entry
 from ledger.settings import SnapshotSettings
@@ -167,14 +170,19 @@ def _same_content(
     paths: list[str],
     found: Mapping[str, Entry | None],
 ) -> bool:
-    """Each suspect holds what the capture recorded (hashed as a capture hashes it)."""
+    """Each suspect holds what the capture recorded (hashed as a capture hashes it: in-process
+    when no attribute or filter can apply, :func:`~ledger.git.restore.direct_write.
+    conversion_free`; else through git's clean filters)."""
+    filemode = repo.config_bool("core.filemode", True)
+    if conversion_free(repo, paths) is None:
+        return all(_same_bytes(repo, path, found.get(path), filemode) for path in paths)
     try:
         entries = current_entries(
             GitRunner(repo.root, repo.git_dir),
             repo.pygit2,
             str(repo.root),
             paths,
-            filemode=repo.config_bool("core.filemode", True),
+            filemode=filemode,
             config=PRIVATE_CONFIG,
         )
     except (LazyUnsupported, OSError):
@@ -187,6 +195,25 @@ def _same_content(
         if mode != before.mode or str(oid) != before.oid:
             return False
     return True
+
+
+def _same_bytes(repo: GitRepo, path: str, before: Entry | None, filemode: bool) -> bool:
+    """One suspect, hashed in-process as ``git add`` would record it (no conversion applies)."""
+    if before is None:
+        return False
+    name = os.fsencode(repo.root) + b"/" + os.fsencode(path)
+    try:
+        st = os.lstat(name)
+        if stat.S_ISLNK(st.st_mode):
+            return before.mode == FileMode.LINK and blob_id(os.readlink(name)) == before.oid
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    executable = filemode and bool(st.st_mode & 0o100)
+    mode = FileMode.BLOB_EXECUTABLE if executable else FileMode.BLOB
+    data = read_file(repo.root, path)  # O_NOFOLLOW: a file turned link meanwhile is no match
+    return mode == before.mode and data is not None and blob_id(data) == before.oid
 
 
 def still_current(repo: GitRepo, scan: PlanScan) -> bool:

@@ -196,7 +196,7 @@ def commit_snapshot(
         raise GitError("snapshot", f"{tree} is not a tree id") from exc
     from ledger.clock import SystemClock
 
-    ident = identity or git_identity(repo)
+    ident = identity or _kept_identity(repo)
     when_s = (clock or SystemClock()).now_ms() // 1000
     offset = offset_minutes(when_s)
     sig = ident.signature(when_s, offset)
@@ -208,6 +208,19 @@ def commit_snapshot(
 
     after_append(repo)
     return SnapshotCommit(commit, tree, False, ident.fallback, head)
+
+
+def _kept_identity(repo: GitRepo) -> Identity:
+    """``git var GIT_COMMITTER_IDENT``, asked once per configuration: kept with git's
+    configuration view (:mod:`ledger.git.config_view`), whose signature holds every file git
+    read and every ``GIT_*``/``EMAIL`` variable the identity comes from. A watcher or a bridge
+    restoring many times asks git once (a cold command still asks once)."""
+    from ledger.git.config_view import config_view
+
+    view = config_view(repo)
+    if not view.complete:
+        return git_identity(repo)
+    return view.remember("identity", lambda: git_identity(repo))
 
 
 def _feed_identity(repo: GitRepo) -> Identity | None:

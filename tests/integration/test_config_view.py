@@ -1,0 +1,87 @@
+"""git's configuration is kept per process only while nothing it came from changed
+(ledger/git/config_view.py): the restore's in-process decision and the undo snapshot's identity
+depend on it. Real git; the count of ``git config`` processes is read from ``GitRunner.run``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ledger.git import config_view
+from ledger.git.config_view import config_view as view_of
+from ledger.git.repo import GitRepo
+from ledger.git.runner import GitRunner
+from tests.gitkit import git, write
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = GitRunner.run
+
+    def listening(self: GitRunner, args: Sequence[str], **kwargs: object) -> object:
+        seen.append(args[0])
+        return real(self, args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(GitRunner, "run", listening)
+    config_view.forget()
+    return seen
+
+
+def test_the_view_is_kept_while_nothing_changes(repo: Path, asked: list[str]) -> None:
+    gitrepo = GitRepo.discover(repo)
+    first = view_of(gitrepo)
+    assert view_of(gitrepo) is first and view_of(gitrepo) is first
+    assert asked.count("config") == 1
+    assert first.values["user.name"] == "Rewind Test"
+
+
+def test_a_changed_repository_config_is_read_again(repo: Path, asked: list[str]) -> None:
+    gitrepo = GitRepo.discover(repo)
+    assert "filter.x.smudge" not in view_of(gitrepo).values
+    git(repo, "config", "filter.x.smudge", "cat")
+    assert view_of(gitrepo).values["filter.x.smudge"] == "cat"
+    assert asked.count("config") == 2
+
+
+def test_an_include_created_later_is_seen(repo: Path, tmp_path: Path, asked: list[str]) -> None:
+    """A missing include shows no origin in git's answer: its path is watched all the same."""
+    included = tmp_path / "later.gitconfig"
+    git(repo, "config", "include.path", str(included))
+    gitrepo = GitRepo.discover(repo)
+    assert not view_of(gitrepo).has_prefix("filter.")
+    write(tmp_path, "later.gitconfig", '[filter "lfs"]\n\tsmudge = cat\n')
+    assert view_of(gitrepo).has_prefix("filter.")
+
+
+def test_a_relative_include_is_watched_beside_its_file(repo: Path, asked: list[str]) -> None:
+    git(repo, "config", "include.path", "extra.config")  # relative to .git/config
+    gitrepo = GitRepo.discover(repo)
+    assert "core.eol" not in view_of(gitrepo).values
+    write(repo / ".git", "extra.config", "[core]\n\teol = crlf\n")
+    assert view_of(gitrepo).values["core.eol"] == "crlf"
+
+
+def test_the_environment_is_part_of_the_view(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, asked: list[str]
+) -> None:
+    gitrepo = GitRepo.discover(repo)
+    assert "core.eol" not in view_of(gitrepo).values
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.eol")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "crlf")
+    assert view_of(gitrepo).values["core.eol"] == "crlf"
+
+
+def test_a_new_global_file_is_seen(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch, asked: list[str]
+) -> None:
+    """``$XDG_CONFIG_HOME/git/config`` did not exist when the view was read."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(isolated_env / "xdg"))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL")
+    gitrepo = GitRepo.discover(repo)
+    assert "core.attributesfile" not in view_of(gitrepo).values
+    write(isolated_env, "xdg/git/config", "[core]\n\tattributesFile = /nowhere\n")
+    assert view_of(gitrepo).values["core.attributesfile"] == "/nowhere"
