@@ -338,7 +338,7 @@ def preview(engine: EngineContext, entry_id: str) -> Preview:
 def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None:
     """Fill ``result`` with the restore plan to ``target``: counts, warnings, each file with its
     line counts and whose work it holds; the reason when the plan refuses (then nothing else)."""
-    from ledger.engine.preview_lines import Counting
+    from ledger.engine.preview_lines import Counting, blob_sizes
     from ledger.engine.preview_walk import composed_changes
     from ledger.git.restore.plan import build_plan, resolve_commit
 
@@ -399,6 +399,10 @@ def fill_plan(engine: EngineContext, result: Preview, target: str) -> str | None
                 path in mine,
                 by[path].session_id if path in by else None,
                 session_label(by[path].session_id, by[path].title) if path in by else None,
+                # A binary file's sizes stand for its line counts (issue 35).
+                blob_sizes(engine.repo, plan.current_tree, plan.target_tree, path)
+                if f and f.binary
+                else None,
             )
         )
     return None

@@ -130,10 +130,24 @@ def parse_counts(raw: bytes) -> Counted:
     return out
 
 
+def blob_sizes(repo: GitRepo, now_tree: str, target_tree: str, path: str) -> tuple[int, int]:
+    """A binary file's size in bytes now and after the restore (``0`` where it does not exist
+    on that side): what a preview says instead of line counts (issue 35). Read from the object
+    headers only."""
+    from ledger.git.treediff import object_size
+    from ledger.git.trees import entry_at
+
+    sizes = []
+    for tree in (now_tree, target_tree):
+        entry = entry_at(repo, tree, path)
+        sizes.append(object_size(repo.pygit2, entry.oid) if entry is not None else 0)
+    return sizes[0], sizes[1]
+
+
 def forget() -> None:
     """Drop every kept count (tests)."""
     with _lock:
         _kept.clear()
 
 
-__all__ = ["PAIRS", "Counted", "Counting", "Lines", "forget", "parse_counts"]
+__all__ = ["PAIRS", "Counted", "Counting", "Lines", "blob_sizes", "forget", "parse_counts"]

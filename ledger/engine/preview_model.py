@@ -232,6 +232,8 @@ class PreviewFile:
     """The id of the other session whose agent wrote the file's state now, if one did."""
     by_label: str | None = None
     """That session's name for the user (:func:`ledger.session_names.session_label`)."""
+    sizes: tuple[int, int] | None = None
+    """A binary file's size in bytes now and after the restore (``0``: absent on that side)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -243,6 +245,7 @@ class PreviewFile:
             "own": self.own,
             "by": self.by,
             "byLabel": self.by_label,
+            "sizes": list(self.sizes) if self.sizes is not None else None,
         }
 
 

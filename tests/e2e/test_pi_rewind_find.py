@@ -116,3 +116,24 @@ def test_the_rewind_key_setting_binds_another_key_and_alt_r_then_types_nothing_s
     screen = press(tui, "M-r")  # no longer bound: the list does not open
     time.sleep(1)
     assert "Rewind: choose a point" not in tui.settled_screen(), screen
+
+
+def test_a_binary_files_row_in_the_preview_gives_both_sizes(
+    start_tui: StartTui, project: Path, agent_dir: Path
+) -> None:
+    from tests.e2e.pikit import turns, write
+    from tests.e2e.test_pi_rewind import preview_of
+
+    tui = start_tui()
+    tui.wait_for("◆ 0 points / 0 snapshots")
+    tui.prompt(
+        "draw [[done: drawn]] " + turns([write("pic.bin", "x" * 1500 + "\0")]), "Done: drawn"
+    )
+    tui.prompt(
+        "redraw [[done: redrawn]] " + turns([write("pic.bin", "\0\1" * 10)]), "Done: redrawn"
+    )
+    assert (project / "pic.bin").stat().st_size == 20
+    open_rewind(tui)
+    screen = preview_of(tui, "redraw")
+    row = next(r for r in overlay_rows(screen) if r.lstrip("→ ").startswith("M pic.bin"))
+    assert "M pic.bin  binary 20 B → 1.5 KB" in row, screen

@@ -76,6 +76,7 @@ def test_the_preview_lists_files_with_line_counts_marks_own_work_and_offers_acti
         "own": False,
         "by": None,
         "byLabel": None,
+        "sizes": None,
     }
     assert by_path["b.txt"]["change"] == "A" and preview["counts"]["words"] == "1 added, 1 modified"
     assert [a["id"] for a in preview["actions"] if a["available"]] == [
@@ -99,6 +100,22 @@ def test_one_files_diff_is_what_the_restore_would_do_to_it(pi: FakePi) -> None:
     assert reply.error is None and not reply.result["cut"]
     diff = reply.result["diff"]
     assert "--- a/a.txt" in diff and "-2\n-3\n" in diff and "b.txt" not in diff
+
+
+def test_a_binary_files_preview_gives_its_sizes_now_and_after_the_restore(pi: FakePi) -> None:
+    repo = pi.cwd
+    first, _ = pi.prompt("make a picture", lambda: _write_bytes(repo / "pic.bin", b"\0" * 3000))
+    second, _ = pi.prompt("redraw it", lambda: _write_bytes(repo / "pic.bin", b"\0\1" * 10))
+    preview = pi.event("rewind_preview", {"entryId": second}).result["preview"]
+    (row,) = preview["files"]
+    assert row["binary"] and row["change"] == "M" and row["sizes"] == [20, 3000], row
+    preview = pi.event("rewind_preview", {"entryId": first}).result["preview"]
+    (row,) = preview["files"]
+    assert row["change"] == "D" and row["sizes"] == [20, 0], row
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 def test_files_only_and_undo_write_the_records_of_code_only_and_undo(pi: FakePi) -> None:

@@ -130,6 +130,8 @@ interface PreviewFile {
 	by?: string | null;
 	/** The label of that session (its name or first prompt, and the id's random tail). */
 	byLabel?: string | null;
+	/** A binary file's size in bytes now and after the restore (0: absent on that side). */
+	sizes?: [number, number] | null;
 }
 interface Action {
 	id: string;
@@ -172,6 +174,28 @@ function age(timestamp: string | null): string {
 	if (s < 3600) return `${Math.round(s / 60)}m ago`;
 	if (s < 86400) return `${Math.round(s / 3600)}h ago`;
 	return `${Math.round(s / 86400)}d ago`;
+}
+
+/** `1.2 KB` (bytes below 1 KB, one decimal above). */
+function bytes(n: number): string {
+	if (n < 1024) return `${n} B`;
+	const units = ["KB", "MB", "GB", "TB"];
+	let value = n / 1024;
+	let unit = 0;
+	while (value >= 1024 && unit < units.length - 1) {
+		value /= 1024;
+		unit += 1;
+	}
+	return `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** A binary file's row instead of line counts: `binary 1.2 KB → 3.4 KB` (now → after). */
+function binarySizes(f: PreviewFile): string {
+	if (!f.sizes) return "binary";
+	const [now, after] = f.sizes;
+	if (f.change === "A") return `binary, ${bytes(after)}`;
+	if (f.change === "D") return `binary, ${bytes(now)}`;
+	return `binary ${bytes(now)} → ${bytes(after)}`;
 }
 
 /** `a.txt, b.txt (+3 more)`. */
@@ -419,6 +443,7 @@ class RewindOverlay {
 			const result = await this.fetch("rewind_diff", { entryId: preview.entryId, path: file.path, ...where });
 			const text = typeof result?.diff === "string" ? result.diff : "";
 			this.diff = (text || "(no textual difference)").replace(/\n$/, "").split("\n");
+			if (file.binary) this.diff.push(`(${binarySizes(file)})`);
 			if (result?.cut) this.diff.push("… (cut: the rest of this diff is longer than a preview shows)");
 			this.diffTop = 0;
 			this.diffTitle = `${file.change} ${file.path}: what the restore would change (↑↓ PgUp PgDn scroll, Esc back)`;
@@ -527,7 +552,7 @@ class RewindOverlay {
 		if (p.ownLine) lines.push(s("warning", `⚠ ${p.ownLine}`));
 		for (const warning of p.warnings) lines.push(s("dim", warning));
 		const rows: string[] = p.files.map((f) => {
-			const counts = f.binary ? "binary" : `+${f.additions} -${f.deletions}`;
+			const counts = f.binary ? binarySizes(f) : `+${f.additions} -${f.deletions}`;
 			return `${f.change} ${f.path}  ${counts}${f.by ? `  ⚠ session ${f.byLabel ?? `…${f.by.slice(-8)}`}'s agent` : ""}${f.own ? "  ⚠ your own work" : ""}`;
 		});
 		const actions = p.actions.map((a) => {
