@@ -1,10 +1,14 @@
 """``rewind report``: the session's branch as one self-contained HTML page, built to be used.
 
-Why it exists: a review to open in a browser or attach to a pull request. The page has a
-navigation pane (every prompt as a timeline entry, its turns with the tools each ran, each turn's
-files, all linking to their diffs), a filter (type to narrow files, tools and prompts), expand
-and collapse all, and the main column: every prompt (its text, the assistant's summary line,
-totals), every turn (tools, files and each file's diff), labels and forks marked.
+Why it exists: a review to open in a browser or attach to a pull request, used the way a
+reviewer uses GitHub's "Files changed". The page has a navigation pane (every prompt as a
+timeline entry, its turns with the tools each ran, each turn's files, all linking to their
+diffs; the prompt, turn and file at the top of the main column are marked as you scroll), a
+filter (a text naming a file shows just the diffs of the files it names; other text keeps the
+prompts and turns whose words match; no match says so), expand and collapse all, a unified /
+side-by-side switch, a "viewed" mark per file kept in the browser's storage, and the main
+column: every prompt (its text, the assistant's summary line, totals), every turn (tools, files
+and each file's diff), labels and forks marked.
 
 It must stay fast on long sessions (200 turns, thousands of file changes): small diffs are
 rendered here, highlighted, while a page-wide budget lasts; a large diff, a turn touching many
@@ -19,7 +23,11 @@ Invariants:
   ``http:``, ``https:`` or ``//`` URL anywhere); every user-provided string is escaped, and
   script data is JSON with ``<``, ``>`` and ``&`` escaped.
 - The diff content is the same :class:`~ledger.review.diff.TreeDiff` that ``rewind show`` prints,
-  and each file's rows are exactly the lines of its patch (split on ``\\n`` only).
+  and each file's rows are exactly the lines of its patch (split on ``\\n`` only). The page
+  carries one unified table per diff whatever the view: the side-by-side view is built from it
+  in the page (so switching costs no page size), and ``side_by_side`` only sets the first view.
+- Each diff's number columns fit its largest line number (``table.gN``: N digits), so no number
+  wraps and every row is one line tall however long the file.
 - Written atomically (temporary file next to the target, renamed into place); nothing else is
   written.
 """

@@ -5,8 +5,9 @@ that is handed a whole hunk rewrites it (pygments turns ``\\r`` and ``\\r\\n`` i
 a leading BOM), so every later line shifts; ``str.splitlines`` splits on ``\\r``, ``\\x0b``,
 ``\\x1c``, ``\\u2028`` and more. Here:
 
-- a patch is split on ``\\n`` only; each patch line becomes one table row whose last cell's text
-  is the line itself (marker included): headers (``diff --git``, ``index``, mode lines: hidden
+- a patch is split on ``\\n`` only; each patch line becomes one row of a unified table (old
+  number, new number, the line; the page's script builds the side-by-side view from these rows)
+  whose last cell's text is the line itself (marker included): headers (``diff --git``, ``index``, mode lines: hidden
   until asked for), hunk headers, body lines and ``\\ No newline at end of file``;
 - body lines are highlighted by lexing each hunk's text with ``get_tokens_unprocessed`` (no
   newline conversion, no stripping) and cutting the tokens at ``\\n`` only; if the tokens do not

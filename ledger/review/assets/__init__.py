@@ -13,6 +13,16 @@ Invariants:
   on ``\\n`` only, one table row per patch line, the line's text (marker included) in the last
   cell, control and line-separator characters shown as a visible glyph with the character itself
   kept in a hidden ``<i>`` so the text content equals the patch line.
+- The side-by-side view is built from a unified table's own nodes (cloned, never re-parsed from
+  HTML text, so a CR in a line stays a CR), and switching back restores the very same table.
+- What the script keeps in the browser: only the "viewed" marks, in ``localStorage`` under one
+  key per session (``rewind-report-viewed:<session id>``), a JSON object whose keys are the
+  step's entry id, the file's place in the step and its name; a storage that refuses (private
+  mode, quota) costs only the marks' persistence. Every text the user types is shown with
+  ``textContent``, never as HTML.
+- Where you are is found without laying out the whole page: prompts by bisection on their
+  boxes (which stay in order while ``content-visibility`` skips their content), turns and files
+  only inside the current prompt, at most once per animation frame.
 """
 
 from __future__ import annotations
@@ -380,7 +390,7 @@ SCRIPT = r"""
     window.addEventListener("resize", later);
     document.addEventListener("toggle", later, true);
     if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
-    locate();
+    later();  // in the first frame: no layout forced before the page is first drawn
   });
 })();
 """
