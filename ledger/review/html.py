@@ -1,10 +1,14 @@
 """``rewind report``: the session's branch as one self-contained HTML page, built to be used.
 
-Why it exists: a review to open in a browser or attach to a pull request. The page has a
-navigation pane (every prompt as a timeline entry, its turns with the tools each ran, each turn's
-files, all linking to their diffs), a filter (type to narrow files, tools and prompts), expand
-and collapse all, and the main column: every prompt (its text, the assistant's summary line,
-totals), every turn (tools, files and each file's diff), labels and forks marked.
+Why it exists: a review to open in a browser or attach to a pull request, used the way a
+reviewer uses GitHub's "Files changed". The page has a navigation pane (every prompt as a
+timeline entry, its turns with the tools each ran, each turn's files, all linking to their
+diffs; the prompt, turn and file at the top of the main column are marked as you scroll), a
+filter (a text naming a file shows just the diffs of the files it names; other text keeps the
+prompts and turns whose words match; no match says so), expand and collapse all, a unified /
+side-by-side switch, a "viewed" mark per file kept in the browser's storage, and the main
+column: every prompt (its text, the assistant's summary line, totals), every turn (tools, files
+and each file's diff), labels and forks marked.
 
 It must stay fast on long sessions (200 turns, thousands of file changes): small diffs are
 rendered here, highlighted, while a page-wide budget lasts; a large diff, a turn touching many
@@ -19,7 +23,11 @@ Invariants:
   ``http:``, ``https:`` or ``//`` URL anywhere); every user-provided string is escaped, and
   script data is JSON with ``<``, ``>`` and ``&`` escaped.
 - The diff content is the same :class:`~ledger.review.diff.TreeDiff` that ``rewind show`` prints,
-  and each file's rows are exactly the lines of its patch (split on ``\\n`` only).
+  and each file's rows are exactly the lines of its patch (split on ``\\n`` only). The page
+  carries one unified table per diff whatever the view: the side-by-side view is built from it
+  in the page (so switching costs no page size), and ``side_by_side`` only sets the first view.
+- Each diff's number columns fit its largest line number (``table.gN``: N digits), so no number
+  wraps and every row is one line tall however long the file.
 - Written atomically (temporary file next to the target, renamed into place); nothing else is
   written.
 """
@@ -39,6 +47,7 @@ from ledger.review.diff import FileDiff, TreeDiff
 from ledger.review.html_diff import (
     EAGER_FILE_LINES,
     FORMATTER,
+    MAX_GUTTER_DIGITS,
     cut,
     diff_table,
     display_name,
@@ -97,6 +106,19 @@ def _href(prefix: str, ident: str) -> str:
     return f"#{prefix}{quote(ident, safe='')}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 prompt``, ``2 prompts``, ``0 file changes``: a count with its noun, singular for one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def header_counts(counts: dict[str, int]) -> str:
+    """The header's totals: ``1 prompt · 2 turns · 1 file change``."""
+    return " · ".join(
+        counted(counts[key], noun)
+        for key, noun in (("prompts", "prompt"), ("turns", "turn"), ("files", "file change"))
+    )
+
+
 def _counts(f: FileDiff) -> str:
     if f.binary:
         return '<span class="meta">binary</span>'
@@ -106,9 +128,8 @@ def _counts(f: FileDiff) -> str:
 class _Page:
     """Accumulates the main column and the navigation pane in one pass over the steps."""
 
-    def __init__(self, review: Review, side_by_side: bool) -> None:
+    def __init__(self, review: Review) -> None:
         self.review = review
-        self.side_by_side = side_by_side
         self.budget = EAGER_PAGE_LINES
         self.main: list[str] = []
         self.nav: list[str] = []
@@ -135,7 +156,7 @@ class _Page:
         size = len(lines)
         if eager and (size <= EAGER_FILE_LINES or f.binary) and size <= self.budget:
             self.budget -= size
-            table = diff_table(f.path, lines, self.side_by_side) if lines else ""
+            table = diff_table(f.path, lines) if lines else ""
             note_html = f'<div class="note">{text_html(note)}</div>' if note else ""
             return (
                 f"<details {head.format('')} open><summary>{title}</summary>"
@@ -161,8 +182,8 @@ class _Page:
         items: list[str] = []
         if not eager:
             blocks.append(
-                f'<div class="note">{len(diff.files)} files: collapsed, open one or use '
-                f"Expand all</div>"
+                f'<div class="note">{counted(len(diff.files), "file")}: collapsed, open one or '
+                f"use Expand all</div>"
             )
         for i, f in enumerate(diff.files):
             blocks.append(self.file_block(f, changes.get(i), eager))
@@ -175,7 +196,7 @@ class _Page:
         self.counts["files"] += len(diff.files)
         nav = f'<ul class="nf">{"".join(items)}</ul>'
         if len(items) > NAV_OPEN_FILES:
-            nav = f"<details><summary>{len(items)} files</summary>{nav}</details>"
+            nav = f"<details><summary>{counted(len(items), 'file')}</summary>{nav}</details>"
         return "".join(blocks), nav
 
     # -- steps --------------------------------------------------------------------------------
@@ -221,9 +242,10 @@ class _Page:
 
     def turn(self, step: Step) -> None:
         if not self._open:
-            self.main.append('<section class="prompt"><h2>Before the first prompt</h2>')
+            # Its own id (not the header's "top"): the filter hides a link's target with it.
+            self.main.append('<section class="prompt" id="before"><h2>Before the first prompt</h2>')
             self.nav.append(
-                '<li class="np" data-q=""><a href="#top">Before the first prompt</a><ol>'
+                '<li class="np" data-q=""><a href="#before">Before the first prompt</a><ol>'
             )
             self._open = self._open_ol = True
         self.counts["turns"] += 1
@@ -248,6 +270,14 @@ class _Page:
         )
 
 
+def gutter_css() -> str:
+    """A width for the number columns of a ``table.diff gN`` (N digits, set from the diff's
+    largest line number): ``N`` characters of the table's monospace font plus the padding."""
+    return "".join(
+        f"table.g{n} col.nc{{width:calc({n}ch + 14px)}}" for n in range(3, MAX_GUTTER_DIGITS + 1)
+    )
+
+
 def _tags(step: Step) -> str:
     tags = ""
     if step.label:
@@ -262,7 +292,7 @@ def render_report(
 ) -> tuple[str, dict[str, int]]:
     """The page's HTML and its counts (prompts, turns, files)."""
     session = review.session
-    page = _Page(review, side_by_side)
+    page = _Page(review)
     turns_of: dict[str, int] = {}
     for step in review.steps:
         if step.kind == "turn":
@@ -276,8 +306,7 @@ def render_report(
     counts = page.counts
     name = title or session.name or session.id
     header = (
-        f'<header id="top"><h1>Session {html.escape(name)}</h1><p>{counts["prompts"]} prompts · '
-        f"{counts['turns']} turns · {counts['files']} file changes"
+        f'<header id="top"><h1>Session {html.escape(name)}</h1><p>{header_counts(counts)}'
         f" · cwd {html.escape(session.cwd or '?')}"
         + (
             f" · forked from {html.escape(os.path.basename(session.parent_session))}"
@@ -291,16 +320,23 @@ def render_report(
         '<input type="search" id="q" placeholder="Filter files, tools, prompts…" aria-label="Filter">'
         '<button type="button" id="open">Expand all</button>'
         '<button type="button" id="close">Collapse all</button>'
-        '<label><input type="checkbox" id="hdr"> git headers</label></div>'
+        '<label><input type="checkbox" id="hdr"> git headers</label>'
+        '<span class="views" role="group" aria-label="Diff view">'
+        f'<button type="button" id="unified" aria-pressed="{str(not side_by_side).lower()}">Unified</button>'
+        f'<button type="button" id="split" aria-pressed="{str(side_by_side).lower()}">Side by side</button>'
+        '</span><span id="seen" class="count"></span></div>'
+        '<p id="none" class="note" hidden></p>'
         f'<ol class="tl">{"".join(page.nav)}</ol></nav>'
     )
-    css = CSS + FORMATTER.get_style_defs("td.c")
+    css = CSS + gutter_css() + FORMATTER.get_style_defs("td.c")
     body_class = ' class="sbs"' if side_by_side else ""
+    body_class += f' data-s="{_attr(session.id)}"'
     html_page = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>rewind report · {html.escape(name)}</title><style>{css}</style></head>"
         f"<body{body_class}>{header}{nav}<main>"
+        + '<p id="nomatch" class="note" hidden></p>'
         + ("".join(page.main) or '<p class="note">no prompts on this branch</p>')
         + "</main>"
         + (
@@ -335,4 +371,4 @@ def write_report(
     )
 
 
-__all__ = ["ReportResult", "render_report", "write_report"]
+__all__ = ["ReportResult", "counted", "header_counts", "render_report", "write_report"]

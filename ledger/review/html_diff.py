@@ -5,8 +5,9 @@ that is handed a whole hunk rewrites it (pygments turns ``\\r`` and ``\\r\\n`` i
 a leading BOM), so every later line shifts; ``str.splitlines`` splits on ``\\r``, ``\\x0b``,
 ``\\x1c``, ``\\u2028`` and more. Here:
 
-- a patch is split on ``\\n`` only; each patch line becomes one table row whose last cell's text
-  is the line itself (marker included): headers (``diff --git``, ``index``, mode lines: hidden
+- a patch is split on ``\\n`` only; each patch line becomes one row of a unified table (old
+  number, new number, the line; the page's script builds the side-by-side view from these rows)
+  whose last cell's text is the line itself (marker included): headers (``diff --git``, ``index``, mode lines: hidden
   until asked for), hunk headers, body lines and ``\\ No newline at end of file``;
 - body lines are highlighted by lexing each hunk's text with ``get_tokens_unprocessed`` (no
   newline conversion, no stripping) and cutting the tokens at ``\\n`` only; if the tokens do not
@@ -48,6 +49,8 @@ from ledger.review.diff import FileDiff
 FORMATTER = HtmlFormatter(nowrap=True, style="default")
 EAGER_FILE_LINES = 60
 """A file's patch with more lines than this is collapsed and rendered only when opened."""
+MAX_GUTTER_DIGITS = 12
+"""The page's style sheet has a gutter width for 3 to this many digits."""
 MAX_FILE_LINES = 5000
 MAX_FILE_CHARS = 512 * 1024
 """A file's patch is cut after this many lines or characters (the page says so)."""
@@ -66,6 +69,7 @@ _GLYPH = {
 }
 """Glyphs in plain letters (every font has them; the U+240x pictures are often missing)."""
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)")
+_HUNK_FULL = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))?")
 _SYMLINK, _GITLINK, _EXEC = 0o120000, 0o160000, 0o100755
 
 
@@ -258,82 +262,61 @@ def _split(lines: list[str]) -> list[str | _Hunk]:
     return items
 
 
-def _full_row(cls: str, text: str, cols: int) -> str:
-    return f'<tr class="{cls}"><td colspan="{cols}">{text_html(text)}</td></tr>'
+def _full_row(cls: str, text: str) -> str:
+    return f'<tr class="{cls}"><td colspan="3">{text_html(text)}</td></tr>'
 
 
-def _flush(rows: list[str], left: list[tuple[int, str]], right: list[tuple[int, str]]) -> None:
-    """Side by side: pair a run of deletions with the run of additions after it."""
-    for i in range(max(len(left), len(right))):
-        lcell = (
-            f'<td class="n">{left[i][0]}</td><td class="c d">{left[i][1]}</td>'
-            if i < len(left)
-            else '<td class="n"></td><td class="e"></td>'
-        )
-        rcell = (
-            f'<td class="n">{right[i][0]}</td><td class="c a">{right[i][1]}</td>'
-            if i < len(right)
-            else '<td class="n"></td><td class="e"></td>'
-        )
-        rows.append(f"<tr>{lcell}{rcell}</tr>")
-    left.clear()
-    right.clear()
+def gutter_digits(lines: list[str]) -> int:
+    """Digits of the largest line number a patch's rows show (at least 3): the gutter's width.
+
+    A hunk ``@@ -a,b +c,d @@`` numbers old lines up to ``a + b - 1`` and new ones up to
+    ``c + d - 1``; the page sizes its number columns from this so that no number wraps (a row
+    past line 9,999 stays one line tall)."""
+    top = 0
+    for line in lines:
+        if line.startswith("@@"):
+            m = _HUNK_FULL.match(line)
+            if m:
+                old = int(m.group(1)) + int(m.group(2) or 1)
+                new = int(m.group(3)) + int(m.group(4) or 1)
+                top = max(top, old, new)
+    return min(MAX_GUTTER_DIGITS, max(3, len(str(top))))
 
 
-def diff_table(path: str, lines: list[str], side_by_side: bool) -> str:
-    """A ``table.diff`` with one row per patch line (side by side: paired rows)."""
-    cols = 4 if side_by_side else 3
+def diff_table(path: str, lines: list[str]) -> str:
+    """A unified ``table.diff`` with one row per patch line: old number, new number, the line.
+
+    The page's script builds the side-by-side view from these rows when asked (so the page
+    carries one table per diff, whatever the view)."""
     rows: list[str] = []
     for hunk in _split(lines):
         if isinstance(hunk, str):
-            rows.append(_full_row("x" if hunk.startswith("Binary files ") else "m", hunk, cols))
+            rows.append(_full_row("x" if hunk.startswith("Binary files ") else "m", hunk))
             continue
-        rows.append(_full_row("h", hunk.header, cols))
+        rows.append(_full_row("h", hunk.header))
         code_lines = [line for line in hunk.body if line[:1] in (" ", "+", "-")]
         lit = iter(highlight_lines(path, [line[1:] for line in code_lines]))
         old, new = hunk.old, hunk.new
-        left: list[tuple[int, str]] = []
-        right: list[tuple[int, str]] = []
-
         for line in hunk.body:
             mark = line[:1]
             if mark not in (" ", "+", "-"):
-                _flush(rows, left, right)
-                rows.append(_full_row("x", line, cols))
+                rows.append(_full_row("x", line))
                 continue
             code = html.escape(mark) + next(lit)
-            if not side_by_side:
-                a = b = ""
-                if mark != "+":
-                    a, old = str(old), old + 1
-                if mark != "-":
-                    b, new = str(new), new + 1
-                cls = {"+": "a", "-": "d"}.get(mark, "")
-                rows.append(
-                    f'<tr class="{cls}"><td class="n">{a}</td><td class="n">{b}</td>'
-                    f'<td class="c">{code}</td></tr>'
-                )
-            elif mark == "-":
-                left.append((old, code))
-                old += 1
-            elif mark == "+":
-                right.append((new, code))
-                new += 1
-            else:
-                _flush(rows, left, right)
-                rows.append(
-                    f'<tr><td class="n">{old}</td><td class="c">{code}</td>'
-                    f'<td class="n">{new}</td><td class="c">{code}</td></tr>'
-                )
-                old += 1
-                new += 1
-        _flush(rows, left, right)
-    colgroup = (
-        '<col class="nc"><col><col class="nc"><col>'
-        if side_by_side
-        else '<col class="nc"><col class="nc"><col>'
+            a = b = ""
+            if mark != "+":
+                a, old = str(old), old + 1
+            if mark != "-":
+                b, new = str(new), new + 1
+            cls = {"+": "a", "-": "d"}.get(mark, "")
+            rows.append(
+                f'<tr class="{cls}"><td class="n">{a}</td><td class="n">{b}</td>'
+                f'<td class="c">{code}</td></tr>'
+            )
+    return (
+        f'<table class="diff g{gutter_digits(lines)}"><colgroup><col class="nc"><col class="nc">'
+        f"<col></colgroup>{''.join(rows)}</table>"
     )
-    return f'<table class="diff"><colgroup>{colgroup}</colgroup>{"".join(rows)}</table>'
 
 
 def script_json(value: object) -> str:
@@ -366,10 +349,12 @@ def cut(lines: list[str]) -> tuple[list[str], str]:
 __all__ = [
     "EAGER_FILE_LINES",
     "FORMATTER",
+    "MAX_GUTTER_DIGITS",
     "cut",
     "diff_table",
     "display_name",
     "git_quote",
+    "gutter_digits",
     "highlight_lines",
     "labels",
     "pack_patches",

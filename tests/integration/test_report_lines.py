@@ -270,3 +270,15 @@ def test_turns_name_the_tools_they_ran_instead_of_no_text(repo: Path, tmp_path: 
     )
     assert ">Turn 1: write app.py +2</a>" in page
     assert "(no text)" not in page
+
+
+def test_header_counts_one_prompt_turn_and_file_change_in_the_singular(
+    repo: Path, tmp_path: Path
+) -> None:
+    agent = Agent.start(repo, tmp_path / "agent")
+    agent.prompt("One change", lambda r: (r / "one.txt").write_text("one\n"))
+    review = open_review(GitRepo.discover(repo), agent.session_file)
+    page, counts = render_report(review)
+    assert counts == {"prompts": 1, "turns": 1, "files": 1}
+    assert "<p>1 prompt · 1 turn · 1 file change · cwd " in page
+    assert not re.search(r"\b1 (prompts|turns|file changes)\b", page)
