@@ -65,11 +65,15 @@ from ledger.git.capture.plan import (
 )
 from ledger.git.capture.racy import guard_racy_entries, old_racy_entries
 from ledger.git.capture.state import (
+    PLAIN,
+    UNKNOWN_STAMP,
     CaptureState,
     dir_signatures,
+    dir_stamp,
     parent_dirs,
     rule_dirs,
     same_content,
+    stamp_limit,
     topmost,
 )
 from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
@@ -234,7 +238,10 @@ class Capturer:
         changes = RuleChanges()
         everywhere = fresh or not state.synced
         self._compare_rules(
-            state, list(state.dirs) if everywhere else rule_dirs(state.dirs), changes
+            state,
+            list(state.dirs) if everywhere else rule_dirs(state.dirs),
+            changes,
+            stamped=everywhere,
         )
 
         # Entries that became embedded repositories or stopped being repositories leave the
@@ -256,10 +263,12 @@ class Capturer:
         if not quiet and not everywhere:
             # Some directory changed since git's untracked cache recorded it (an entry
             # created, removed or renamed; a .gitignore edited): an ignored rule file or a
-            # .git may have appeared there, which status cannot list. Look everywhere, now;
-            # when something did change, status runs again after these reads.
+            # .git may have appeared there, which status cannot list. Look everywhere, now,
+            # skipping the directories whose own stamp says no entry changed since their
+            # signatures were read; when something did change, status runs again after these
+            # reads.
             late = RuleChanges()
-            self._compare_rules(state, list(state.dirs), late)
+            self._compare_rules(state, list(state.dirs), late, stamped=True, after_rules=True)
             synced = True
             if late:
                 changes.merge(late)
@@ -294,8 +303,10 @@ class Capturer:
         except DirtySubmoduleError:
             # Nothing of the plan was applied, but status may have refreshed entries: guard
             # them, and keep the old rule signatures so that their changes are still seen
-            # (everywhere, next time: status may have recorded directories since).
+            # (everywhere, next time: status may have recorded directories since). Stamps
+            # read in this capture would postdate the old signatures: all are forgotten.
             state.dirs = saved_dirs
+            state.stamps.clear()
             state.synced = False
             if modified:
                 state.tree = None
@@ -422,12 +433,42 @@ class Capturer:
             raise IndexUnusable(str(exc)) from exc
         return result.lines_z(), untracked_cache_quiet(result.stderr)
 
-    def _compare_rules(self, state: CaptureState, dirs: Sequence[str], into: RuleChanges) -> None:
+    def _compare_rules(
+        self,
+        state: CaptureState,
+        dirs: Sequence[str],
+        into: RuleChanges,
+        *,
+        stamped: bool = False,
+        after_rules: bool = False,
+    ) -> None:
         """Re-sign the rules of ``dirs`` (known directories), record them in ``state`` and list
-        the directories whose ignore rules, attributes or repository status changed."""
+        the directories whose ignore rules, attributes or repository status changed.
+
+        ``stamped``: each directory's stamp (:func:`~ledger.git.capture.state.dir_stamp`) is read
+        first and kept with its signatures, and a directory whose stamp is known and the same
+        as when its signatures were last read is skipped: none of its entries was created,
+        removed or renamed since, so no rule file or ``.git`` appeared or vanished there, and a
+        directory without any (:data:`~ledger.git.capture.state.PLAIN`) still has none. A rule
+        file may still have been edited in place: a directory holding one is skipped only
+        ``after_rules``, in a pass that follows this capture's pass over the rule directories
+        (which re-signs them whatever their stamp). Without ``stamped`` (that pass: a few
+        directories) the stamps stay as they are: a stamp older than the signatures is still
+        true, and they are then neither decoded nor encoded again (~10 ms at 10k directories)."""
         root = self._root_s
         known = state.dirs
+        stamps = state.stamps if stamped else None
+        limit_ns = stamp_limit(self.index.pending_path) if stamped else 0
         for rel in dirs:
+            if stamps is not None:
+                stamp = dir_stamp(os.path.join(root, rel) if rel else root, limit_ns)
+                if (
+                    stamp != UNKNOWN_STAMP
+                    and stamps.get(rel) == stamp
+                    and (after_rules or known[rel] is PLAIN or known[rel] == PLAIN)
+                ):
+                    continue
+                stamps[rel] = stamp
             previous = known[rel]
             current = dir_signatures(root, rel, previous)
             if current == previous:
@@ -442,11 +483,16 @@ class Capturer:
 
     def _new_dirs(self, state: CaptureState, added: Sequence[str]) -> list[str]:
         fresh: list[str] = []
+        limit_ns = stamp_limit(self.index.pending_path)
         for path in added:
             for parent in parent_dirs(path):
                 if parent in state.dirs:
                     break
+                stamp = dir_stamp(
+                    os.path.join(self._root_s, parent) if parent else self._root_s, limit_ns
+                )
                 state.dirs[parent] = dir_signatures(self._root_s, parent)
+                state.stamps[parent] = stamp
                 fresh.append(parent)
         return fresh
 
