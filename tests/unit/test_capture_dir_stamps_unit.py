@@ -118,3 +118,28 @@ def test_stamps_that_do_not_decode_are_all_unknown() -> None:
     again = CaptureState.from_json(json.dumps(data).encode())
     assert again is not None
     assert again.stamps == {}
+
+
+def test_stamps_set_after_reading_are_written_back_with_the_others_as_read() -> None:
+    again = CaptureState.from_json(_state().to_json())
+    assert again is not None
+    again.stamps["b"] = (7, 8)
+    again.stamps["a"] = UNKNOWN_STAMP
+    third = CaptureState.from_json(again.to_json())
+    assert third is not None
+    assert third.stamps == {"": (1, 2), "a": UNKNOWN_STAMP, "b": (7, 8), "a/c": (2**62, 2**62 + 5)}
+
+
+def test_stamps_cleared_after_reading_are_all_unknown_when_written() -> None:
+    again = CaptureState.from_json(_state().to_json())
+    assert again is not None
+    again.stamps.clear()
+    again.stamps["b"] = (7, 8)
+    third = CaptureState.from_json(again.to_json())
+    assert third is not None
+    assert third.stamps == {
+        "": UNKNOWN_STAMP,
+        "a": UNKNOWN_STAMP,
+        "b": (7, 8),
+        "a/c": UNKNOWN_STAMP,
+    }

@@ -52,6 +52,7 @@ import time
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
 
@@ -112,17 +113,17 @@ class CaptureState:
     """The index file's mtime as git last wrote it."""
     index_mtime_set_ns: int = 0
     """The mtime we last gave the index file (equal to the real one unless moved back)."""
-    _stamps: dict[str, tuple[int, int]] | None = field(default=None, repr=False, compare=False)
+    _stamps: Stamps | None = field(default=None, repr=False, compare=False)
     _stamp_source: tuple[list[str], str] | None = field(default=None, repr=False, compare=False)
     """The stamps as read (names in file order, base64), decoded only when used."""
 
     @property
-    def stamps(self) -> dict[str, tuple[int, int]]:
+    def stamps(self) -> Stamps:
         """Each known directory's stamp (:func:`dir_stamp`) as read before its signatures; a
         directory missing here has an unknown stamp."""
         if self._stamps is None:
             source = self._stamp_source
-            self._stamps = _decode_stamps(*source) if source is not None else {}
+            self._stamps = _decode_stamps(*source) if source is not None else Stamps()
             self._stamp_source = None
         return self._stamps
 
@@ -134,7 +135,7 @@ class CaptureState:
         if self._stamps is None and source is not None and source[0] == names:
             stamps = source[1]  # never looked at, same directories: written back as read
         else:
-            stamps = _encode_stamps(names, self.stamps)
+            stamps = self.stamps.encode(names)
         return json.dumps(
             {
                 "version": STATE_VERSION,
@@ -204,27 +205,56 @@ def _stamps_length(count: int) -> int:
     return 4 * ((16 * count + 2) // 3)
 
 
-def _encode_stamps(names: list[str], stamps: dict[str, tuple[int, int]]) -> str:
-    values = array("q")
-    for name in names:
-        values.extend(stamps.get(name, UNKNOWN_STAMP))
-    if sys.byteorder == "big":
-        values.byteswap()
-    return base64.b64encode(values.tobytes()).decode("ascii")
+class Stamps(dict[str, tuple[int, int]]):
+    """Directory stamps by directory; remembers the array they were decoded from and which ones
+    were set since, so that writing them back after a pass that changed a few costs little."""
+
+    def __init__(self, names: list[str] | None = None, values: array[int] | None = None) -> None:
+        super().__init__()
+        self._names = names
+        self._values = values
+        self._set: set[str] = set()
+        if names is not None and values is not None:
+            flat = iter(values.tolist())
+            super().update(zip(names, zip(flat, flat)))
+
+    def __setitem__(self, key: str, value: tuple[int, int]) -> None:
+        self._set.add(key)
+        super().__setitem__(key, value)
+
+    def clear(self) -> None:
+        self._names = self._values = None
+        super().clear()
+
+    def encode(self, names: list[str]) -> str:
+        """The stamps of ``names`` (unknown where missing), base64 (see the module)."""
+        if self._values is not None and self._names == names:
+            values = array("q", self._values)
+            position = {name: i for i, name in enumerate(names)} if self._set else {}
+            for name in self._set:
+                i = position.get(name)
+                if i is not None:
+                    values[2 * i], values[2 * i + 1] = self[name]
+        else:
+            get = self.get
+            values = array("q", chain.from_iterable([get(name, UNKNOWN_STAMP) for name in names]))
+        if sys.byteorder == "big":
+            values.byteswap()
+        return base64.b64encode(values.tobytes()).decode("ascii")
 
 
-def _decode_stamps(names: list[str], text: str) -> dict[str, tuple[int, int]]:
+def _decode_stamps(names: list[str], text: str) -> Stamps:
     """The stamps of ``names``; none (all unknown) if the text does not decode to exactly them."""
     values = array("q")
     try:
         values.frombytes(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError):
-        return {}
+        return Stamps()
     if len(values) != 2 * len(names):
-        return {}
+        return Stamps()
     if sys.byteorder == "big":
         values.byteswap()
-    return dict(zip(names, zip(values[0::2], values[1::2], strict=True), strict=True))
+    return Stamps(names, values)
 
 
 def _dir_rules(value: object) -> DirRules:
@@ -375,6 +405,7 @@ __all__ = [
     "CaptureState",
     "DirRules",
     "RuleSig",
+    "Stamps",
     "dir_signatures",
     "dir_stamp",
     "file_signature",
