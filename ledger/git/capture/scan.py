@@ -43,7 +43,7 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -65,8 +65,6 @@ from ledger.git.capture.plan import (
 )
 from ledger.git.capture.racy import guard_racy_entries, old_racy_entries
 from ledger.git.capture.state import (
-    PLAIN,
-    UNKNOWN_STAMP,
     CaptureState,
     dir_signatures,
     dir_stamp,
@@ -74,6 +72,7 @@ from ledger.git.capture.state import (
     rule_dirs,
     same_content,
     stamp_limit,
+    to_sign,
     topmost,
 )
 from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
@@ -263,10 +262,8 @@ class Capturer:
         if not quiet and not everywhere:
             # Some directory changed since git's untracked cache recorded it (an entry
             # created, removed or renamed; a .gitignore edited): an ignored rule file or a
-            # .git may have appeared there, which status cannot list. Look everywhere, now,
-            # skipping the directories whose own stamp says no entry changed since their
-            # signatures were read; when something did change, status runs again after these
-            # reads.
+            # .git may have appeared there, which status cannot list. Look everywhere (their
+            # stamps first), now; when something did change, status runs again after these.
             late = RuleChanges()
             self._compare_rules(state, list(state.dirs), late, stamped=True, after_rules=True)
             synced = True
@@ -303,8 +300,7 @@ class Capturer:
         except DirtySubmoduleError:
             # Nothing of the plan was applied, but status may have refreshed entries: guard
             # them, and keep the old rule signatures so that their changes are still seen
-            # (everywhere, next time: status may have recorded directories since). Stamps
-            # read in this capture would postdate the old signatures: all are forgotten.
+            # (everywhere, next time: status may have recorded directories since); no stamps.
             state.dirs = saved_dirs
             state.stamps.clear()
             state.synced = False
@@ -444,34 +440,16 @@ class Capturer:
     ) -> None:
         """Re-sign the rules of ``dirs`` (known directories), record them in ``state`` and list
         the directories whose ignore rules, attributes or repository status changed.
-
-        ``stamped``: each directory's stamp (:func:`~ledger.git.capture.state.dir_stamp`) is read
-        first and kept with its signatures, and a directory whose stamp is known and the same
-        as when its signatures were last read is skipped: none of its entries was created,
-        removed or renamed since, so no rule file or ``.git`` appeared or vanished there, and a
-        directory without any (:data:`~ledger.git.capture.state.PLAIN`) still has none. A rule
-        file may still have been edited in place: a directory holding one is skipped only
-        ``after_rules``, in a pass that follows this capture's pass over the rule directories
-        (which re-signs them whatever their stamp). Without ``stamped`` (that pass: a few
-        directories) the stamps stay as they are: a stamp older than the signatures is still
-        true, and they are then neither decoded nor encoded again (~10 ms at 10k directories)."""
-        root = self._root_s
-        known = state.dirs
-        stamps = state.stamps if stamped else None
-        limit_ns = stamp_limit(self.index.pending_path) if stamped else 0
-        stamp_of = dir_stamp
-        for rel in dirs:
-            if stamps is not None:
-                # This loop runs for every known directory: dir_stamp is a local name, and a
-                # directory is skipped with one lstat and two comparisons (~45 ms at 10k).
-                stamp = stamp_of(f"{root}/{rel}" if rel else root, limit_ns)
-                if (
-                    stamps.get(rel) == stamp
-                    and stamp != UNKNOWN_STAMP
-                    and (after_rules or known[rel] is PLAIN or known[rel] == PLAIN)
-                ):
-                    continue
-                stamps[rel] = stamp
+        ``stamped``: skip the directories whose stamp says that none of their entries changed
+        since they were signed (:func:`~ledger.git.capture.state.to_sign`; ``after_rules``:
+        this capture's rule-directory pass has run). Without it (that pass: a few directories)
+        the stamps stay as they are, neither decoded nor encoded (~10 ms at 10k directories)."""
+        root, known = self._root_s, state.dirs
+        todo: Iterable[str] = dirs
+        if stamped:
+            limit_ns = stamp_limit(self.index.pending_path)
+            todo = to_sign(root, dirs, known, state.stamps, limit_ns, after_rules=after_rules)
+        for rel in todo:
             previous = known[rel]
             current = dir_signatures(root, rel, previous)
             if current == previous:
@@ -491,9 +469,7 @@ class Capturer:
             for parent in parent_dirs(path):
                 if parent in state.dirs:
                     break
-                stamp = dir_stamp(
-                    os.path.join(self._root_s, parent) if parent else self._root_s, limit_ns
-                )
+                stamp = dir_stamp(f"{self._root_s}/{parent}" if parent else self._root_s, limit_ns)
                 state.dirs[parent] = dir_signatures(self._root_s, parent)
                 state.stamps[parent] = stamp
                 fresh.append(parent)

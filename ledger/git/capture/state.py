@@ -50,7 +50,7 @@ import stat
 import sys
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -366,6 +366,38 @@ def dir_stamp(path: str, limit_ns: int) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_ctime_ns)
 
 
+def to_sign(
+    root: str,
+    dirs: Sequence[str],
+    known: dict[str, DirRules],
+    stamps: Stamps,
+    limit_ns: int,
+    *,
+    after_rules: bool,
+) -> Iterator[str]:
+    """The directories of ``dirs`` whose rules must be signed again, each one's new stamp
+    recorded in ``stamps`` before it is yielded (so before its signatures are read).
+
+    Skipped: a directory whose stamp is known and the same as when its signatures were last
+    read: none of its entries was created, removed or renamed since, so no rule file or ``.git``
+    appeared or vanished there, and one without any (:data:`PLAIN`) still has none. A rule file
+    may still have been edited in place: a directory holding one is skipped only
+    ``after_rules``, in a pass that follows the capture's own pass over the rule directories
+    (which signs them whatever their stamp). This loop runs for every known directory: one
+    ``lstat`` and two comparisons each (~50 ms at 10k directories, against ~90 ms to sign)."""
+    stamp_of = dir_stamp
+    for rel in dirs:
+        stamp = stamp_of(f"{root}/{rel}" if rel else root, limit_ns)
+        if (
+            stamps.get(rel) == stamp
+            and stamp != UNKNOWN_STAMP
+            and (after_rules or known[rel] is PLAIN or known[rel] == PLAIN)
+        ):
+            continue
+        stamps[rel] = stamp
+        yield rel
+
+
 def rule_dirs(dirs: dict[str, DirRules]) -> list[str]:
     """The known directories holding a rule file or a ``.git``: the only ones whose rules can
     change without changing the directory itself (an edit in place)."""
@@ -413,5 +445,6 @@ __all__ = [
     "rule_dirs",
     "same_content",
     "stamp_limit",
+    "to_sign",
     "topmost",
 ]
