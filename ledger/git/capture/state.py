@@ -21,9 +21,10 @@ the file is absent (:class:`RuleSig`; a directory's three values are :class:`Dir
 known directories (no rule file, no ``.git``), so that reading and writing the state costs little
 per directory. ``dir_stamps`` (optional): each known directory's own ``(mtime_ns, ctime_ns)``
 (:func:`dir_stamp`), read just before its signatures were, as little-endian 64-bit pairs in the
-order ``plain_dirs`` then ``dirs`` (base64; ``(0, 0)``: unknown). ``synced``: every signature was read after git's untracked cache last recorded
-that directory (docs/capture.md#start-up; the capture may then look at :func:`rule_dirs` alone
-when git's status says no directory changed).
+order ``plain_dirs`` then ``dirs`` (base64; ``(0, 0)``: unknown). ``synced``: every signature
+was read after git's untracked cache last recorded that directory (docs/capture.md#start-up;
+the capture may then look at :func:`rule_dirs` alone when git's status says no directory
+changed).
 
 Invariants:
 - A state file of another version, or one whose shape is not exactly the above, reads as no
