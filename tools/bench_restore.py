@@ -47,6 +47,7 @@ Usage::
     python tools/bench_restore.py                          # 100k files (built in a temp dir)
     python tools/bench_restore.py --files 5000 --runs 3    # a quick check
     python tools/bench_restore.py --repo /tmp/bench-100k/feed-100000 --runs 9
+    python tools/bench_restore.py --repo … --runs 5 --cold-only   # phase 1 alone
 
 Every child runs without ``PYTHONDONTWRITEBYTECODE`` (bytecode precompiled first) and with
 ``PYTHONPATH`` starting at this checkout: the code measured is the code beside this script.
@@ -358,7 +359,7 @@ def report(
         )
 
 
-def measure(repo: Path, runs: int, tmp: Path) -> None:
+def measure(repo: Path, runs: int, tmp: Path, *, cold_only: bool = False) -> None:
     agent = tmp / "agent"
     os.environ["PI_CODING_AGENT_DIR"] = str(agent)  # every child's, as in Pi (never ~/.pi)
     bench = Bench(repo, agent)
@@ -407,6 +408,16 @@ def measure(repo: Path, runs: int, tmp: Path) -> None:
             (lib, in_process(bench, target_commit)),
         ],
     )
+
+    if cold_only:
+        bench.put_back()
+        report(
+            len(bench_files(repo)),
+            runs,
+            [("phase 1: nobody watches", ref1, [cold, lib])],
+            medians(bench.floor_samples),
+        )
+        return
 
     print(f"\nphase 2: rewind serve --watch runs   ({load()})", flush=True)
     # No idle-time verification (full scans in the background would compete for the CPUs).
@@ -476,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, help="reuse this repository (bench_feed build_repo)")
     parser.add_argument("--runs", type=int, default=7, help="timed rounds per phase")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic repository")
+    parser.add_argument(
+        "--cold-only", action="store_true", help="phase 1 only (no watcher, no bridge)"
+    )
     args = parser.parse_args(argv)
     # Every child (the CLI, the bridges, the watcher) runs the code beside this script, with
     # bytecode caches, as on a user's machine.
@@ -504,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             repo = build_repo(tmp, args.files, PER_DIR)
             print(f"  built in {time.perf_counter() - started:.0f} s", flush=True)
-        measure(repo.resolve(), args.runs, tmp)
+        measure(repo.resolve(), args.runs, tmp, cold_only=args.cold_only)
     finally:
         if args.keep and args.repo is None:
             print(f"repository kept in {tmp}")
