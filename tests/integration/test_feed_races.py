@@ -134,3 +134,31 @@ def test_a_full_scan_that_fails_leaves_no_base_behind(
     subprocess.run(["mv", str(sub), str(tmp_path / "sub-away")], check=True)
     assert _capture(feed, gitrepo) == fresh_tree(repo)
     shutil.rmtree(tmp_path / "sub-away")
+
+
+def test_a_verification_still_running_when_the_feed_closes_is_no_dead_watcher(
+    repo: Path, armed: tuple[Feed, GitRepo]
+) -> None:
+    # Closing stops the watcher first. A verification round still in its scan then synced a
+    # watcher whose thread had ended on purpose and marked it "died": the session's final
+    # feed-status.json said "full-scan" (seen in test_the_bridge_process_captures_through_the_feed,
+    # 2 runs of 9). A stopped watcher is not a failed one; the round is inconclusive.
+    feed, gitrepo = armed
+    (repo / "d0" / "f.txt").write_text("changed\n")
+    assert _capture(feed, gitrepo) == fresh_tree(repo)
+    fed = feed.counters.fed
+    results: list[bool | None] = []
+    scan_lock = VerifyIndex(gitrepo.git_dir).locked()
+    scan_lock.__enter__()  # the verifier waits here, after F, before its scan
+    verifier = threading.Thread(target=lambda: results.append(feed.verify_now()))
+    try:
+        verifier.start()
+        _until(lambda: feed.counters.fed > fed, "the verifier's fed capture F")
+        feed.close()  # the watcher stops while the round is in flight
+    finally:
+        scan_lock.__exit__(None, None, None)
+    verifier.join(WAIT_S)
+    assert not verifier.is_alive()
+    assert results == [None], "nothing can be compared once the watcher stopped"
+    assert feed.watcher.failed is None
+    assert feed.describe()["mode"] != "full-scan"

@@ -299,6 +299,9 @@ class Feed:
         assert base is not None
         with self.watcher.lock:
             self.watcher.sync()
+            if self.watcher.stopped:  # closing: events after the stop go unread
+                self._fallback("the feed is closing")
+                return None
             if self.watcher.epoch != base.epoch or self.watcher.failed:
                 self._fallback(self.watcher.failed or (self.watcher.reasons or ["?"])[-1])
                 return None
@@ -357,7 +360,7 @@ class Feed:
         with self.watcher.lock:
             self.watcher.sync()
             self.watcher.dirty.clear()
-            if not self.watcher.ready or self.watcher.failed:
+            if not self.watcher.ready or self.watcher.failed or self.watcher.stopped:
                 return None
             return self.watcher.epoch
 
@@ -534,7 +537,8 @@ class Feed:
         with self.watcher.lock:
             self.watcher.sync()
             quiet = (
-                not self.watcher.dirty
+                not self.watcher.stopped  # closing: later events would go unread
+                and not self.watcher.dirty
                 and self.watcher.epoch == epoch
                 and self._generation == generation
             )
