@@ -9,10 +9,10 @@ because the feed had no base yet. Here, right after the answer to ``session_star
 
 - in this thread (no host call: the session as the answer's footer mirrored it), the tree
   pairs the list will diff (:func:`~ledger.engine.ownership.neighbour_pairs`, a few ms);
-- in a background thread: the index is loaded (:meth:`AuthorshipLog.preload`), and each
-  pair's diff not kept yet is computed on the thread's own repository handle and kept. The
-  feed's base scan (:func:`ledger.git.feed.service.arm`) is not asked for: see
-  :data:`ARM_IN_BACKGROUND`.
+- in a background thread: the feed's base scan is asked for
+  (:func:`ledger.git.feed.service.arm`: taken by the feed's verifier, under the capture lock,
+  once its watcher is ready), the index is loaded (:meth:`AuthorshipLog.preload`), and each
+  pair's diff not kept yet is computed on the thread's own repository handle and kept.
 
 Invariants: only for a session with a UI (``hasUI``: print mode never lists, and its run ends
 before this could help); never delays an answer (it starts after one and never calls the
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from ledger.engine.engine import Engine
     from ledger.settings import SnapshotSettings
 
-ARM_IN_BACKGROUND = False
-"""Whether the feed's base scan is taken here (see :func:`_prepare`: off for now)."""
+ARM_IN_BACKGROUND = True
+"""Whether the feed's base scan is asked for here (see :func:`_prepare`)."""
 MAX_POINTS = 200
 """As many points as the list shows (:data:`ledger.engine.preview.MAX_POINTS`)."""
 
@@ -66,11 +66,12 @@ def after_session_start(state: BridgeState, *, has_ui: bool) -> threading.Thread
 
 
 def _prepare(engine: Engine, pairs: list[tuple[str, str]], settings: SnapshotSettings) -> None:
-    # Not the feed's base scan (ledger.git.feed.service.arm), although it would spare the first
-    # capture a full scan: taken in the background while the first prompt's agent writes files,
-    # one full run of the suite saw the feed's verification find a file the fed tree lacked
-    # (it disabled the feed; every capture stayed exact). Until that race is understood, the
-    # first capture takes the base, under the capture lock, as before (ARM_IN_BACKGROUND).
+    # The base scan first: it spares the first capture (and the first /rewind list) a full
+    # scan. It made the feed's first verification round run while the first prompt's agent
+    # wrote files, which exposed a race in the verifier's check (a change a capture had taken
+    # but not yet published looked like no change; a correct feed was switched off, every
+    # capture stayed exact). That race is fixed in ledger/git/feed/service.py (try_fed,
+    # before_full; tests/integration/test_feed_races.py, docs/capture.md).
     feed = sys.modules.get("ledger.git.feed.service")  # imported only where a feed may run
     if feed is not None and ARM_IN_BACKGROUND:
         with contextlib.suppress(Exception):

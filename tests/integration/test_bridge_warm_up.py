@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ledger.bridge.warm_up import ARM_IN_BACKGROUND
 from ledger.engine.kept_diffs import FILE_NAME
 from tests.bridgekit import FakePi
 
@@ -46,11 +45,6 @@ def _resume(repo: Path, agent: Path, built: FakePi, *, has_ui: bool = True) -> F
 
 
 @pytest.mark.needs("change_feed")  # the base scan is the feed's
-@pytest.mark.skipif(
-    not ARM_IN_BACKGROUND,
-    reason="the background base scan is off until its race with the first prompt's writes is "
-    "understood (ledger/bridge/warm_up.py ARM_IN_BACKGROUND)",
-)
 def test_the_first_capture_of_a_fresh_bridge_is_fed(repo: Path, tmp_path: Path) -> None:
     built = _session(repo, tmp_path / "agent")
     private = repo / ".git" / "pi-rewind"

@@ -205,6 +205,12 @@ class InotifyWatcher:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def stopped(self) -> bool:
+        """:meth:`stop` was called (the feed is closing): events may go unread from now on, so
+        nothing may be trusted, but the thread that ends is no failure."""
+        return self._stop.is_set()
+
     def crash_thread(self, reason: str = "injected") -> None:
         """Make the reader thread die at its next wake-up (tests)."""
         self._crash = reason
@@ -369,7 +375,9 @@ class InotifyWatcher:
         with self.lock:
             if self._fd >= 0:
                 self._drain()
-            if self.failed is None and self.ready and not self.alive():
+            # A thread that ended because stop() asked it to did not die: a verification
+            # still running when the feed closes must not mark the session's feed failed.
+            if self.failed is None and self.ready and not self.alive() and not self.stopped:
                 self.fail("watcher thread died")
 
     def _drain(self) -> None:

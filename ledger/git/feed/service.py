@@ -22,12 +22,15 @@ Trust but verify: after a fed capture, when the process is idle, a verifier thre
 capture F (under the capture lock, like any capture) and then a full scan S on its own private
 index (``<git-dir>/pi-rewind/verify/``, seeded from a copy of the main one) *without* the capture
 lock, so that a prompt's capture arriving meanwhile is not held up for a whole scan (seconds at
-1M files). When no event arrived and no capture changed the base in between, it compares them;
-otherwise the round is inconclusive and retried at the next idle time. A difference (mmap
-writes, hard links written from outside, another mount namespace …) switches the feed off for the
-session: every later capture is a full scan, :func:`report` says so, and the evidence (the
-differing paths) goes to ``<git-dir>/pi-rewind/feed-mismatch.json``. ``feed-status.json`` next
-to it carries the mode, and the session's final counts when the feed closes.
+1M files). When no event arrived and no capture took changes or changed the base in between, it
+compares them; otherwise the round is inconclusive and retried at the next idle time. "Took
+changes" counts from the moment a capture empties the dirty set, not from when it publishes
+its tree: a fed capture still hashing a file it took is a change in flight, not a miss. A
+difference (mmap writes, hard links written from outside, another mount namespace …) switches
+the feed off for the session: every later capture is a full scan, :func:`report` says so, and
+the evidence (the differing paths) goes to ``<git-dir>/pi-rewind/feed-mismatch.json``.
+``feed-status.json`` next to it carries the mode, and the session's final counts when the feed
+closes.
 
 Invariants:
 - Nothing here runs unless :func:`enable` was called (``rewind serve`` does); one-shot commands
@@ -35,7 +38,11 @@ Invariants:
 - A fed capture never writes the private index; it writes only git objects. The verifier's
   scan writes only its own index under ``verify/`` and git objects.
 - A base is set only under the capture lock (dropping one is safe anywhere); every change of
-  the base is a new generation.
+  the base is a new generation, and so is every take of a non-empty dirty set (in the same
+  critical section of the watcher's lock as the take).
+- Whoever empties the dirty set either publishes a base that includes those paths or leaves no
+  base: a full scan drops the base before it clears the set, so a scan that fails cannot leave
+  an old base trusted without the changes it took.
 - The feed is used only while ``watcher.epoch`` equals the epoch its base was taken at, the
   watcher has not failed, and the environment signature (configuration files, ignore/attribute
   files outside the tree, environment, settings) is unchanged.
@@ -54,6 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.git.capture.index import VerifyIndex
+from ledger.git.feed.environment import config_origins, stat_sig
 from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_heap
 from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
 from ledger.git.private import private_dir
@@ -291,11 +299,21 @@ class Feed:
         assert base is not None
         with self.watcher.lock:
             self.watcher.sync()
+            if self.watcher.stopped:  # closing: events after the stop go unread
+                self._fallback("the feed is closing")
+                return None
             if self.watcher.epoch != base.epoch or self.watcher.failed:
                 self._fallback(self.watcher.failed or (self.watcher.reasons or ["?"])[-1])
                 return None
             dirty = set(self.watcher.dirty)
             self.watcher.dirty.clear()
+            if dirty:
+                # Taken, not yet in a base: a new generation now, in the same critical section
+                # as the take. The verifier's check that nothing happened during its scan reads
+                # the dirty set and the generation under this lock; bumped only once the new
+                # base is published, a change taken here looked like no change at all in
+                # between, and a correct feed was switched off (docs/capture.md#races).
+                self._generation += 1
         if not dirty:
             self.counters.fed += 1
             return CaptureResult(base.tree, base.skipped, False, 0)
@@ -329,6 +347,11 @@ class Feed:
     def before_full(self) -> int | None:
         """Take the dirty set before a full scan; the epoch to arm with (``None``: the watcher
         is not ready, so the scan cannot be a base)."""
+        # The scan replaces the base; the base goes first, before the dirty set is cleared
+        # below: if the scan then fails (a dirty embedded repository, a full disk), the changes
+        # taken here are in no base and no longer in the dirty set, so the old base must not
+        # be trusted again (a new generation, too: the verifier's round becomes inconclusive).
+        self.base = None
         if not self.watcher.ready:
             # Not the watcher's lock: its walk takes it once per directory and Python's locks
             # are not fair, so a capture waiting for it would wait for the whole walk (seconds
@@ -337,7 +360,7 @@ class Feed:
         with self.watcher.lock:
             self.watcher.sync()
             self.watcher.dirty.clear()
-            if not self.watcher.ready or self.watcher.failed:
+            if not self.watcher.ready or self.watcher.failed or self.watcher.stopped:
                 return None
             return self.watcher.epoch
 
@@ -401,7 +424,7 @@ class Feed:
         ``include_index``: the user's index too (it decides whether skipped protected
         directories and too-large files are captured)."""
         if refresh or not self._origins:
-            self._origins = _config_origins(capturer)
+            self._origins = config_origins(capturer)
         common = capturer.repo.common_dir
         home = os.environ.get("HOME", "")
         xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
@@ -421,7 +444,7 @@ class Feed:
         ]
         if include_index:
             files.append(str(self.git_dir / "index"))
-        sigs = tuple((f, _stat_sig(f)) for f in sorted(set(files)))
+        sigs = tuple((f, stat_sig(f)) for f in sorted(set(files)))
         env = tuple(
             sorted(
                 (k, v)
@@ -514,7 +537,8 @@ class Feed:
         with self.watcher.lock:
             self.watcher.sync()
             quiet = (
-                not self.watcher.dirty
+                not self.watcher.stopped  # closing: later events would go unread
+                and not self.watcher.dirty
                 and self.watcher.epoch == epoch
                 and self._generation == generation
             )
@@ -562,37 +586,3 @@ class Feed:
 def _settings_key(capturer: Capturer) -> tuple[Any, ...]:
     s = capturer.settings
     return (s.max_untracked_file_bytes, tuple(sorted(s.protected_dirs)))
-
-
-def _stat_sig(path: str) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-def _config_origins(capturer: Capturer) -> list[str]:
-    """The configuration files git reads, and the files ``core.excludesFile`` and
-    ``core.attributesFile`` name (their rules apply to every path, and no event reports them)."""
-    result = capturer.git.run(
-        ["config", "--list", "--show-origin", "-z"], operation="git config", check=False
-    )
-    out: set[str] = set()
-    named: dict[str, str] = {}
-    for i, record in enumerate(result.lines_z()):
-        if i % 2 == 0:
-            if record.startswith(b"file:"):
-                name = os.fsdecode(record[5:])
-                out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
-            continue
-        key, _, value = os.fsdecode(record).partition("\n")
-        if key.lower() in ("core.excludesfile", "core.attributesfile"):
-            named[key.lower()] = value  # the last one wins, as in git
-    home = os.environ.get("HOME", "")
-    for value in named.values():
-        if value.startswith("~/") and home:
-            value = os.path.join(home, value[2:])
-        if value:
-            out.add(value if os.path.isabs(value) else os.path.join(capturer.root_s, value))
-    return sorted(out)

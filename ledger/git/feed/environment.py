@@ -1,0 +1,57 @@
+"""The files outside the work tree whose changes the change feed cannot see as events.
+
+Why it exists: a fed capture (:mod:`ledger.git.feed.service`) is exact only while the rules git
+applies are those of its base. Configuration files, ``core.excludesFile`` and
+``core.attributesFile`` can live anywhere, so no inotify watch reports their edits; the feed
+compares their stat data (:func:`stat_sig`) at each capture instead, over the files
+:func:`config_origins` names.
+
+Invariants: read-only (one ``git config --list`` per call of :func:`config_origins`); a file
+that cannot be stated has the signature ``None``, so its appearance is a change too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ledger.git.capture.scan import Capturer
+
+
+def stat_sig(path: str) -> tuple[int, ...] | None:
+    """Size, mtime, ctime and inode of ``path`` (``None``: it cannot be stated)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def config_origins(capturer: Capturer) -> list[str]:
+    """The configuration files git reads, and the files ``core.excludesFile`` and
+    ``core.attributesFile`` name (their rules apply to every path, and no event reports them)."""
+    result = capturer.git.run(
+        ["config", "--list", "--show-origin", "-z"], operation="git config", check=False
+    )
+    out: set[str] = set()
+    named: dict[str, str] = {}
+    for i, record in enumerate(result.lines_z()):
+        if i % 2 == 0:
+            if record.startswith(b"file:"):
+                name = os.fsdecode(record[5:])
+                out.add(name if os.path.isabs(name) else os.path.join(capturer.root_s, name))
+            continue
+        key, _, value = os.fsdecode(record).partition("\n")
+        if key.lower() in ("core.excludesfile", "core.attributesfile"):
+            named[key.lower()] = value  # the last one wins, as in git
+    home = os.environ.get("HOME", "")
+    for value in named.values():
+        if value.startswith("~/") and home:
+            value = os.path.join(home, value[2:])
+        if value:
+            out.add(value if os.path.isabs(value) else os.path.join(capturer.root_s, value))
+    return sorted(out)
+
+
+__all__ = ["config_origins", "stat_sig"]
