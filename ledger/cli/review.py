@@ -71,7 +71,9 @@ def register(
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the .html file to write")
     p.add_argument("--lineage", action="store_true", default=True, help=argparse.SUPPRESS)
     p.add_argument(
-        "--side-by-side", action="store_true", help="two-column diffs instead of unified ones"
+        "--side-by-side",
+        action="store_true",
+        help="open the page in the side-by-side view (the page has a switch)",
     )
     p.add_argument(
         "--find-renames",
