@@ -30,8 +30,8 @@
  * another, `false` none). In the list, typing filters the rows (prompt text, labels, file names),
  * Home/End/PgUp/PgDn move, and the position is shown; a row cuts its prompt text before its
  * warnings and file names (issue 35). A shortcut runs without Pi's command context, which
- * `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the editor for
- * Enter to confirm, with a hint the next key removes. `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
+ * `/tree` and `/fork` need: there, those actions put `/rewind ACTION ENTRY` in the editor and
+ * submit it (see `run`). `/rewind ACTION ENTRY` (files|both|conversation|fork|undo) runs
  * an action directly; `/rewind undo-to OP` restores the files as they were before operation OP.
  */
 
@@ -597,11 +597,19 @@ class RewindOverlay {
 	}
 }
 
+/** Pi's terminal UI as far as a shortcut needs it: the input entry point, to press Enter. */
+type Keys = { handleInput?: (data: string) => void };
+
+/** The editor's text before a shortcut put `/rewind ACTION ENTRY` there: given back when that
+ * command ends (see `run`). */
+let draft: string | undefined;
+
 async function run(
 	decision: Decision,
 	bridge: RewindBridge,
 	ctx: ExtensionContext,
 	command: ExtensionCommandContext | undefined,
+	keys?: Keys,
 ): Promise<void> {
 	if (!decision) return;
 	if (bridge.unavailable) {
@@ -624,9 +632,26 @@ async function run(
 		return;
 	}
 	if (!command) {
-		// A shortcut has no command context: Pi's /tree and /fork need one, and Pi gives an
-		// extension no way to submit the editor. The hint is a widget that the next key takes
-		// away (Enter runs it, any other key edits or clears it): no panel outlives it.
+		// A shortcut has no command context, which Pi's /tree and /fork need. So the action
+		// goes through the editor as `/rewind ACTION ENTRY`, submitted with an Enter given to
+		// Pi's terminal UI once the overlay has handed the focus back to the editor: the same
+		// path as typing it, with a full command context. The user's draft comes back after.
+		const text = ctx.ui.getEditorText();
+		const enter = keys?.handleInput;
+		if (typeof enter === "function") {
+			draft = text;
+			ctx.ui.setEditorText(`/rewind ${action} ${entryId}`);
+			setTimeout(() => {
+				try {
+					enter.call(keys, "\r");
+				} catch {
+					ctx.ui.setWidget(HINT_KEY, ["Rewind: press Enter to run it"]);
+				}
+			}, 0);
+			return;
+		}
+		// A Pi without that entry point: the command waits in the editor for Enter, with a hint
+		// that the next key takes away (Enter runs it, any other key edits or clears it).
 		ctx.ui.setEditorText(`/rewind ${action} ${entryId}`);
 		ctx.ui.setWidget(HINT_KEY, ["Rewind: press Enter to run it (/tree and /fork need a command: Pi runs them only from the editor)"]);
 		const off = ctx.ui.onTerminalInput(() => {
@@ -654,9 +679,10 @@ async function open(bridge: RewindBridge, ctx: ExtensionContext, command: Extens
 		ctx.ui.notify(noListText(bridge.unavailable), "warning");
 		return;
 	}
+	let keys: Keys | undefined;
 	const decision = await ctx.ui.custom<Decision>(
 		(tui, theme, _keybindings, done) =>
-			new RewindOverlay(
+			((keys = tui as unknown as Keys), new RewindOverlay(
 				list,
 				(event, payload) => bridge.send(event, payload, ctx),
 				(color, text) => {
@@ -669,10 +695,10 @@ async function open(bridge: RewindBridge, ctx: ExtensionContext, command: Extens
 				() => Math.max(10, Math.floor((process.stdout.rows || 30) * 0.8)),
 				() => tui.requestRender(),
 				done,
-			),
+			)),
 		{ overlay: true, overlayOptions: { width: "90%", maxHeight: "85%", anchor: "center" } },
 	);
-	await run(decision, bridge, ctx, command);
+	await run(decision, bridge, ctx, command, keys);
 }
 
 const DEFAULT_KEY = "alt+r";
@@ -711,13 +737,20 @@ export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
 	pi.registerCommand("rewind", {
 		description: "Rewind: see every rewind point of this branch, preview what a rewind would do, and do it",
 		handler: async (args: string, ctx: ExtensionCommandContext) => {
-			await ctx.waitForIdle();
-			const [action, entryId] = args.trim().split(/\s+/);
-			if (action && ACTIONS.has(action)) {
-				await run({ action, entryId }, bridge, ctx, ctx);
-				return;
+			const kept = draft;
+			draft = undefined;
+			try {
+				await ctx.waitForIdle();
+				const [action, entryId] = args.trim().split(/\s+/);
+				if (action && ACTIONS.has(action)) {
+					await run({ action, entryId }, bridge, ctx, ctx);
+					return;
+				}
+				await open(bridge, ctx, ctx);
+			} finally {
+				// What the user was writing before Alt+R's action took the editor.
+				if (kept && !ctx.ui.getEditorText()) ctx.ui.setEditorText(kept);
 			}
-			await open(bridge, ctx, ctx);
 		},
 	});
 	const key = rewindKey(process.cwd());
