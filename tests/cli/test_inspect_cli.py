@@ -334,7 +334,7 @@ def test_outside_a_repository_named_sessions_need_a_repo(tmp_path: Path) -> None
 
 
 def test_wrong_usage_exits_2_with_a_hint(repo: Path) -> None:
-    for args in (("log",), ("frobnicate",), ("tree", "@", "--bogus")):
+    for args in (("log", "--bogus"), ("frobnicate",), ("tree", "@", "--bogus")):
         result = run_process(*args, cwd=repo)
         assert result.code == 2, args
         assert result.err.startswith("error: ") and "hint: see 'rewind" in result.err
