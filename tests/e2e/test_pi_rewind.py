@@ -173,6 +173,7 @@ def test_conversation_only_keeps_the_files_and_fork_hands_them_to_a_new_session(
     # editor as a command and runs at once, no Enter asked of the user.
     screen = tui.wait_for("Rewind: this fork starts with the files of its rewind point")
     assert "press Enter to run it" not in screen, screen
+    assert "error" not in screen, "no extension error (a stale ctx after the fork)"
     assert files(project) == BEFORE_SECOND
     assert len(records(path, FORK_PENDING)) == 1
     assert len(sessions(agent_dir)) == 2, "a new session file: the fork"

@@ -748,8 +748,15 @@ export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
 				}
 				await open(bridge, ctx, ctx);
 			} finally {
-				// What the user was writing before Alt+R's action took the editor.
-				if (kept && !ctx.ui.getEditorText()) ctx.ui.setEditorText(kept);
+				// What the user was writing before Alt+R's action took the editor. After a fork
+				// this ctx is stale (Pi throws on its use): the draft stays with the old session.
+				if (kept) {
+					try {
+						if (!ctx.ui.getEditorText()) ctx.ui.setEditorText(kept);
+					} catch {
+						// the session was replaced
+					}
+				}
 			}
 		},
 	});
