@@ -30,8 +30,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 from pathlib import Path
+
+from ledger.git.locate import locate
 
 SHADOW_DIR = ("rewind", "shadow")
 """``ledger.git.shadow.layout.SHADOW_DIR`` (that module loads pygit2; a unit test holds the two
@@ -52,34 +53,6 @@ def shadow_key(directory: str) -> str:
     return f"{name}-{digest}"
 
 
-def _rev_parse(probe: Path) -> tuple[str, str, str] | None:
-    """``(work tree, git dir, common dir)`` as ``ledger.git.repo._locate`` asks git for them."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE", "GIT_PREFIX")
-    }
-    try:
-        result = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel", "--absolute-git-dir", "--git-common-dir"],
-            cwd=probe,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = [os.fsdecode(line) for line in result.stdout.split(b"\n")]
-    if lines and not lines[-1]:
-        lines.pop()
-    if result.returncode != 0 or len(lines) != 3 or not lines[0]:
-        return None
-    common = lines[2] if os.path.isabs(lines[2]) else os.path.join(probe, lines[2])
-    return lines[0], lines[1], common
-
-
 def usual_start(cwd: str | None, agent_dir: Path) -> tuple[Path, Path] | None:
     """``(root, git dir)``, both resolved as :class:`~ledger.git.repo.GitRepo` resolves them,
     when ``cwd`` is in a plain git work tree with nothing to tell at a session's start (module
@@ -89,7 +62,7 @@ def usual_start(cwd: str | None, agent_dir: Path) -> tuple[Path, Path] | None:
     probe = Path(cwd or ".")
     if not probe.is_dir():
         return None
-    found = _rev_parse(probe)
+    found = locate(probe)
     if found is None:
         return None
     root, git_dir, common = (os.path.realpath(path) for path in found)
