@@ -44,6 +44,25 @@ def git(cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = 
     return result.stdout
 
 
+def git_call_log(tmp_path: Path) -> tuple[Path, Path]:
+    """``(shim directory, log)``: put the directory first on ``PATH`` and every ``git`` the
+    code runs writes its subcommand to the log, then runs the real git."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None
+    log = tmp_path / "git-calls.log"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "git").write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do case "$a" in -*|*=*) ;; *) echo "$a" >> "{log}"; break;; esac; done\n'
+        f'exec "{real}" "$@"\n'
+    )
+    (shim / "git").chmod(0o755)
+    return shim, log
+
+
 def init_repo(path: Path, *, identity: bool = True) -> Path:
     """``git init`` a new directory ``path`` (with the test identity unless ``identity`` is off)."""
     path.mkdir(parents=True)

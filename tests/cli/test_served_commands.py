@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ledger.demo import DemoWorld, build_world, run_prompts
-from tests.gitkit import ROOT
+from tests.gitkit import ROOT, git_call_log
 from tests.watchkit import start_watch, stop_watch
 
 pytestmark = pytest.mark.needs("peer_credentials")  # served captures
@@ -187,19 +187,7 @@ def test_another_environment_or_umask_runs_the_command_in_its_own_process(
 
 def _git_shim(tmp_path: Path) -> tuple[dict[str, str], Path]:
     """An environment whose ``git`` logs each of its subcommands, then runs the real one."""
-    import shutil
-
-    real = shutil.which("git")
-    assert real is not None
-    log = tmp_path / "git-calls.log"
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "git").write_text(
-        "#!/bin/sh\n"
-        f'for a in "$@"; do case "$a" in -*|*=*) ;; *) echo "$a" >> "{log}"; break;; esac; done\n'
-        f'exec "{real}" "$@"\n'
-    )
-    (shim / "git").chmod(0o755)
+    shim, log = git_call_log(tmp_path)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

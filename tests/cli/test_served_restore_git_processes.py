@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ledger.demo import build_world, run_prompts
-from tests.gitkit import ROOT
+from tests.gitkit import ROOT, git_call_log
 from tests.watchkit import start_watch, stop_watch
 
 pytestmark = pytest.mark.needs("peer_credentials")  # served commands
@@ -23,16 +23,7 @@ pytestmark = pytest.mark.needs("peer_credentials")  # served commands
 
 def test_a_served_restore_of_one_file_starts_no_git_checkout_hash_or_var(tmp_path: Path) -> None:
     world = run_prompts(build_world(tmp_path / "w"))
-    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True)
-    log = tmp_path / "git-calls.log"
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "git").write_text(
-        "#!/bin/sh\n"
-        f'for a in "$@"; do case "$a" in -*|*=*) ;; *) echo "$a" >> "{log}"; break;; esac; done\n'
-        f'exec "{real.stdout.strip()}" "$@"\n'
-    )
-    (shim / "git").chmod(0o755)
+    shim, log = git_call_log(tmp_path)
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
