@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -331,3 +332,19 @@ def test_an_attributes_file_named_in_a_way_not_followed_here_sends_the_write_to_
 
 def test_a_gitattributes_in_any_case_sends_the_write_to_git(repo: Path) -> None:
     assert conversion_free(GitRepo.discover(repo), ["sub/.GitAttributes"]) is not None
+
+
+def test_hashing_a_path_that_became_a_fifo_or_grows_never_blocks_nor_reads_past_the_bound(
+    tmp_path: Path,
+) -> None:
+    from ledger.git.restore.direct_write import read_file
+
+    os.mkfifo(tmp_path / "pipe")  # no writer: a blocking open would wait forever
+    result: list[bytes | None] = []
+    reader = threading.Thread(target=lambda: result.append(read_file(tmp_path, "pipe", 10)))
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and result == [None], "refused at once, not read"
+    (tmp_path / "big").write_bytes(b"x" * 100)
+    assert read_file(tmp_path, "big", 10) is None
+    assert read_file(tmp_path, "big", 100) == b"x" * 100

@@ -55,7 +55,9 @@ DIRECT_BYTES = 64 << 20
 
 _PLAIN = frozenset({FileMode.BLOB, FileMode.BLOB_EXECUTABLE})
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK | O_NOCTTY: a path swapped for a FIFO or a device after its lstat never blocks the
+# open nor becomes our terminal; fstat then refuses anything but a regular file.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
 @dataclass(frozen=True)
@@ -150,14 +152,18 @@ def stage_plan(
         if mode not in _PLAIN and not (mode == FileMode.LINK and links_ok):
             return f"{path}: mode {mode:o} is checked out by git"
         try:
+            # The size from the object's header, before any blob is inflated into memory.
+            kind, size = odb.odb.read_header(oid)
+            if kind != pygit2.enums.ObjectType.BLOB:
+                return f"{path}: {oid} is not a blob"
+            total += size
+            if total > DIRECT_BYTES:
+                return "too many bytes to write in-process"
             blob = odb[oid]
         except (KeyError, ValueError, pygit2.GitError):
             return f"{path}: blob {oid} unreadable here"
         if not isinstance(blob, pygit2.Blob):
             return f"{path}: {oid} is not a blob"
-        total += blob.size
-        if total > DIRECT_BYTES:
-            return "too many bytes to write in-process"
         data = blob.data
         if mode == FileMode.LINK and (not data or b"\0" in data or len(data) >= 4096):
             return f"{path}: a symlink target git writes its own way"
@@ -218,11 +224,13 @@ def read_file(root: os.PathLike[str] | str, path: str, limit: int = DIRECT_BYTES
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
         chunks: list[bytes] = []
-        while True:
-            chunk = os.read(fd, max(st.st_size + 1, 1 << 16))
+        held = 0
+        while held <= limit:  # a file still growing is read to limit + 1 bytes, no further
+            chunk = os.read(fd, min(max(st.st_size + 1, 1 << 16), limit + 1 - held))
             if not chunk:
                 break
             chunks.append(chunk)
+            held += len(chunk)
         data = b"".join(chunks)
         return data if len(data) <= limit else None
     except OSError:

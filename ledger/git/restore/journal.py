@@ -243,8 +243,11 @@ class Journal:
 
     def close(self, *, durable: bool = True) -> None:
         """Remove the journal. ``durable=False`` skips the directory's ``fsync`` (~10 ms): for
-        a ``done`` journal whose record is found, which a crash may only bring back as the same
-        ``done`` journal with the same record, settled again at the next look (:func:`settle`)."""
+        a ``done`` journal whose record is found. A crash of the machine may bring it back as the
+        same ``done`` journal with the same record, settled again at the next look
+        (:func:`settle`), or, since the ``done`` mark is not made durable either
+        (:meth:`mark_done`), as the journal first written: an interrupted restore, which
+        ``rewind undo`` takes back from its undo snapshot. No byte is lost either way."""
         # The journal goes before its lock file: a probe that finds no lock re-checks that the
         # journal still exists (see settle).
         with contextlib.suppress(FileNotFoundError):
