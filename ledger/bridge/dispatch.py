@@ -191,16 +191,25 @@ def finish_start(state: BridgeState) -> None:
     if pending is None:
         return
     outcome = Outcome()
-    repo = _open(state, pending.cwd, pending.agent_dir, outcome)
-    if repo is None:
-        withdraw(state)  # the repository went away since the answer: rewind is off
-    else:
-        if repo.git_dir != pending.git_dir:
-            withdraw(state)  # moved since the answer: announced where the engine works
-            _announce(state, repo.git_dir)
-        _run_engine(state, repo, pending.agent_dir, pending.reason, pending.previous, outcome)
-        _open_gate(state, repo)
-        _retention_notices(state, outcome)
+    try:
+        repo = _open(state, pending.cwd, pending.agent_dir, outcome)
+        if repo is None:
+            withdraw(state)  # the repository went away since the answer: rewind is off
+        else:
+            if repo.git_dir != pending.git_dir:
+                withdraw(state)  # moved since the answer: announced where the engine works
+                _announce(state, repo.git_dir)
+            _run_engine(state, repo, pending.agent_dir, pending.reason, pending.previous, outcome)
+            _open_gate(state, repo)
+            _retention_notices(state, outcome)
+    except Exception as exc:  # the answer is out: say why and keep serving
+        # A full start would have answered this as the event's error; here the answer went
+        # already, so rewind goes off for the session and the next answer says why, as
+        # Pi's warning, instead of the bridge ending mid-session.
+        state.engine = None
+        withdraw(state)
+        why = exc.message if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
+        outcome.notices.append({"level": "warning", "text": f"Rewind: off: {why}"})
     state.carried.extend(outcome.notices)
 
 

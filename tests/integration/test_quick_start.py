@@ -12,6 +12,7 @@ with points, a fork), the full start answers as before.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -220,3 +221,30 @@ def test_no_repository_is_answered_alike(
         made.close()
     reply = _same_answers(plain, agent, monkeypatch)
     assert reply.status is not None and "shadow repository" in reply.status
+
+
+def test_an_engine_that_cannot_start_after_the_quick_answer_turns_rewind_off_and_says_why(
+    repo: Path, agent: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The engine's start fails after the quick answer went out (injected into the real bridge
+    # process through sitecustomize): the bridge keeps serving and the next answer says why.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import ledger.bridge.dispatch as d\n"
+        "def broken(*args, **kwargs):\n"
+        "    raise OSError(28, 'No space left on device')\n"
+        "d._run_engine = broken\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("REWIND_QUICK_START", "1")
+    pi = FakePi(repo, agent)
+    try:
+        first = pi.event("session_start", {"reason": "startup"})
+        assert first.error is None and first.status == "◆ 0 points / 0 snapshots"
+        later = pi.event("before_agent_start", {"prompt": "hello"})
+        texts = [n["text"] for n in later.notices]
+        assert any(t.startswith("Rewind: off: OSError") for t in texts), later
+        assert pi.event("agent_end", {}).error is None, "still serving"
+    finally:
+        pi.close()
