@@ -24,6 +24,7 @@ environment is its own starts no bridge process at all (``REWIND_HOSTED=0``: it 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -170,8 +171,11 @@ class _OwnFeed:
         Not before: deciding loads the feed, the git layer and pygit2 (~0.15 s), which Pi's
         first ``session_start`` answer must not wait for (ledger/bridge/quick_start.py); the
         first capture comes with a later event, so it still finds the decision made."""
-        _set_up_captures(self.start, self.ctx, self)
-        self.learn_ui(first)
+        # A speed-up only, and after the answer: a failure here leaves the captures to the
+        # ordinary full scan instead of ending a bridge that Pi already counts on.
+        with contextlib.suppress(Exception):
+            _set_up_captures(self.start, self.ctx, self)
+            self.learn_ui(first)
 
     def learn_ui(self, first: EventMessage) -> None:
         with self._guard:
