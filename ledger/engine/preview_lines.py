@@ -64,6 +64,9 @@ class Counting:
             # only); the thread runs git (a process) and parses its text, nothing else. The
             # options are the ones `rewind diff` and the review use (ledger.review.diff).
             args, settings = porcelain_options(ConfigValues(repo))
+            # The order of the files changes no count, and an unreadable diff.orderFile would
+            # fail git and with it the whole preview.
+            args = [arg for arg in args if not arg.startswith("-O")]
             options = [*args, "--no-renames", "--no-color", "--raw", "--numstat", "-z"]
             runner = (repo, old_tree, new_tree, options, settings)
             self._thread = threading.Thread(

@@ -186,3 +186,17 @@ def test_a_symlink_that_became_a_file_is_one_preview_row_with_its_lines(pi: Fake
     preview = pi.event("rewind_preview", {"entryId": before}).result["preview"]
     (row,) = [f for f in preview["files"] if f["path"] == "link"]
     assert row["change"] == "M" and row["deletions"] == 2 and not row["binary"]
+
+
+def test_a_missing_diff_order_file_fails_no_preview(pi: FakePi) -> None:
+    _, second, _ = three_prompts(pi)
+    import subprocess
+
+    subprocess.run(
+        ["git", "config", "diff.orderFile", str(pi.cwd / "no-such-order-file")],
+        cwd=pi.cwd,
+        check=True,
+    )
+    reply = pi.event("rewind_preview", {"entryId": second})
+    assert reply.error is None, reply.error
+    assert {f["path"] for f in reply.result["preview"]["files"]} == {"a.txt", "b.txt"}
