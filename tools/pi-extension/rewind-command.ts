@@ -645,6 +645,7 @@ async function run(
 				try {
 					enter.call(keys, "\r");
 				} catch {
+					draft = undefined; // no command of this Alt+R will come to give it back
 					ctx.ui.setWidget(HINT_KEY, ["Rewind: press Enter to run it"]);
 				}
 			}, 0);
