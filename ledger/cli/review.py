@@ -383,9 +383,11 @@ def resolve_entry_name(session: Session, name: str) -> str:
     from ledger.session.discovery import NEWEST, resolve_entry
 
     if name == NEWEST:
-        prompts = [e.id for e in session.branch() if e.role == "user"]
+        from ledger.engine.ownership import branch_prompts  # the /rewind list's prompts
+
+        prompts = branch_prompts(session, session.leaf_id)
         if prompts:
-            return prompts[-1]
+            return prompts[-1].id
     return resolve_entry(session, name)
 
 
