@@ -34,6 +34,13 @@ from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git, ls_tree
 from tests.snapshotkit import NO_PROTECTION
 
+
+@pytest.fixture(autouse=True)
+def _stamps_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Directory stamps are off by default (ledger.git.capture.state.stamp_limit): on here."""
+    monkeypatch.setenv("REWIND_DIR_STAMPS", "1")
+
+
 DIRS = [f"d{i}" for i in range(12)]
 
 

@@ -13,6 +13,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from ledger.git.capture.state import (
     PLAIN,
     STAMP_MARGIN_NS,
@@ -22,6 +24,12 @@ from ledger.git.capture.state import (
     dir_stamp,
     stamp_limit,
 )
+
+
+@pytest.fixture(autouse=True)
+def _stamps_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Directory stamps are off by default (ledger.git.capture.state.stamp_limit): on here."""
+    monkeypatch.setenv("REWIND_DIR_STAMPS", "1")
 
 
 def test_a_directory_changed_within_the_margin_gets_no_stamp(tmp_path: Path) -> None:

@@ -337,6 +337,10 @@ def dir_signatures(root: str, rel_dir: str, previous: DirRules | None = None) ->
 _access = os.access
 
 
+STAMPS_ENV = "REWIND_DIR_STAMPS"
+"""``1`` turns directory stamps on (see :func:`stamp_limit`); off by default."""
+
+
 def stamp_limit(marker: Path | str) -> int:
     """The bound for :func:`dir_stamp`, read before any directory: :data:`STAMP_MARGIN_NS` before
     the earlier of the wall clock and ``marker``'s mtime (a file this capture touched when it
@@ -344,6 +348,13 @@ def stamp_limit(marker: Path | str) -> int:
     is known) when the marker cannot be read. Any change after this call gets timestamps at or
     after the bound plus the margin, minus the coarsest granularity (2 s, FAT): never the
     timestamps of a directory last changed before the bound."""
+    # Off unless REWIND_DIR_STAMPS=1: in the last full run before stop 40 ended, the capture
+    # property test (random edits, ignore and attribute rules, nested repositories, aged
+    # timestamps) found one capture that differed from a fresh index with stamps on, not
+    # reproduced since. Until that is understood every known directory is signed again, as
+    # before the stamps: exact first, the ~35 ms later (docs/capture.md#directory-stamps).
+    if os.environ.get(STAMPS_ENV) != "1":
+        return 0
     try:
         marker_ns = os.lstat(marker).st_mtime_ns
     except OSError:
