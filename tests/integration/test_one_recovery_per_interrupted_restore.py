@@ -126,8 +126,7 @@ def _start(world: World, marks: Path, role: str) -> subprocess.Popen[str]:
 
 def _wait_for(path: Path, *processes: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 120
-    # The mark is written with write_text (created, then written): wait for its bytes too.
-    while not path.exists() or path.stat().st_size == 0:
+    while not path.exists():
         for process in processes:
             assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, f"{path.name} never came"
