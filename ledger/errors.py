@@ -291,6 +291,15 @@ class NoRewindPointError(LedgerError):
         )
 
 
+class UnknownPointError(LedgerError):
+    """The agent's ``rewind`` tool was given a point that names no point of this conversation's
+    branch (docs/pi.md#the-agents-rewind-tool)."""
+
+    def __init__(self, ref: str, reason: str, hint: str) -> None:
+        self.ref = ref
+        super().__init__(f'no point "{ref}": {reason}', hint=hint)
+
+
 class NothingToUndoError(LedgerError):
     """No file rewind on this branch has an undo point (or its commit was pruned)."""
 

@@ -459,6 +459,13 @@ def _rewind_event(name: str) -> Handler:
     return handle
 
 
+def _tool_event(state: BridgeState, engine: Engine, message: EventMessage) -> EventResult:
+    """The model's ``rewind`` tool (:mod:`ledger.bridge.tool_events`, loaded at its first use)."""
+    from ledger.bridge.tool_events import rewind_tool
+
+    return rewind_tool(state, engine, message)
+
+
 ROUTES: dict[EventName, Route] = {
     "before_agent_start": Route(_before_agent_start, records=False),
     "turn_start": Route(_turn_start),
@@ -477,6 +484,7 @@ ROUTES: dict[EventName, Route] = {
     "rewind_diff": Route(_rewind_event("rewind_diff"), records=False),
     "rewind_apply": Route(_rewind_event("rewind_apply")),
     "rewind_intent": Route(_rewind_event("rewind_intent"), records=False),
+    "rewind_tool": Route(_tool_event),
 }
 """Every event that needs the engine (all but ``ping`` and ``session_start``)."""
 

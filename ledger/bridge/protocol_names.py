@@ -33,6 +33,7 @@ EventName = Literal[
     "rewind_diff",
     "rewind_apply",
     "rewind_intent",
+    "rewind_tool",
     "ping",
 ]
 EVENT_NAMES: frozenset[str] = frozenset(EventName.__args__)  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ledger.clock import Clock
     from ledger.engine.authorship_log import AuthorshipLog
     from ledger.engine.filestate import FileState
     from ledger.engine.host import SessionHost
@@ -49,6 +50,9 @@ class EngineContext(Protocol):
 
     @property
     def reader(self) -> LineageReader: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
     @property
     def last_exact(self) -> LastExact | None:
@@ -97,6 +101,10 @@ class EngineContext(Protocol):
         parent_id: ParentRequest = ...,
     ) -> str:
         """Append a ``rewind-op`` record; returns its id."""
+        ...
+
+    def keep_binding(self, entry_id: str) -> None:
+        """A checkpoint bound ``entry_id`` during this prompt: its turn does not rebind it."""
         ...
 
     def snapshot(self, *, agent_entry: str | None = None) -> str:

@@ -25,11 +25,9 @@ Invariants: the engine never prints; every handler returns the notices to show. 
 that changes the work tree goes through :meth:`Engine.restore_files` (``restore_commit``), which
 snapshots first and rolls back on failure. Records are appended only through the host.
 
-The public surface for command-style operations (:mod:`ledger.engine.operations`,
-:mod:`ledger.recovery`): :meth:`Engine.snapshot`, :meth:`Engine.restore_files`,
-:meth:`Engine.append_op`, :meth:`Engine.prepare_fork` / :meth:`Engine.settle_fork` and
-:meth:`Engine.for_host`.
-"""
+The surface for operations (:mod:`ledger.engine.operations`, :mod:`ledger.recovery`,
+:mod:`ledger.engine.agent_tool`): ``snapshot``, ``restore_files``, ``append_op``,
+``prepare_fork`` / ``settle_fork``, ``for_host``, ``keep_binding``."""
 
 from __future__ import annotations
 
@@ -135,8 +133,7 @@ class Engine:
 
     def pruned_point(self, entry_id: str) -> bool:
         """The entry was bound to a snapshot that no longer exists (retention pruned it)."""
-        session = self.session()
-        return self.reader.lineage(session).resolve(entry_id, lambda _sha: True) is not None
+        return self.reader.lineage(self.session()).resolve(entry_id, lambda _: True) is not None
 
     def _say_pruned(self, entry_id: str, target: str | None, result: EventResult) -> None:
         """A Restore option the user might expect is missing: say why, below what happened."""
@@ -384,6 +381,11 @@ class Engine:
         ):
             return result
         return self._bind_now(entry_id, "for checkpoint", result)
+
+    def keep_binding(self, entry_id: str) -> None:
+        """A checkpoint bound ``entry_id`` during this prompt: its turn does not rebind it."""
+        if self._collector is not None:
+            self._collector.kept.add(entry_id)
 
     def fork_preference(self, mode: str, source: str) -> None:
         if mode == "conversation-only" and source in FORK_PREFERENCE_SOURCES:

@@ -75,10 +75,13 @@ class Collector:
     leaf_at_start: str | None
     pending_user_commit: str | None
     pairs: list[tuple[str, str]] = field(default_factory=list)
+    kept: set[str] = field(default_factory=set)
+    """Entries a checkpoint bound during this prompt (the agent's ``rewind`` tool): their turn
+    does not rebind them to its post-turn snapshot."""
 
     @property
     def bound(self) -> set[str]:
-        return {entry_id for entry_id, _ in self.pairs}
+        return {entry_id for entry_id, _ in self.pairs} | self.kept
 
 
 __all__ = [

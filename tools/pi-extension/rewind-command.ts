@@ -708,27 +708,35 @@ const FOLLOW_MS = 1000;
 /** The widget that says how to run an action a shortcut could not (see `run`). */
 const HINT_KEY = "rewind-hint";
 
-/** The `rewind.key` value of one settings file: a key name, `false` (no key), or undefined
- * (not set, or the file is missing or unreadable: a key is a convenience, never an error). */
-function keySetting(file: string): string | false | undefined {
+/** The value of `rewind.<name>` in one settings file, or undefined (not set, or the file is
+ * missing or unreadable: a setting of the extension is a convenience, never an error). */
+function settingIn(file: string, name: string): unknown {
 	try {
 		if (fs.statSync(file).size > 1 << 20) return undefined; // a settings file, not a dump
 		const rewind = JSON.parse(fs.readFileSync(file, "utf8"))?.rewind;
-		const key: unknown = rewind && typeof rewind === "object" ? rewind.key : undefined;
-		if (key === false) return false;
-		return typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim()) ? key.trim().toLowerCase() : undefined;
+		return rewind && typeof rewind === "object" ? (rewind as Record<string, unknown>)[name] : undefined;
 	} catch {
 		return undefined;
 	}
 }
 
-/** The key that opens the list (docs/pi.md#rewind): `rewind.key` in the project's
- * `.pi/settings.json`, else in the agent dir's `settings.json`, else Alt+R; `false` binds none. */
+/** `rewind.<name>` from the project's `.pi/settings.json`, else the agent dir's `settings.json`
+ * (the project wins, as in Pi's own settings); undefined when neither sets it. */
+export function rewindSetting(cwd: string, name: string): unknown {
+	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
+		const value = settingIn(file, name);
+		if (value !== undefined) return value;
+	}
+	return undefined;
+}
+
+/** The key that opens the list (docs/pi.md#rewind): `rewind.key` (a key name), else Alt+R;
+ * `false` binds none. A value that is not a key name is ignored. */
 export function rewindKey(cwd: string): string | undefined {
 	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
-		const key = keySetting(file);
+		const key = settingIn(file, "key");
 		if (key === false) return undefined;
-		if (key) return key;
+		if (typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim())) return key.trim().toLowerCase();
 	}
 	return DEFAULT_KEY;
 }

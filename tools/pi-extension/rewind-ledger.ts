@@ -1066,6 +1066,8 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	try {
 		const { registerRewind } = await import("./rewind-command.ts");
 		registerRewind(pi, bridge);
+		const { registerRewindTool } = await import("./rewind-tool.ts");
+		registerRewindTool(pi, bridge); // the model's own `rewind` tool (issue 36)
 	} catch (err) {
 		const why = err instanceof Error ? err.message : String(err);
 		pi.on("session_start", (_e, ctx) => {

@@ -1,0 +1,246 @@
+"""The points the model's ``rewind`` tool can name, and whose work each differing file holds
+(docs/pi.md#the-agents-rewind-tool).
+
+Why it exists: the tool (:mod:`ledger.engine.agent_tool`) speaks to a model, which names a point
+by the id it was given or by the label it chose, and must be told, for every file a restore
+would change, whether that file is its own work (taken back) or someone else's (left alone).
+Both questions are answered here, as values:
+
+- :func:`branch_points`: this conversation's points on the current branch, newest first: its
+  checkpoints (a labelled entry bound to a snapshot) and its prompts;
+- :func:`find_point`: a point by id (or a unique prefix of one) or by a checkpoint's label;
+- :func:`sort_files`: each change of a plan, with its author and whether the tool takes it back.
+
+**The rule** (docs/authorship.md#the-rule gives the verdicts): the tool takes a file back only
+when its current content is this conversation's agent's (``this-session``, ``fork-parent``), or
+was put there by one of this tool's own restores in this conversation (a ``rewind`` verdict whose
+snapshot is such a restore's ``current``). Everything else is left as it is and named: the
+user's work, another session's agent's, and content a user's rewind put back.
+
+Invariants: read-only; nothing here captures or appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ledger.engine.ownership import branch_prompts
+from ledger.errors import UnknownPointError
+from ledger.git.trees import Change
+from ledger.session.model import entry_text, is_restorable
+
+if TYPE_CHECKING:
+    from ledger.engine.attribution import Attribution
+    from ledger.engine.context import EngineContext as Engine
+    from ledger.session.model import Session
+
+TOOL_NAME = "rewind"
+"""The tool's name in Pi (``pi.registerTool``), and so in its ``toolResult`` messages."""
+
+PointKind = Literal["checkpoint", "prompt", "turn"]
+FileChange = Literal["added", "modified", "deleted"]
+"""What the restore would do to the file (``added``: it comes back; ``deleted``: it goes)."""
+
+MIN_PREFIX = 4
+"""The shortest id prefix a point may be named by."""
+
+
+@dataclass(frozen=True)
+class ToolPoint:
+    """One point the tool can restore: an entry of this conversation bound to a snapshot."""
+
+    id: str
+    kind: PointKind
+    label: str | None
+    text: str
+    """The prompt's text (a prompt), or what the checkpoint was taken in (a checkpoint)."""
+    timestamp: str | None
+    snapshot: str
+
+
+@dataclass(frozen=True)
+class ToolFile:
+    """One file that differs between now and a point."""
+
+    path: str
+    change: FileChange
+    author: str
+    """Whose work the file holds now, in words: ``your own work (this conversation's agent)``."""
+    taken_back: bool
+    """Whether the tool's restore changes it (only this conversation's agent's work)."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "change": self.change,
+            "author": self.author,
+            "restores": self.taken_back,
+        }
+
+
+MINE = "your work (this conversation's agent)"
+MINE_RESTORED = "your work (put back by an earlier rewind of yours)"
+USERS = "the user's own work"
+REWOUND = "put back by the user's rewind"
+
+
+def _labels(session: Session) -> dict[str, str]:
+    return session.labels
+
+
+def branch_points(engine: Engine, *, limit: int | None = None) -> list[ToolPoint]:
+    """This conversation's points on the current branch, newest first: every labelled entry
+    (a checkpoint, the tool's or the user's) and every prompt that is bound to a snapshot that
+    still exists. ``limit``: the newest ``limit`` only."""
+    session = engine.session()
+    leaf = engine.host.leaf_id()
+    labels = _labels(session)
+    found: list[ToolPoint] = []
+    seen: set[str] = set()
+    branch = [e for e in session.branch(leaf) if is_restorable(e)]
+    prompts = {e.id for e in branch_prompts(session, leaf)}
+    last_prompt = ""
+    texts: dict[str, str] = {}
+    for entry in branch:
+        if entry.id in prompts:
+            last_prompt = entry_text(entry)
+        texts[entry.id] = last_prompt
+    for entry in reversed(branch):
+        label = labels.get(entry.id)
+        if entry.id in seen or (label is None and entry.id not in prompts):
+            continue
+        snapshot = engine.resolve_point(entry.id)
+        if snapshot is None or not engine.repo.commit_exists(snapshot):
+            continue
+        seen.add(entry.id)
+        kind: PointKind = (
+            "prompt" if entry.id in prompts else "checkpoint" if label is not None else "turn"
+        )
+        found.append(
+            ToolPoint(
+                entry.id,
+                kind,
+                label,
+                texts.get(entry.id, ""),
+                entry.timestamp if isinstance(entry.timestamp, str) else None,
+                snapshot,
+            )
+        )
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def find_point(engine: Engine, ref: str) -> ToolPoint:
+    """The point ``ref`` names: an entry id of this branch (or a unique prefix of at least
+    :data:`MIN_PREFIX` characters), else a checkpoint label (exact, then ignoring case: the
+    newest such checkpoint). Raises :class:`~ledger.errors.NoRewindPointError` with the
+    candidates when nothing or more than one point matches."""
+    wanted = ref.strip()
+    points = branch_points(engine)
+    exact = [p for p in points if p.id == wanted]
+    if exact:
+        return exact[0]
+    if len(wanted) >= MIN_PREFIX:
+        prefixed = [p for p in points if p.id.startswith(wanted)]
+        if len(prefixed) == 1:
+            return prefixed[0]
+        if len(prefixed) > 1:
+            raise UnknownPointError(
+                wanted,
+                "more than one point's id starts with it",
+                f"give more of the id: {', '.join(p.id for p in prefixed[:5])}",
+            )
+    for same in (lambda a, b: a == b, lambda a, b: a.casefold() == b.casefold()):
+        labelled = [p for p in points if p.label is not None and same(p.label, wanted)]
+        if labelled:
+            return labelled[0]  # newest first
+    entry = engine.session().get(wanted)
+    reason = (
+        "that entry has no snapshot (it is not a prompt or a checkpoint, or it was pruned)"
+        if entry is not None
+        else "no point of this conversation's branch has that id or label"
+    )
+    named = ", ".join(f'{p.id} ("{p.label}")' if p.label else p.id for p in points[:5])
+    raise UnknownPointError(
+        wanted, reason, f"newest points: {named or 'none yet'}; action list shows them all"
+    )
+
+
+def tool_restores(session: Session) -> frozenset[str]:
+    """The snapshots this tool's own restores wrote in this conversation (the ``current`` of
+    each, kept in the ``details`` of the tool's results): content there is the agent's own."""
+    found: set[str] = set()
+    for entry in session.entries:
+        if entry.type != "message" or entry.role != "toolResult":
+            continue
+        message = entry.raw.get("message")
+        if not isinstance(message, dict) or message.get("toolName") != TOOL_NAME:
+            continue
+        details = message.get("details")
+        current = details.get("current") if isinstance(details, dict) else None
+        if isinstance(current, str):
+            found.add(current)
+    return frozenset(found)
+
+
+def _change_kind(change: Change) -> FileChange:
+    if change.old is None:
+        return "added"
+    if change.new is None:
+        return "deleted"
+    return "modified"
+
+
+def sort_files(
+    attribution: Attribution, changes: Iterable[Change], own_restores: Iterable[str] = ()
+) -> list[ToolFile]:
+    """Each change (from now to a point), with whose work the file holds now and whether the
+    tool takes it back (see the module's rule), by path."""
+    restored_by_me = frozenset(own_restores)
+    files: list[ToolFile] = []
+    for change in sorted(changes, key=lambda c: c.path):
+        whose = attribution.whose(change)
+        kind = whose.attribution
+        if kind in ("this-session", "fork-parent"):
+            author, back = MINE, True
+        elif kind == "rewind":
+            mine = whose.producer is not None and whose.producer.snapshot in restored_by_me
+            author, back = (MINE_RESTORED, True) if mine else (REWOUND, False)
+        elif kind == "other-session" and whose.neighbour is not None:
+            author, back = f"{whose.neighbour.label}'s work", False
+        elif kind == "other-session":
+            author, back = "another session's work", False
+        else:
+            author, back = USERS, False
+        files.append(ToolFile(change.path, _change_kind(change), author, back))
+    return files
+
+
+def left_alone(files: Sequence[ToolFile]) -> list[ToolFile]:
+    return [f for f in files if not f.taken_back]
+
+
+def point_words(point: ToolPoint) -> str:
+    """``checkpoint "before the refactor" (1a2b3c4d)`` or ``the prompt "fix the bug" (…)``."""
+    if point.label:
+        return f'checkpoint "{point.label}" ({point.id})'
+    text = " ".join(point.text.split())
+    short = text if len(text) <= 50 else text[:49] + "…"
+    return f'the point before the prompt "{short}" ({point.id})'
+
+
+__all__ = [
+    "MIN_PREFIX",
+    "TOOL_NAME",
+    "ToolFile",
+    "ToolPoint",
+    "branch_points",
+    "find_point",
+    "left_alone",
+    "point_words",
+    "sort_files",
+    "tool_restores",
+]
