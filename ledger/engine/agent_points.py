@@ -93,7 +93,10 @@ def _labels(session: Session) -> dict[str, str]:
 def branch_points(engine: Engine, *, limit: int | None = None) -> list[ToolPoint]:
     """This conversation's points on the current branch, newest first: every labelled entry
     (a checkpoint, the tool's or the user's) and every prompt that is bound to a snapshot that
-    still exists. ``limit``: the newest ``limit`` only."""
+    still exists, the running prompt's included (its point is recorded at its end).
+    ``limit``: the newest ``limit`` only."""
+    prompt = engine.this_prompt()
+    pending = dict(prompt.pairs) if prompt is not None else {}  # this prompt's, recorded at its end
     session = engine.session()
     leaf = engine.host.leaf_id()
     labels = _labels(session)
@@ -111,7 +114,7 @@ def branch_points(engine: Engine, *, limit: int | None = None) -> list[ToolPoint
         label = labels.get(entry.id)
         if entry.id in seen or (label is None and entry.id not in prompts):
             continue
-        snapshot = engine.resolve_point(entry.id)
+        snapshot = pending.get(entry.id) or engine.resolve_point(entry.id)
         if snapshot is None or not engine.repo.commit_exists(snapshot):
             continue
         seen.add(entry.id)

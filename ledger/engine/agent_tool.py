@@ -10,7 +10,7 @@ the current content is (:mod:`ledger.engine.agent_points` holds the rule).
   assistant message that called it) by an ordinary ``rewind-op`` record, so ``/tree`` and the
   reference see it too; the extension then labels that entry, which retention pins
   (docs/design.md#default-retention). The turn that called it does not rebind the entry to its
-  post-turn snapshot (:meth:`Engine.keep_binding`).
+  post-turn snapshot (``Collector.kept``).
 - :func:`list_points` and :func:`diff`: what a restore to each point would change, per file,
   with each file's author. Nothing appended.
 - :func:`restore`: files only, never the conversation. It restores a **composed** snapshot: the
@@ -119,7 +119,9 @@ def checkpoint(engine: Engine, label: str) -> CheckpointReport:
     entry = candidates[-1]
     commit = engine.snapshot()
     record = engine.append_op(bindings=[(entry.id, commit)])
-    engine.keep_binding(entry.id)
+    prompt = engine.this_prompt()
+    if prompt is not None:
+        prompt.kept.add(entry.id)  # the turn that called the tool does not rebind the entry
     point = ToolPoint(
         entry.id,
         "checkpoint",

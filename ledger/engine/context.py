@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ledger.engine.authorship_log import AuthorshipLog
     from ledger.engine.filestate import FileState
     from ledger.engine.host import SessionHost
-    from ledger.engine.results import EventResult, SessionStartReason
+    from ledger.engine.results import Collector, EventResult, SessionStartReason
     from ledger.git.repo import GitRepo
     from ledger.git.restore.journal import Journal
     from ledger.git.restore.plan import RestorePlan
@@ -103,8 +103,8 @@ class EngineContext(Protocol):
         """Append a ``rewind-op`` record; returns its id."""
         ...
 
-    def keep_binding(self, entry_id: str) -> None:
-        """A checkpoint bound ``entry_id`` during this prompt: its turn does not rebind it."""
+    def this_prompt(self) -> Collector | None:
+        """The running prompt's bindings, not recorded until its ``agent_end``."""
         ...
 
     def snapshot(self, *, agent_entry: str | None = None) -> str:

@@ -27,7 +27,7 @@ snapshots first and rolls back on failure. Records are appended only through the
 
 The surface for operations (:mod:`ledger.engine.operations`, :mod:`ledger.recovery`,
 :mod:`ledger.engine.agent_tool`): ``snapshot``, ``restore_files``, ``append_op``,
-``prepare_fork`` / ``settle_fork``, ``for_host``, ``keep_binding``."""
+``prepare_fork`` / ``settle_fork``, ``for_host``, ``this_prompt``."""
 
 from __future__ import annotations
 
@@ -278,8 +278,7 @@ class Engine:
         return result
 
     def before_agent_start(self, prompt: str) -> EventResult:
-        """A prompt is about to run (nothing to do before its ``turn_start``)."""
-        return EventResult()
+        return EventResult()  # a prompt is about to run: nothing to do before its turn_start
 
     def turn_start(self, turn_index: int) -> EventResult:
         result = EventResult()
@@ -303,9 +302,7 @@ class Engine:
         user = prompt_user_entry(session, collector.leaf_at_start, self.host.leaf_id())
         if user is None:
             if final:
-                result.warn(
-                    "Rewind: this prompt's user entry was not found; its pre-prompt snapshot is not bound"
-                )
+                result.warn(M.PROMPT_NOT_FOUND)
                 collector.pending_user_commit = None
             return
         already = LedgerView.of(session).entry_to_commit
@@ -382,10 +379,12 @@ class Engine:
             return result
         return self._bind_now(entry_id, "for checkpoint", result)
 
-    def keep_binding(self, entry_id: str) -> None:
-        """A checkpoint bound ``entry_id`` during this prompt: its turn does not rebind it."""
+    def this_prompt(self) -> Collector | None:
+        """The running prompt's bindings, not recorded until its ``agent_end`` (its user entry's
+        once that exists); a checkpoint adds to ``kept``."""
         if self._collector is not None:
-            self._collector.kept.add(entry_id)
+            self._bind_pending_user(final=False, result=EventResult())
+        return self._collector
 
     def fork_preference(self, mode: str, source: str) -> None:
         if mode == "conversation-only" and source in FORK_PREFERENCE_SOURCES:

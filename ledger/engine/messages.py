@@ -43,6 +43,9 @@ Level = Literal["info", "warning", "error"]
 # reference only sends notices, which Pi's redraw after /tree and /fork hides).
 UNDO_HINT = 'Undo: /tree (select any entry) or /fork → "Undo last file rewind"'
 UNDO_HINT_AGAIN = 'Choose "Undo last file rewind" again to swap back'
+PROMPT_NOT_FOUND = (
+    "Rewind: this prompt's user entry was not found; its pre-prompt snapshot is not bound"
+)
 NOTHING_TO_UNDO = "No file changed, so there is nothing to undo"
 # The same, on /rewind's surface: its own row first (where the user is), the menus after.
 REWIND_UNDO_HINT = (

@@ -184,7 +184,9 @@ def test_list_shows_points_newest_first_and_unknown_points_are_refused(pi: FakeP
     end(pi)
     points = listed["details"]["points"]
     kinds = [p["kind"] for p in points]
-    assert kinds == ["checkpoint", "prompt", "prompt"]  # this prompt is bound at its end
+    # The running prompt's own point first: "before this prompt" (recorded at its end).
+    assert kinds == ["prompt", "checkpoint", "prompt", "prompt"]
+    assert "what can I go back to" in listed["text"].splitlines()[1]
     assert 'checkpoint "before refactor"' in listed["text"]
     assert "a restore would change 3 of your files" in listed["text"]
     assert nowhere["details"]["refused"] is True
@@ -209,3 +211,17 @@ def test_a_second_restore_may_take_back_what_the_first_restore_put_back(pi: Fake
         "your work (put back by an earlier rewind of yours)"
     ]
     assert (repo / "readme.md").read_text() == "the agent's readme\n"
+
+
+def test_the_running_prompts_point_takes_back_this_prompts_work(pi: FakePi) -> None:
+    repo = pi.cwd
+    pi.prompt("set up", lambda: _write(repo / "app.py", "v1\n"))
+    user = begin(pi, "try it")
+    turn(pi, 0, lambda: _write(repo / "app.py", "v2\n"))
+    done = turn(pi, 1, lambda: tool_call(pi, {"action": "restore", "point": user}))
+    end(pi)
+    assert (repo / "app.py").read_text() == "v1\n"
+    assert done["details"]["point"]["kind"] == "prompt"
+    # The prompt's binding is still recorded once, at its end, to its pre-prompt snapshot.
+    bound = [dict(t["bindings"]).get(user) for t in pi.custom("rewind-turn")]
+    assert bound.count(0) == 1
