@@ -6,10 +6,12 @@ The helpers live in :mod:`tests.gitkit` (git, repositories, oracles) and :mod:`t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.bridgekit import FakePi
 from tests.gitkit import (
     git,
     init_repo,
@@ -22,6 +24,15 @@ from tests.snapshotkit import snapshot
 def agent_dir(isolated_env: Path) -> Path:
     """Pi's agent dir inside the test's own ``$HOME``."""
     return isolated_env / ".pi" / "agent"
+
+
+@pytest.fixture
+def bridge_pi(repo: Path, agent_dir: Path) -> Iterator[FakePi]:
+    """A fake Pi host on a real ``rewind serve --stdio``, its session started."""
+    fake = FakePi(repo, agent_dir)
+    assert fake.event("session_start", {"reason": "startup"}).error is None
+    yield fake
+    fake.close()
 
 
 @pytest.fixture

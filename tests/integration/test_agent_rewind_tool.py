@@ -5,7 +5,7 @@ session's turn runs, and is undone like any files-only restore."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,19 +13,16 @@ import pytest
 
 from ledger.records import OP
 from tests.bridgekit import FakePi
+from tests.gitkit import write
 
 
 @pytest.fixture
-def pi(repo: Path, isolated_env: Path) -> Iterator[FakePi]:
-    fake = FakePi(repo, isolated_env / ".pi" / "agent")
-    assert fake.event("session_start", {"reason": "startup"}).error is None
-    yield fake
-    fake.close()
+def pi(bridge_pi: FakePi) -> FakePi:
+    return bridge_pi
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    write(path.parent, path.name, text)
 
 
 def tool_call(pi: FakePi, payload: dict[str, Any]) -> dict[str, Any]:
