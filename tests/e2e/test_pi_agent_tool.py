@@ -27,7 +27,7 @@ from ledger.session.store import read_session
 from tests.e2e.pikit import RpcPi, TmuxPi, bash, edit, turns, write
 from tests.e2e.test_pi_rewind import open_rewind
 from tests.e2e.test_pi_rpc_session import StartRpc, turn_count, wait_for
-from tests.e2e.test_pi_two_sessions import _live
+from tests.e2e.test_pi_two_sessions import _live, _rewind
 
 StartTui = Callable[..., TmuxPi]
 
@@ -260,8 +260,8 @@ def test_checkpoint_failing_check_diff_restore_puts_back_the_checkpoints_files_b
     assert rpc.panel[-1] == M.REWIND_UNDO_HINT
 
 
-def test_a_file_the_user_edited_between_prompts_is_left_alone_and_named(
-    start_panel_rpc: Callable[..., PanelRpc], project: Path
+def test_a_file_the_user_edited_between_prompts_is_left_alone_and_named_and_the_cli_undoes(
+    start_panel_rpc: Callable[..., PanelRpc], project: Path, agent_dir: Path
 ) -> None:
     rpc = start_panel_rpc()
     rpc.prompt(SET_UP)
@@ -301,6 +301,15 @@ def test_a_file_the_user_edited_between_prompts_is_left_alone_and_named(
     assert "  left alone: app.py (your own work)" in (rpc.panel or [])
     assert "  left alone: notes.md (your own work)" in (rpc.panel or [])
 
+    # The user undoes the agent's restore from the CLI: the agent's attempt comes back, and the
+    # user's files still do not move.
+    undone = _rewind(agent_dir, project, "undo", str(path), "--yes")
+    assert undone.returncode == 0, undone.stderr
+    again = work_tree(project)
+    assert {name: again[name] for name in users} == users
+    assert again["new.py"][0] == NEW.encode() and again["util.py"][0] == b"HELPER = 2\n"
+    assert "run.sh" not in again and again["check.sh"][1] == 0o100644
+
 
 def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_during_its_turn(
     start_rpc: StartRpc, project: Path, agent_dir: Path
@@ -318,7 +327,7 @@ def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_durin
     theirs = {name: work_tree(project)[name] for name in ("theirs.txt", "app.py")}
 
     # The second agent runs a slow tool: the first agent's restore is refused, nothing written.
-    second.command({"type": "prompt", "message": "slow " + turns([bash("sleep 8")])})
+    second.command({"type": "prompt", "message": "slow " + turns([bash("sleep 10")])})
     wait_for(
         lambda: any(
             e["busy"] for e in _live(agent_dir, project, first_file) if e["sessionId"] == second_id
@@ -375,6 +384,8 @@ def test_in_a_terminal_the_panel_shows_the_agents_restore_and_the_user_undoes_it
     assert "↶ Undo the last file rewind" in screen, screen
     tui.keys("Enter")  # the undo is the first row
     screen = tui.wait_for("Rewind: last file rewind undone")
+    assert "Rewind: last file rewind undone: 1 added, 4 modified, 1 deleted" in screen, screen
+    assert "  A new.py  M README.md  M app.py  M check.sh (+2 more)" in screen, screen
     # The agent's files are back as its failed attempt left them; the user's notes stay.
     assert work_tree(project) == {**tried, "notes.md": (b"mine\n", 0o100644)}
     now = work_tree(project)
