@@ -108,13 +108,19 @@ def _point_names(engine: Engine) -> dict[str, _Named]:
     names: dict[str, _Named] = {}
     prompts: dict[str, _Named] = {}
     for link in engine.reader.lineage(session).links:
+        labels = (link.session or session).labels
         for entry_id, sha in link.view.entry_to_commit.items():
             entry = session.get(entry_id) or (link.session.get(entry_id) if link.session else None)
             if entry is None:
                 continue
             text = f'"{_short(entry_text(entry))}"'
+            label = labels.get(entry_id) or session.labels.get(entry_id)
             if entry.type == "message" and entry.role == "user":
                 prompts.setdefault(sha, _Named(text, True))
+            elif label:
+                # A checkpoint (the agent's rewind tool's, or a label set in /tree): its message
+                # may have no text at all (it only called the tool).
+                names.setdefault(sha, _Named(f'checkpoint "{_short(label)}"', False))
             else:
                 names.setdefault(sha, _Named(f"the {kind_of(entry)} {text}", False))
     names.update(prompts)
