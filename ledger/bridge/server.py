@@ -46,6 +46,7 @@ from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.overwrites import show_overwrites
 from ledger.bridge.protocol import (
     EVENT_NAMES,
+    SKIPPED_EVENTS,
     BadHostMessage,
     ErrorCode,
     EventMessage,
@@ -246,6 +247,9 @@ class BridgeServer:
             self._footer_s = time.perf_counter() - started
         if outcome.panel is not None:
             reply["panel"] = outcome.panel
+        if message.event == "session_start":
+            # Events a host may leave out (six of a prompt's round trips: issue 34, per prompt).
+            reply["skip"] = list(SKIPPED_EVENTS)
         self._send(reply)
 
     def _finish(self) -> None:
@@ -256,7 +260,7 @@ class BridgeServer:
     # --- events -----------------------------------------------------------------------------
 
     def _dispatch(self, message: EventMessage) -> Outcome:
-        self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
+        self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id, message.session)
         return dispatch(self.state, message)
 
     def _others(self, outcome: Outcome) -> int:
