@@ -459,6 +459,10 @@ class Bridge {
 	 * in the bridge's memory until agent_end). */
 	private prompt: { text: string; recording: boolean } | undefined;
 	private shown = new Set<string>();
+	/** The footer this instance last set, and on which UI: an unchanged footer is not set again
+	 * (in RPC mode each setStatus is a message to the client; in the TUI, a redraw). Per
+	 * instance: after /reload or /new the first footer is always set. */
+	private footer: { ui: ExtensionContext["ui"]; text: string | undefined } | undefined;
 	lastCtx: ExtensionContext | undefined;
 
 	constructor(private readonly pi: ExtensionAPI) {}
@@ -687,7 +691,10 @@ class Bridge {
 		const text = [`Rewind: bridge unavailable: ${head}; ${ending}; ${this.missingText(loss)}`,
 			...(last.stderr.length ? ["bridge stderr (last lines):", ...last.stderr] : []), hint].join("\n");
 		show(ctx, text, "warning");
-		if (why === "off") clearScreen(ctx);
+		if (why === "off") {
+			clearScreen(ctx);
+			this.footer = undefined;
+		}
 	}
 
 	/** The bridge that replaced a lost one answered: say what happened and that rewind runs. */
@@ -837,6 +844,12 @@ class Bridge {
 		});
 	}
 
+	private setFooter(ctx: ExtensionContext, text: string | undefined): void {
+		if (this.footer?.ui === ctx.ui && this.footer.text === text) return;
+		ctx.ui.setStatus(KEY, text);
+		this.footer = { ui: ctx.ui, text };
+	}
+
 	/** Show a reply's notices, footer and panel; a replayed session_start repeats no warning. */
 	private present(reply: ResultMessage | ErrorMessage, event: string, ctx: ExtensionContext, replay = false): EventResult | undefined {
 		if (reply.type === "error") {
@@ -852,7 +865,7 @@ class Bridge {
 			else if (notice.level !== "info") show(ctx, notice.text, notice.level);
 		}
 		if (ctx.hasUI) {
-			if ("status" in reply) ctx.ui.setStatus(KEY, reply.status ?? undefined);
+			if ("status" in reply) this.setFooter(ctx, reply.status ?? undefined);
 			// The panel stays above the editor through Pi's redraw after /tree and /fork.
 			if (reply.panel) ctx.ui.setWidget(KEY, reply.panel.length > 0 ? reply.panel : undefined);
 		}
