@@ -291,8 +291,8 @@ class BridgeServer:
         repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
         live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
         points, which it can restore), M the distinct snapshots among them. Recomputed only when
-        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo).
-        ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
+        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo),
+        and not for a turn's messages alone (:meth:`_only_messages_since_count`). ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
         ``turn_end``) keeps the last count: a count walks the branch, ~0.5 ms per event."""
         engine, settings = self.state.engine, self.state.settings
         if settings is None or settings.silent_checkpoints:
