@@ -314,7 +314,7 @@ def main() -> int:
         a = med(rpc["no extension"])
         print(
             f"3. per prompt, one Pi session each (rpc; {args.prompts} prompts alternated, "
-            f"{args.think:.0f} s idle after each; bridge start excluded; load now "
+            f"{args.think:g} s idle after each; bridge start excluded; load now "
             f"{os.getloadavg()})"
         )
         print(f"  no extension                 {a:7.0f} ms   (the floor)")
