@@ -41,6 +41,8 @@ class Reply:
     """The ``panel`` lines of the result (None when absent: leave the panel as it is)."""
     has_status: bool = True
     """False when the result has no ``status`` (leave the footer as it is)."""
+    skip: list[str] | None = None
+    """The result's ``skip`` (``session_start``: events the bridge does nothing with)."""
 
 
 class HostedRefused(Exception):
@@ -99,10 +101,16 @@ class FakePi:
         entries: list[dict[str, Any]] | None = None,
         session_file: Path | None = None,
         hosted: Path | None = None,
+        facts: bool = False,
     ) -> None:
         """``hosted``: the watcher's bridge socket; the session is served there (as the
-        extension does when the watcher accepts it) instead of by a bridge process."""
+        extension does when the watcher accepts it) instead of by a bridge process.
+        ``facts``: send the session's new entries with each event and after each append, as
+        the extension does since issue 34 (per prompt); off, as an older extension."""
         self.cwd = cwd
+        self.facts = facts
+        self.mirrored = 0
+        """Entries the bridge was given (the extension's ``Link.mirrored``)."""
         self.agent_dir = agent_dir
         self.header: dict[str, Any] = {
             "type": "session",
@@ -218,27 +226,47 @@ class FakePi:
             raise EOFError(self.proc.stderr.read().decode() if self.proc.stderr else "")
         return orjson.loads(line)
 
+    def session_facts(self) -> dict[str, Any]:
+        """What the extension sends with an event: the entries the bridge was not given yet."""
+        start = self.mirrored if self.mirrored <= len(self.entries) else 0
+        self.mirrored = len(self.entries)
+        facts = {
+            "from": start,
+            "entries": self.entries[start:],
+            "total": len(self.entries),
+            "leafId": self.leaf,
+            "sessionFile": str(self.session_file),
+        }
+        return {**facts, "header": self.header} if start == 0 else facts
+
     def event(
-        self, name: str, payload: dict[str, Any] | None = None, *, event_id: int | None = None
+        self,
+        name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        event_id: int | None = None,
+        facts: dict[str, Any] | None = None,
     ) -> Reply:
+        """``facts``: the ``session`` to send instead of the usual ones (with ``self.facts``)."""
         self._ids += 1
         eid = event_id if event_id is not None else self._ids
-        self.send_raw(
-            orjson.dumps(
-                {
-                    "type": "event",
-                    "id": eid,
-                    "event": name,
-                    "payload": payload or {},
-                    "ctx": {
-                        "hasUI": self.has_ui,
-                        "cwd": str(self.cwd),
-                        "sessionFile": str(self.session_file),
-                        "leafId": self.leaf,
-                    },
-                }
-            )
-        )
+        message: dict[str, Any] = {
+            "type": "event",
+            "id": eid,
+            "event": name,
+            "payload": payload or {},
+            "ctx": {
+                "hasUI": self.has_ui,
+                "cwd": str(self.cwd),
+                "sessionFile": str(self.session_file),
+                "leafId": self.leaf,
+            },
+        }
+        if facts is not None:
+            message["session"] = facts
+        elif self.facts:
+            message["session"] = self.session_facts()
+        self.send_raw(orjson.dumps(message))
         calls: list[dict[str, Any]] = []
         for message in self._messages():
             if message["type"] == "call":
@@ -257,6 +285,7 @@ class FakePi:
                     calls,
                     panel=message.get("panel"),
                     has_status="status" in message,
+                    skip=message.get("skip"),
                 )
             else:
                 return Reply({}, [], None, calls, error=message["error"])
@@ -269,6 +298,7 @@ class FakePi:
     def _answer(self, call: dict[str, Any]) -> Any:
         params = call["params"]
         if call["method"] == "session":
+            self.mirrored = len(self.entries)
             return {
                 "header": self.header,
                 "entries": self.entries[params["from"] :],
@@ -280,6 +310,8 @@ class FakePi:
             entry = self._append(
                 {"type": "custom", "customType": params["customType"], "data": params["data"]}
             )
+            if self.facts:
+                return {"entryId": entry["id"], "session": self.session_facts()}
             return {"entryId": entry["id"]}
         if call["method"] == "select":
             self.menus.append((params["title"], params["options"]))

@@ -34,6 +34,11 @@ parts are therefore measured apart:
 Not a test: nothing here asserts a time. Needs node and npm (Pi is installed into the cache as
 the end-to-end tests do).
 
+``--repo PATH`` reuses a built repository (left in place); ``--only-rpc`` runs part 3 alone;
+``--compare DIR`` adds to part 3 a third session running another checkout's extension and
+bridge (e.g. ``git archive`` of the old code), interleaved with the other two, and prints the
+ratios and the machine's load.
+
 Usage: python tools/bench_pi_feed.py [--files 100000] [--runs 7] [--prompts 10] [--think 3]
 """
 
@@ -192,8 +197,11 @@ def watcher_walk(repo: Path, runs: int) -> list[float]:
     return times
 
 
+OWN_FEED = {"REWIND_FEED": "1", "REWIND_SERVED": "0", "REWIND_AUTO_WATCH": "0"}
+
+
 def rpc_sessions(
-    cli: Path, repo: Path, tmp: Path, prompts: int, think: float
+    cli: Path, repo: Path, tmp: Path, prompts: int, think: float, compare: Path | None = None
 ) -> tuple[dict[str, list[float]], dict[str, object] | None]:
     status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
     status_file.unlink(missing_ok=True)
@@ -206,9 +214,21 @@ def rpc_sessions(
             repo,
             tmp / "agent-rpc-feed",
             extension=True,
-            env={"REWIND_FEED": "1", "REWIND_SERVED": "0", "REWIND_AUTO_WATCH": "0"},
+            env=OWN_FEED,
         ),
     }
+    if compare is not None:
+        # The other checkout's extension, and its bridge (its ledger first on the path).
+        bridge = [sys.executable, "-m", "ledger", "serve", "--stdio"]
+        sessions[f"compare {compare.name}"] = RpcPi(
+            cli,
+            repo,
+            tmp / "agent-rpc-compare",
+            "-e",
+            str(compare / "tools" / "pi-extension" / "rewind-ledger.ts"),
+            extension=False,
+            env={**OWN_FEED, "PYTHONPATH": str(compare), "REWIND_BRIDGE_CMD": json.dumps(bridge)},
+        )
     times: dict[str, list[float]] = {name: [] for name in sessions}
     try:
         for n in range(prompts + 2):  # two warm-up prompts: the feed is armed after the first
@@ -250,12 +270,15 @@ def main() -> int:
         "--pause", type=float, default=0.0, help="idle seconds after each pi -p run (default 0)"
     )
     parser.add_argument("--only-print", action="store_true", help="only the pi -p runs")
+    parser.add_argument("--only-rpc", action="store_true", help="only the per-prompt part (3)")
+    parser.add_argument("--repo", type=Path, help="a repository built before (reused, kept)")
+    parser.add_argument("--compare", type=Path, help="another checkout, added to part 3")
     args = parser.parse_args()
     cli = ensure_pi()
     tmp = Path(tempfile.mkdtemp(prefix="bench-pi-feed-"))
     try:
         t0 = time.perf_counter()
-        repo = build_repo(tmp, args.files, 10)
+        repo = args.repo.resolve() if args.repo else build_repo(tmp, args.files, 10)
         print(
             f"repository: {args.files} files, 10 per directory (built in "
             f"{time.perf_counter() - t0:.0f} s); git "
@@ -264,7 +287,8 @@ def main() -> int:
             "in each) per prompt; medians",
             flush=True,
         )
-        if not args.skip_print:
+        print(f"load at start: {os.getloadavg()}", flush=True)
+        if not args.skip_print and not args.only_rpc:
             try:
                 runs = print_mode(cli, repo, tmp, args.runs, args.pause)
             finally:
@@ -279,20 +303,29 @@ def main() -> int:
                 print(f"  {name:28s} {med(values):7.0f} ms{extra}", flush=True)
         if args.only_print:
             return 0
-        starts = bridge_start(repo, tmp, args.runs)
-        walk = watcher_walk(repo, 3)
-        print("2. bridge start (spawn → session_start answered; on Pi's start-up path)")
-        for name, values in starts.items():
-            print(f"  rewind serve --stdio, {name:9s} {med(values):7.0f} ms", flush=True)
-        print(f"  watcher walk (background thread, not awaited)  {med(walk):7.0f} ms", flush=True)
-        rpc, status = rpc_sessions(cli, repo, tmp, args.prompts, args.think)
-        a, b = med(rpc["no extension"]), med(rpc["extension + own feed"])
+        if not args.only_rpc:
+            starts = bridge_start(repo, tmp, args.runs)
+            walk = watcher_walk(repo, 3)
+            print("2. bridge start (spawn → session_start answered; on Pi's start-up path)")
+            for name, values in starts.items():
+                print(f"  rewind serve --stdio, {name:9s} {med(values):7.0f} ms", flush=True)
+            print(f"  watcher walk (background thread, not awaited)  {med(walk):7.0f} ms")
+        rpc, status = rpc_sessions(cli, repo, tmp, args.prompts, args.think, args.compare)
+        a = med(rpc["no extension"])
         print(
             f"3. per prompt, one Pi session each (rpc; {args.prompts} prompts alternated, "
-            f"{args.think:.0f} s idle after each; bridge start excluded)"
+            f"{args.think:g} s idle after each; bridge start excluded; load now "
+            f"{os.getloadavg()})"
         )
-        print(f"  no extension                 {a:7.0f} ms")
-        print(f"  extension + own feed         {b:7.0f} ms   added {b - a:+6.0f} ms per prompt")
+        print(f"  no extension                 {a:7.0f} ms   (the floor)")
+        for name, values in rpc.items():
+            if name == "no extension":
+                continue
+            b = med(values)
+            print(
+                f"  {name:28s} {b:7.0f} ms   added {b - a:+6.0f} ms per prompt "
+                f"(x{b / a:.2f} of no extension)"
+            )
         print(f"  all samples: {json.dumps({k: [round(v) for v in vs] for k, vs in rpc.items()})}")
         if status is not None:
             keys = ("mode", "fed", "full", "verified", "inconclusive", "fallbacks", "lastFallback")
@@ -300,7 +333,7 @@ def main() -> int:
         else:
             print("  feed status at the end: none written")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # the agent dirs (and a repository built here)
     return 0
 
 

@@ -14,6 +14,11 @@ Invariants:
   request is ignored: Pi appends at its own leaf (after ``/tree`` that is the new position, which
   is where the engine asks for it).
 - The host never creates session files: Pi's ``/fork`` does that itself.
+- Facts sent by the host itself (with an event, or with an ``appendEntry`` result: issue 34,
+  per prompt) are taken as a ``session`` call's answer only when they start exactly where the
+  mirror ends (``from`` equal to the entries held) and are complete (``total`` equal to
+  ``from`` plus the entries sent); anything else is ignored and the host is asked, as before.
+  So an extension that sends facts never makes the mirror differ from one built by calls.
 """
 
 from __future__ import annotations
@@ -55,11 +60,33 @@ class BridgeHost:
 
     # --- per event --------------------------------------------------------------------------
 
-    def begin_event(self, session_file: str | None, leaf_id: str | None) -> None:
-        """A new event: the facts the host sent with it; entries are fetched on first use."""
+    def begin_event(
+        self,
+        session_file: str | None,
+        leaf_id: str | None,
+        facts: dict[str, Any] | None = None,
+    ) -> None:
+        """A new event: the facts the host sent with it; entries are fetched on first use,
+        unless ``facts`` (the event's ``session``) already bring them."""
         self._file = session_file or self._file
         self._leaf_id = leaf_id
         self._fresh = False
+        if facts is not None:
+            self.take_facts(facts)
+
+    def take_facts(self, facts: object) -> bool:
+        """Take ``facts`` (a ``session`` call's answer plus ``from``, sent without being asked)
+        as the current session, if they continue the mirror exactly; True when taken."""
+        if not isinstance(facts, dict) or not isinstance(facts.get("entries"), list):
+            return False
+        start, total = facts.get("from"), facts.get("total")
+        held = len(self._entries)
+        if type(start) is not int or start != held or type(total) is not int:
+            return False
+        if total != start + len(facts["entries"]):
+            return False  # not the whole rest: ask
+        self._take(facts)
+        return True
 
     def _sync(self) -> None:
         if self._fresh:
@@ -72,6 +99,10 @@ class BridgeHost:
             self._entries, self._session = [], None  # a new instance: fetch everything again
             self._watch_from = None
             answer = self._call("session", {"from": 0})
+        self._take(answer)
+
+    def _take(self, answer: dict[str, Any]) -> None:
+        """Mirror a ``session`` answer (its entries continue the ones held)."""
         header = answer.get("header")
         if isinstance(header, dict):
             self._header = header
@@ -158,6 +189,9 @@ class BridgeHost:
         self._fresh = False  # the entry (and Pi's timestamp for it) comes with the next sync
         self._appended = True
         self._own.add(entry_id)
+        # A newer extension sends the session after the append with the answer: no sync then.
+        assert isinstance(answer, dict)
+        self.take_facts(answer.get("session"))
         return entry_id
 
     def create_fork(self, entries: list[dict[str, Any]], *, cwd: str) -> NoReturn:

@@ -10,8 +10,14 @@ bridge 0.1–0.4 s before it answers ``session_start`` (issue 34).
 
 Messages from the host (the extension):
 
-- ``{"type":"event","id":N,"event":NAME,"payload":{…},"ctx":{hasUI, cwd, sessionFile, leafId}}``
-- ``{"type":"reply","id":CALL_ID,"result":…}`` or ``{"type":"reply","id":CALL_ID,"error":TEXT}``
+- ``{"type":"event","id":N,"event":NAME,"payload":{…},"ctx":{hasUI, cwd, sessionFile, leafId},
+  "session"?:{from, entries, total, leafId, sessionFile, header?}}``: ``session`` (optional) is
+  what a ``session`` call with ``{"from": from}`` would answer, sent with the event so that the
+  bridge need not ask (issue 34, per prompt): the entries from index ``from`` on. A bridge
+  whose mirror does not hold exactly ``from`` entries ignores it and asks, as before.
+- ``{"type":"reply","id":CALL_ID,"result":…}`` or ``{"type":"reply","id":CALL_ID,"error":TEXT}``;
+  an ``appendEntry`` result may carry the same ``session`` facts as an event, taken after the
+  append.
 
 Messages from the bridge:
 
@@ -19,8 +25,13 @@ Messages from the bridge:
   while an event is in flight; the host answers each before the event's result comes.
 - ``{"type":"result","id":N,"result":{cancel?, skipConversationRestore?, …},"notices":[…],"status":…}``
   (``/rewind``'s events answer with data in ``result``: ``list``, ``preview``, ``diff``, …;
-  :mod:`ledger.bridge.rewind_events`)
+  :mod:`ledger.bridge.rewind_events`); ``session_start``'s result also carries ``"skip":[NAME…]``,
+  the events this bridge does nothing with (:data:`SKIPPED_EVENTS`): a host may leave them out.
 - ``{"type":"error","id":N|null,"error":{"code":…,"message":…}}``
+
+Compatibility: ``session`` and ``skip`` are optional both ways. An older extension sends no
+``session`` (the bridge asks, as before) and ignores ``skip`` (it sends every event); an older
+bridge ignores ``session`` (extra keys are allowed) and sends no ``skip``.
 
 Invariants: a malformed or unknown message gets an ``error`` and the bridge keeps serving; every
 event gets exactly one ``result`` or ``error`` with its id. :func:`decode_host_message` gives
@@ -65,10 +76,16 @@ class EventContext:
         return f"EventContext{_fields(self)!r}"
 
 
-class EventMessage:
-    """``{"type":"event", id, event, payload, ctx}`` (extra keys are allowed and ignored)."""
+SKIPPED_EVENTS: tuple[EventName, ...] = ("message_end",)
+"""Events the bridge does nothing with (``message_end``: its entry is written after it and bound
+by the next ``turn_end``), announced in ``session_start``'s result as ``skip``."""
 
-    __slots__ = ("ctx", "event", "id", "payload")
+
+class EventMessage:
+    """``{"type":"event", id, event, payload, ctx, session?}`` (extra keys are allowed and
+    ignored)."""
+
+    __slots__ = ("ctx", "event", "id", "payload", "session")
     type = "event"
 
     def __init__(
@@ -77,11 +94,13 @@ class EventMessage:
         event: EventName,
         payload: dict[str, Any] | None = None,
         ctx: EventContext | None = None,
+        session: dict[str, Any] | None = None,
     ) -> None:
         self.id = id
         self.event = event
         self.payload = payload if payload is not None else {}
         self.ctx = ctx if ctx is not None else EventContext()
+        self.session = session
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, EventMessage) and _fields(self) == _fields(other)
@@ -156,7 +175,10 @@ def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
         return None
     payload = raw.get("payload", {})
     ctx = raw.get("ctx", {})
+    session = raw.get("session")
     if type(payload) is not dict or type(ctx) is not dict:
+        return None
+    if session is not None and type(session) is not dict:
         return None
     if not _CTX_OWN_NAMES.isdisjoint(ctx):  # populate_by_name: the models decide which wins
         return None
@@ -169,6 +191,7 @@ def _plain(raw: dict[str, Any]) -> EventMessage | ReplyMessage | None:
         cast(EventName, event),
         dict(payload),
         EventContext(has_ui, cwd, session_file, leaf_id),
+        dict(session) if session is not None else None,
     )
 
 
@@ -192,4 +215,5 @@ def _validated(raw: dict[str, Any]) -> EventMessage | ReplyMessage:
         message.event,
         message.payload,
         EventContext(ctx.has_ui, ctx.cwd, ctx.session_file, ctx.leaf_id),
+        message.session,
     )

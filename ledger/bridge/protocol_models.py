@@ -39,6 +39,9 @@ class EventMessage(_Model):
     event: EventName
     payload: dict[str, Any] = Field(default_factory=dict)
     ctx: EventContext = Field(default_factory=EventContext)
+    session: dict[str, Any] | None = None
+    """What a ``session`` call from ``session.from`` would answer (``from``, ``entries``,
+    ``total``, ``leafId``, ``sessionFile``, ``header``), sent with the event; optional."""
 
 
 class ReplyMessage(_Model):
@@ -71,6 +74,9 @@ class ResultMessage(_Model):
     panel: list[str] | None = None
     """Lines to keep on screen (Pi: ``ctx.ui.setWidget``) until replaced; ``[]`` clears them;
     absent leaves them as they are."""
+    skip: list[EventName] | None = None
+    """``session_start`` only: the events this bridge does nothing with; the host may leave
+    them out."""
 
 
 class ErrorBody(_Model):

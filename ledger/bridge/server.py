@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
@@ -46,6 +46,7 @@ from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.overwrites import show_overwrites
 from ledger.bridge.protocol import (
     EVENT_NAMES,
+    SKIPPED_EVENTS,
     BadHostMessage,
     ErrorCode,
     EventMessage,
@@ -55,6 +56,9 @@ from ledger.bridge.protocol import (
 from ledger.errors import LedgerError
 from ledger.presence import Kind, footer_mark, others_notice
 from ledger.work_tree_scope import ScopeView
+
+if TYPE_CHECKING:
+    from ledger.session.model import Session
 
 
 class BridgeClosed(Exception):
@@ -87,6 +91,8 @@ class BridgeServer:
         self._calls = 0
         self._status: str | None = None
         self._status_key: tuple[int, int, str | None] | None = None
+        self._counted: tuple[int, str | None] | None = None
+        """The entries held and the leaf when the footer's points were last counted."""
         self._trace_path = os.environ.get("REWIND_TRACE") or None
         self._waited_s = 0.0
         self._footer_s = 0.0
@@ -246,6 +252,9 @@ class BridgeServer:
             self._footer_s = time.perf_counter() - started
         if outcome.panel is not None:
             reply["panel"] = outcome.panel
+        if message.event == "session_start":
+            # Events a host may leave out (six of a prompt's round trips: issue 34, per prompt).
+            reply["skip"] = list(SKIPPED_EVENTS)
         self._send(reply)
 
     def _finish(self) -> None:
@@ -256,7 +265,7 @@ class BridgeServer:
     # --- events -----------------------------------------------------------------------------
 
     def _dispatch(self, message: EventMessage) -> Outcome:
-        self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id)
+        self.state.host.begin_event(message.ctx.session_file, message.ctx.leaf_id, message.session)
         return dispatch(self.state, message)
 
     def _others(self, outcome: Outcome) -> int:
@@ -282,8 +291,8 @@ class BridgeServer:
         repository. D14 fixed: N counts the entries **on the branch the user is on** (root → the
         live leaf) with an exact rewind point **through lineage** (a fresh fork shows its parent's
         points, which it can restore), M the distinct snapshots among them. Recomputed only when
-        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo).
-        ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
+        the mirrored session or the leaf changed (so after /tree, /fork, a restore or an undo),
+        and not for a turn's messages alone (:meth:`_only_messages_since_count`). ``recount=False`` (``message_end``: it records nothing, its entry is bound by the next
         ``turn_end``) keeps the last count: a count walks the branch, ~0.5 ms per event."""
         engine, settings = self.state.engine, self.state.settings
         if settings is None or settings.silent_checkpoints:
@@ -298,6 +307,10 @@ class BridgeServer:
             # for a session with no ledger records and no parent, so no points to count.
             self._status = "◆ 0 points / 0 snapshots"
             self._status_key = key
+        elif key != self._status_key and self._only_messages_since_count(session, leaf):
+            # A turn's messages and nothing else, on from the counted leaf: none of them is a
+            # point before a record binds it, so the count stands (~0.5 ms an event: issue 34).
+            self._status_key = key
         elif key != self._status_key and (recount or self._status_key is None):
             assert engine is not None
             points = engine.reader.lineage(session).points(engine.repo.commit_exists)
@@ -311,10 +324,34 @@ class BridgeServer:
                 # Not a git repository: say where the points are kept (docs/shadow.md).
                 self._status += " · shadow repository"
             self._status_key = key
+            self._counted = (len(session.entries), leaf)
         # Another session's restore first: the prompt's note must not hide it (issue 33).
         notes = [n for n in (self.state.overwrite_note, self.state.status_note) if n]
         status = " · ".join([self._status, *notes]) if self._status else self._status
         return status + footer_mark(others + 1) if status else status
+
+    def _only_messages_since_count(self, session: Session, leaf: str | None) -> bool:
+        """Whether the mirrored session only grew by message entries since the last count, and
+        the leaf only moved down along them (so the branch counted is a prefix of this one)."""
+        counted = self._counted
+        if counted is None or self._status is None:
+            return False
+        held, counted_leaf = counted
+        entries = session.entries
+        if len(entries) < held:
+            return False  # a new mirror (the host reset): count again
+        new: dict[str, str | None] = {}
+        for entry in entries[held:]:
+            if entry.type != "message":
+                return False  # a record, a compaction, a navigation's summary…: count again
+            new[entry.id] = entry.parent_id
+        here = leaf
+        while here != counted_leaf:
+            if here not in new:
+                return False  # elsewhere in the tree (a /tree move): count again
+            here = new.pop(here)
+        self._counted = (len(entries), leaf)
+        return True
 
 
 def serve_stdio(

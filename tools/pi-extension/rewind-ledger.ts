@@ -69,6 +69,8 @@ interface ResultMessage {
 	notices?: Notice[];
 	status?: string | null;
 	panel?: string[];
+	/** session_start: events this bridge does nothing with (an older bridge sends none). */
+	skip?: string[];
 }
 interface ErrorMessage {
 	type: "error";
@@ -329,10 +331,33 @@ interface Link {
 	cause: Cause;
 	/** Its loss was counted (a link ends once; both its exit and the event it failed report it). */
 	counted?: boolean;
+	/** Session entries it was given (with an event or a reply): the next event sends the rest. */
+	mirrored: number;
+	/** Events it said it does nothing with (session_start's `skip`): not sent to it. */
+	skip: Set<string>;
 }
 
 function newLink(hosted: boolean, argv: string[]): Link {
-	return { hosted, argv, buffer: "", stderr: [], stderrPartial: "", answered: 0, cause: "crash" };
+	return { hosted, argv, buffer: "", stderr: [], stderrPartial: "", answered: 0, cause: "crash", mirrored: 0, skip: new Set() };
+}
+
+type Session = ExtensionContext["sessionManager"];
+
+/** What a `session` call from `from` would answer, plus `from`: sent with each event (and after
+ * an append) so that the bridge need not ask (issue 34, per prompt). A bridge whose mirror does
+ * not end at `from` ignores it and asks, as an older bridge always does. */
+function sessionFacts(sm: Session, link: Link): Params {
+	const entries = sm.getEntries();
+	const from = link.mirrored <= entries.length ? link.mirrored : 0;
+	link.mirrored = entries.length;
+	return {
+		from,
+		entries: from > 0 ? entries.slice(from) : entries,
+		total: entries.length,
+		leafId: sm.getLeafId() ?? null,
+		sessionFile: sm.getSessionFile() ?? null,
+		...(from === 0 ? { header: sm.getHeader() } : {}),
+	};
 }
 
 /** A bridge that ended, until it is reported: when the next bridge answers, or when restarting
@@ -434,6 +459,10 @@ class Bridge {
 	 * in the bridge's memory until agent_end). */
 	private prompt: { text: string; recording: boolean } | undefined;
 	private shown = new Set<string>();
+	/** The footer this instance last set, and on which UI: an unchanged footer is not set again
+	 * (in RPC mode each setStatus is a message to the client; in the TUI, a redraw). Per
+	 * instance: after /reload or /new the first footer is always set. */
+	private footer: { ui: ExtensionContext["ui"]; text: string | undefined } | undefined;
 	lastCtx: ExtensionContext | undefined;
 
 	constructor(private readonly pi: ExtensionAPI) {}
@@ -662,7 +691,10 @@ class Bridge {
 		const text = [`Rewind: bridge unavailable: ${head}; ${ending}; ${this.missingText(loss)}`,
 			...(last.stderr.length ? ["bridge stderr (last lines):", ...last.stderr] : []), hint].join("\n");
 		show(ctx, text, "warning");
-		if (why === "off") clearScreen(ctx);
+		if (why === "off") {
+			clearScreen(ctx);
+			this.footer = undefined;
+		}
 	}
 
 	/** The bridge that replaced a lost one answered: say what happened and that rewind runs. */
@@ -742,6 +774,7 @@ class Bridge {
 		if (method === "session") {
 			const entries = sm.getEntries();
 			const from = Number(params.from) || 0;
+			waiting.link.mirrored = entries.length;
 			return {
 				header: sm.getHeader(),
 				entries: entries.slice(from),
@@ -753,7 +786,8 @@ class Bridge {
 		if (method === "appendEntry") {
 			this.pi.appendEntry(String(params.customType), params.data);
 			waiting.appended.push(String(params.customType));
-			return { entryId: sm.getLeafId() };
+			// The session after the append: the bridge's next look at it needs no call.
+			return { entryId: sm.getLeafId(), session: sessionFacts(sm, waiting.link) };
 		}
 		if (method === "select") {
 			if (!ctx.hasUI) return { choice: null };
@@ -791,6 +825,7 @@ class Bridge {
 				appended: [],
 				resolve: (m) => {
 					deadline.clear();
+					if (m.type === "result" && Array.isArray(m.skip)) link.skip = new Set(m.skip.map(String));
 					link.answered += 1;
 					this.everRan = true;
 					this.failedStarts = 0;
@@ -804,8 +839,15 @@ class Bridge {
 				event,
 				payload,
 				ctx: { hasUI: !!ctx.hasUI, cwd: ctx.cwd, sessionFile: sm.getSessionFile() ?? null, leafId: sm.getLeafId() ?? null },
+				session: sessionFacts(sm, link),
 			});
 		});
+	}
+
+	private setFooter(ctx: ExtensionContext, text: string | undefined): void {
+		if (this.footer?.ui === ctx.ui && this.footer.text === text) return;
+		ctx.ui.setStatus(KEY, text);
+		this.footer = { ui: ctx.ui, text };
 	}
 
 	/** Show a reply's notices, footer and panel; a replayed session_start repeats no warning. */
@@ -823,7 +865,7 @@ class Bridge {
 			else if (notice.level !== "info") show(ctx, notice.text, notice.level);
 		}
 		if (ctx.hasUI) {
-			if ("status" in reply) ctx.ui.setStatus(KEY, reply.status ?? undefined);
+			if ("status" in reply) this.setFooter(ctx, reply.status ?? undefined);
 			// The panel stays above the editor through Pi's redraw after /tree and /fork.
 			if (reply.panel) ctx.ui.setWidget(KEY, reply.panel.length > 0 ? reply.panel : undefined);
 		}
@@ -868,6 +910,9 @@ class Bridge {
 			const text = String(payload.prompt ?? "").replace(/\s+/g, " ").trim();
 			this.prompt = { text: text.length > 40 ? `${text.slice(0, 40)}…` : text, recording: false };
 		} else if (event === "turn_start" && payload.turnIndex === 0) this.prompt = { text: this.prompt?.text ?? "", recording: true };
+		// An event the running bridge does nothing with is not sent (a dead one is restarted by
+		// the next event that is).
+		if (this.link?.skip.has(event)) return undefined;
 		try {
 			const link = await this.ready(event, ctx);
 			if (!link) {
