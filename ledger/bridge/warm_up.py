@@ -12,7 +12,14 @@ because the feed had no base yet. Here, right after the answer to ``session_star
 - in a background thread: the feed's base scan is asked for
   (:func:`ledger.git.feed.service.arm`: taken by the feed's verifier, under the capture lock,
   once its watcher is ready), the index is loaded (:meth:`AuthorshipLog.preload`), and each
-  pair's diff not kept yet is computed on the thread's own repository handle and kept.
+  pair's diff not kept yet is computed on the thread's own repository handle and kept;
+- then, for the first preview (issue 34: any preview ≤ 200 ms, the first one of a fresh bridge
+  included): the modules a preview imports are imported; the tree levels the previews of the
+  branch's points will check are read and judged ahead on that handle
+  (:func:`ledger.git.restore.checked_walks.prefill`, at most :data:`PREFILL_LEVELS` levels);
+  and the objects the bridge holds by then (the engine, the index, the feed's state: ~140k at
+  100k files) are moved out of the garbage collector's way (:func:`gc.freeze`): a full
+  collection that scanned them all took ~30 ms of the first preview.
 
 Invariants: only for a session with a UI (``hasUI``: print mode never lists, and its run ends
 before this could help); never delays an answer (it starts after one and never calls the
@@ -25,6 +32,8 @@ use, as before.
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -36,12 +45,26 @@ from ledger.git.private import private_dir
 if TYPE_CHECKING:
     from ledger.bridge.state import BridgeState
     from ledger.engine.engine import Engine
+    from ledger.git.repo import GitRepo
     from ledger.settings import SnapshotSettings
 
 ARM_IN_BACKGROUND = True
 """Whether the feed's base scan is asked for here (see :func:`_prepare`)."""
 MAX_POINTS = 200
 """As many points as the list shows (:data:`ledger.engine.preview.MAX_POINTS`)."""
+PREFILL_LEVELS = 20_000
+"""Tree levels read ahead at most (~1 s of one core at worst; 100k files and 200 points read
+a few thousand)."""
+PREVIEW_MODULES = (
+    "ledger.bridge.rewind_events",
+    "ledger.engine.preview",
+    "ledger.engine.preview_lines",
+    "ledger.engine.preview_walk",
+    "ledger.engine.state_preview",
+    "ledger.git.restore.plan",
+    "ledger.review.diff",
+)
+"""What a preview imports at its first use."""
 
 
 def after_session_start(state: BridgeState, *, has_ui: bool) -> threading.Thread | None:
@@ -79,24 +102,54 @@ def _prepare(engine: Engine, pairs: list[tuple[str, str]], settings: SnapshotSet
     with contextlib.suppress(Exception):
         engine.authorship.preload()
     with contextlib.suppress(Exception):
-        _keep_diffs(engine, pairs)
+        ahead_of_previews(engine, pairs)
+    # Safety: freezing moves objects to a generation the collector never scans again (they
+    # are still freed when their last reference goes; a reference cycle among them that is
+    # dropped later stays in memory). No collection first: one would hold the interpreter lock
+    # for tens of ms, and an event may be arriving.
+    gc.freeze()
 
 
-def _keep_diffs(engine: Engine, pairs: list[tuple[str, str]]) -> None:
+def ahead_of_previews(engine: Engine, pairs: list[tuple[str, str]]) -> None:
+    """What the list and the first previews need, done ahead: each pair's diff kept, the
+    preview's modules imported, and the tree levels its checks read judged (see the module)."""
+    repo = _keep_diffs(engine, pairs)
+    for name in PREVIEW_MODULES:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    if repo is not None:
+        _prefill(engine, repo, pairs)
+
+
+def _keep_diffs(engine: Engine, pairs: list[tuple[str, str]]) -> GitRepo | None:
+    """Keep each pair's diff; the thread's own repository handle (``None``: no pairs)."""
     from ledger.git.shadow.layout import reopen
     from ledger.git.trees import leaf_changes
 
     if not pairs:
-        return
+        return None
+    repo = reopen(engine.repo.root, engine.repo.git_dir)  # the engine's is not for threads
     kept = kept_for(private_dir(engine.repo.git_dir))
     missing = [pair for pair in pairs if kept.get(*pair) is None]
-    if not missing:
-        return
-    repo = reopen(engine.repo.root, engine.repo.git_dir)  # the engine's is not for threads
     for old, new in missing:
         changes = leaf_changes(repo, old, new)
         if changes is not None:
             kept.put(old, new, changes)
+    return repo
 
 
-__all__ = ["after_session_start"]
+def _prefill(engine: Engine, repo: GitRepo, pairs: list[tuple[str, str]]) -> None:
+    """The levels the branch's previews will check, read and judged ahead (see the module)."""
+    from ledger.git.restore import checked_walks
+
+    kept = kept_for(private_dir(engine.repo.git_dir))
+    found = ((old, new, kept.get(old, new)) for old, new in pairs)
+    checked_walks.prefill(
+        repo.pygit2,
+        ((old, new, changes) for old, new, changes in found if changes is not None),
+        repo.config_bool("core.ignorecase", False),
+        limit=PREFILL_LEVELS,
+    )
+
+
+__all__ = ["after_session_start", "ahead_of_previews"]
