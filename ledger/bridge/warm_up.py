@@ -34,8 +34,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
+import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ledger.engine.kept_diffs import kept_for
@@ -67,9 +71,12 @@ PREVIEW_MODULES = (
 """What a preview imports at its first use."""
 
 
-def after_session_start(state: BridgeState, *, has_ui: bool) -> threading.Thread | None:
+def after_session_start(
+    state: BridgeState, *, has_ui: bool, busy: threading.Lock | None = None
+) -> threading.Thread | None:
     """Start preparing the first ``/rewind`` (see the module); the thread, or ``None`` when
-    there is nothing to prepare."""
+    there is nothing to prepare. ``busy``: held while the bridge handles an event (the tree
+    levels are read between events only)."""
     engine = state.engine
     if engine is None or state.passive or not has_ui:
         return None
@@ -80,7 +87,7 @@ def after_session_start(state: BridgeState, *, has_ui: bool) -> threading.Thread
             pairs = neighbour_pairs(engine, session, state.host.known_leaf(), limit=MAX_POINTS)
     thread = threading.Thread(
         target=_prepare,
-        args=(engine, pairs, engine.settings.snapshot),
+        args=(engine, pairs, engine.settings.snapshot, busy),
         name="rewind-warm-up",
         daemon=True,
     )
@@ -88,7 +95,13 @@ def after_session_start(state: BridgeState, *, has_ui: bool) -> threading.Thread
     return thread
 
 
-def _prepare(engine: Engine, pairs: list[tuple[str, str]], settings: SnapshotSettings) -> None:
+def _prepare(
+    engine: Engine,
+    pairs: list[tuple[str, str]],
+    settings: SnapshotSettings,
+    busy: threading.Lock | None = None,
+) -> None:
+    started = time.perf_counter()
     # The base scan first: it spares the first capture (and the first /rewind list) a full
     # scan. It made the feed's first verification round run while the first prompt's agent
     # wrote files, which exposed a race in the verifier's check (a change a capture had taken
@@ -101,24 +114,49 @@ def _prepare(engine: Engine, pairs: list[tuple[str, str]], settings: SnapshotSet
             feed.arm(engine.repo.root, settings)
     with contextlib.suppress(Exception):
         engine.authorship.preload()
+    levels = 0
     with contextlib.suppress(Exception):
-        ahead_of_previews(engine, pairs)
+        levels = ahead_of_previews(engine, pairs, busy)
     # Safety: freezing moves objects to a generation the collector never scans again (they
     # are still freed when their last reference goes; a reference cycle among them that is
     # dropped later stays in memory). No collection first: one would hold the interpreter lock
     # for tens of ms, and an event may be arriving.
     gc.freeze()
+    _trace(started, len(pairs), levels)
 
 
-def ahead_of_previews(engine: Engine, pairs: list[tuple[str, str]]) -> None:
+def _trace(started: float, pairs: int, levels: int) -> None:
+    """One line in ``REWIND_TRACE``'s file (:mod:`ledger.bridge.server`): how long this took."""
+    path = os.environ.get("REWIND_TRACE")
+    if not path:
+        return
+    ms = (time.perf_counter() - started) * 1000
+    line = {"event": "warm-up", "ms": round(ms, 3), "pairs": pairs, "levels": levels}
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as trace:
+        trace.write(json.dumps(line) + "\n")
+
+
+def ahead_of_previews(
+    engine: Engine, pairs: list[tuple[str, str]], busy: threading.Lock | None = None
+) -> int:
     """What the list and the first previews need, done ahead: each pair's diff kept, the
-    preview's modules imported, and the tree levels its checks read judged (see the module)."""
+    preview's modules imported, and the tree levels its checks read judged (see the module);
+    how many levels were read. With ``busy``, a level is read only while no event is handled
+    (so an event shares the interpreter with at most one level's reading, ~0.1 ms)."""
     repo = _keep_diffs(engine, pairs)
     for name in PREVIEW_MODULES:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
-    if repo is not None:
-        _prefill(engine, repo, pairs)
+    if repo is None:
+        return 0
+
+    def between_events() -> None:
+        # Never holds ``busy``: only waits while someone else does (holding it here could
+        # make an event wait on this thread).
+        while busy is not None and busy.locked():
+            time.sleep(0.005)
+
+    return _prefill(engine, repo, pairs, between_events)
 
 
 def _keep_diffs(engine: Engine, pairs: list[tuple[str, str]]) -> GitRepo | None:
@@ -138,17 +176,23 @@ def _keep_diffs(engine: Engine, pairs: list[tuple[str, str]]) -> GitRepo | None:
     return repo
 
 
-def _prefill(engine: Engine, repo: GitRepo, pairs: list[tuple[str, str]]) -> None:
+def _prefill(
+    engine: Engine,
+    repo: GitRepo,
+    pairs: list[tuple[str, str]],
+    before_read: Callable[[], None],
+) -> int:
     """The levels the branch's previews will check, read and judged ahead (see the module)."""
     from ledger.git.restore import checked_walks
 
     kept = kept_for(private_dir(engine.repo.git_dir))
     found = ((old, new, kept.get(old, new)) for old, new in pairs)
-    checked_walks.prefill(
+    return checked_walks.prefill(
         repo.pygit2,
         ((old, new, changes) for old, new, changes in found if changes is not None),
         repo.config_bool("core.ignorecase", False),
         limit=PREFILL_LEVELS,
+        before_read=before_read,
     )
 
 

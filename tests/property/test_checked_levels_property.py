@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from ledger.git.restore import checked_walks
 from ledger.git.tree_names import Problem
 from ledger.git.tree_records import plainly_safe, records
-from ledger.git.trees import TreeReader, tree_changes
+from ledger.git.trees import Change, TreeReader, tree_changes
 from tests.property.test_treediff_equivalence import _CONTENTS, RawNode, _write_raw, raw_trees
 
 _NEAR_SAFE_NAMES = [b"a", b"A", b"b", b"legit", b"digit.txt", b".mailmap", b"\xc3\xa9", b"Git"]
@@ -88,3 +88,15 @@ def test_a_previews_check_answers_the_same_from_levels_judged_ahead(
     # And once more from what the first answer kept.
     assert checked_walks.verified(repo, current, target, known, ignore_case) == fresh
     checked_walks.forget()
+
+
+@settings(max_examples=500, deadline=None)
+@given(paths=st.lists(st.text(alphabet="ab/.", max_size=8), max_size=8))
+def test_the_directories_above_the_changes_are_each_components_parents(paths: list[str]) -> None:
+    changes = [Change(path, None, None) for path in paths]
+    expected: dict[bytes, set[bytes]] = {}
+    for path in paths:  # every leading component, named in the directory holding it
+        parts = path.encode().split(b"/")
+        for i in range(1, len(parts)):
+            expected.setdefault(b"/".join(parts[: i - 1]), set()).add(parts[i - 1])
+    assert checked_walks._directories(changes) == expected

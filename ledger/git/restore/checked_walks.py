@@ -36,7 +36,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
 import pygit2
@@ -66,7 +66,8 @@ LevelKey = tuple[str, str]
 _kept: OrderedDict[Key, tuple[Change, ...]] = OrderedDict()
 _held = 0
 _levels: OrderedDict[LevelKey, bytes] = OrderedDict()
-_safe: set[tuple[str, str, bool]] = set()
+_safe: dict[tuple[str, str, bool], bool] = {}
+"""Levels judged safe (repository, id, ``core.ignorecase``) → whether it holds only leaves."""
 _bytes_held = 0
 _lock = threading.Lock()
 
@@ -125,9 +126,14 @@ def verified(
     corrupt level, a name twice on the old side, a problem) is ``False``: the caller walks the
     trees and reports exactly what the walk finds. For previews only (see the module)."""
     below = _directories(changes)  # directory → the names of directories wanted in it
+    path = repo.path
     stack: list[tuple[bytes, str, str | None]] = [(b"", new, old)]
     while stack:
         where, new_id, old_id = stack.pop()
+        with _lock:
+            leaves = _safe.get((path, new_id, ignore_case))
+        if leaves:
+            continue  # judged safe before, and only leaves: as below, without parsing it again
         level = _level(repo, new_id)
         if level is None or not _judged_safe(repo, new_id, level, ignore_case):
             return False
@@ -162,6 +168,7 @@ def prefill(
     ignore_case: bool,
     *,
     limit: int = 20_000,
+    before_read: Callable[[], None] | None = None,
 ) -> int:
     """Read and judge ahead, for each ``(older tree, newer tree, their leaf changes)``, both
     trees' levels at the directories above the changed paths: the levels a preview's
@@ -169,7 +176,9 @@ def prefill(
     reads on either side is one of these (a level that differs between the point and the next
     newer one lies above a change of that pair), or lies above a change made since the newest
     point. The levels are kept (see the module); a level with a problem is only read. Stops
-    once ``limit`` levels were read from the object database; returns how many were."""
+    once ``limit`` levels were read from the object database; returns how many were.
+    ``before_read`` is called before each level is read (the bridge waits there while an
+    event is handled)."""
     read = 0
     for old, new, changes in pairs:
         below = _directories(changes)
@@ -179,8 +188,11 @@ def prefill(
                 where, oid = stack.pop()
                 with _lock:
                     known = (repo.path, oid) in _levels
-                if not known and read >= limit:
-                    return read
+                if not known:
+                    if read >= limit:
+                        return read
+                    if before_read is not None:
+                        before_read()
                 level = _level(repo, oid)
                 read += not known
                 if level is None or not _judged_safe(repo, oid, level, ignore_case):
@@ -195,10 +207,18 @@ def prefill(
 def _directories(changes: Sequence[Change]) -> dict[bytes, set[bytes]]:
     """Directory → the names of the directories in it that lie above a changed path."""
     below: dict[bytes, set[bytes]] = {}
+    seen: set[bytes] = set()
     for change in changes:
-        parts = os.fsencode(change.path).split(b"/")
-        for i in range(1, len(parts)):
-            below.setdefault(b"/".join(parts[: i - 1]), set()).add(parts[i - 1])
+        path = os.fsencode(change.path)
+        slash = path.rfind(b"/")
+        while slash >= 0:  # each directory, innermost first: its parent and its name there
+            directory = path[:slash]
+            if directory in seen:
+                break  # and so is every directory above it
+            seen.add(directory)
+            slash = directory.rfind(b"/")
+            parent = directory[:slash] if slash >= 0 else b""
+            below.setdefault(parent, set()).add(directory[slash + 1 :])
     return below
 
 
@@ -223,8 +243,8 @@ def _level(repo: pygit2.Repository, oid: str) -> list[Record] | None:
                     while _bytes_held > BYTES:
                         (path, dropped), gone = _levels.popitem(last=False)
                         _bytes_held -= len(gone)
-                        _safe.discard((path, dropped, False))
-                        _safe.discard((path, dropped, True))
+                        _safe.pop((path, dropped, False), None)
+                        _safe.pop((path, dropped, True), None)
     return records(data)
 
 
@@ -237,9 +257,10 @@ def _judged_safe(repo: pygit2.Repository, oid: str, level: list[Record], ignore_
             return True
     if not plainly_safe(level, ignore_case=ignore_case) and not _entries_safe(level, ignore_case):
         return False
+    leaves = _LEAF_MODES.issuperset(map(_MODE, level))
     with _lock:
         if (repo.path, oid) in _levels:
-            _safe.add(key)
+            _safe[key] = leaves
     return True
 
 
