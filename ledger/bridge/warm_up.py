@@ -17,9 +17,10 @@ because the feed had no base yet. Here, right after the answer to ``session_star
   included): the modules a preview imports are imported; the tree levels the previews of the
   branch's points will check are read and judged ahead on that handle
   (:func:`ledger.git.restore.checked_walks.prefill`, at most :data:`PREFILL_LEVELS` levels);
-  and the objects the bridge holds by then (the engine, the index, the feed's state: ~140k at
-  100k files) are moved out of the garbage collector's way (:func:`gc.freeze`): a full
-  collection that scanned them all took ~30 ms of the first preview.
+  and, in a bridge process of its own (not in the watcher that hosts sessions), the objects it
+  holds by then (the engine, the index, the feed's state: ~140k at 100k files) are moved out
+  of the garbage collector's way (:func:`gc.freeze`): a full collection that scanned them all
+  took ~30 ms of the first preview.
 
 Invariants: only for a session with a UI (``hasUI``: print mode never lists, and its run ends
 before this could help); never delays an answer (it starts after one and never calls the
@@ -69,6 +70,8 @@ PREVIEW_MODULES = (
     "ledger.review.diff",
 )
 """What a preview imports at its first use."""
+_frozen = False
+"""Whether this process froze its objects already (see :func:`_prepare`)."""
 
 
 def after_session_start(
@@ -87,7 +90,7 @@ def after_session_start(
             pairs = neighbour_pairs(engine, session, state.host.known_leaf(), limit=MAX_POINTS)
     thread = threading.Thread(
         target=_prepare,
-        args=(engine, pairs, engine.settings.snapshot, busy),
+        args=(engine, pairs, engine.settings.snapshot, busy, state.kind == "bridge"),
         name="rewind-warm-up",
         daemon=True,
     )
@@ -100,6 +103,7 @@ def _prepare(
     pairs: list[tuple[str, str]],
     settings: SnapshotSettings,
     busy: threading.Lock | None = None,
+    own_process: bool = False,
 ) -> None:
     started = time.perf_counter()
     # The base scan first: it spares the first capture (and the first /rewind list) a full
@@ -119,9 +123,15 @@ def _prepare(
         levels = ahead_of_previews(engine, pairs, busy)
     # Safety: freezing moves objects to a generation the collector never scans again (they
     # are still freed when their last reference goes; a reference cycle among them that is
-    # dropped later stays in memory). No collection first: one would hold the interpreter lock
-    # for tens of ms, and an event may be arriving.
-    gc.freeze()
+    # dropped later stays in memory). So only in a bridge process of its own (its objects live
+    # as long as it does), never in the watcher that hosts sessions one after another for
+    # days; and once per process (a later session of the same bridge, /new or /resume, would
+    # freeze the previous session's objects too). No collection first: one would hold the
+    # interpreter lock for tens of ms, and an event may be arriving.
+    global _frozen
+    if own_process and not _frozen:
+        _frozen = True
+        gc.freeze()
     _trace(started, len(pairs), levels)
 
 
