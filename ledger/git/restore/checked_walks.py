@@ -121,8 +121,9 @@ def verified(
     with no leaf change — an empty one, or one holding a name twice: ``False``). Each target
     level read is judged as the walk judges it: plainly safe
     (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by the walk's own
-    rules (:func:`_entries_safe`, as :class:`ledger.git.trees.TreeReader` applies them); with no problem the walk's
-    entries are the canonical ones the neighbouring diffs hold. Anything else (a missing or
+    rules (:func:`_entries_safe`, as :class:`ledger.git.trees.TreeReader` applies them); with
+    no problem the walk's entries are the canonical ones the neighbouring diffs hold. A level
+    judged safe before that holds only leaves is not read again (see the module). Anything else (a missing or
     corrupt level, a name twice on the old side, a problem) is ``False``: the caller walks the
     trees and reports exactly what the walk finds. For previews only (see the module)."""
     below = _directories(changes)  # directory → the names of directories wanted in it
