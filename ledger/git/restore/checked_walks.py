@@ -123,9 +123,9 @@ def verified(
     (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by the walk's own
     rules (:func:`_entries_safe`, as :class:`ledger.git.trees.TreeReader` applies them); with
     no problem the walk's entries are the canonical ones the neighbouring diffs hold. A level
-    judged safe before that holds only leaves is not read again (see the module). Anything else (a missing or
-    corrupt level, a name twice on the old side, a problem) is ``False``: the caller walks the
-    trees and reports exactly what the walk finds. For previews only (see the module)."""
+    judged safe before that holds only leaves is not read again (see the module). Anything
+    else (a missing or corrupt level, a name twice on the old side, a problem) is ``False``:
+    the caller walks the trees and reports exactly what the walk finds. For previews only."""
     below = _directories(changes)  # directory → the names of directories wanted in it
     path = repo.path
     stack: list[tuple[bytes, str, str | None]] = [(b"", new, old)]
