@@ -503,9 +503,16 @@ def main() -> int:
         counts = reply.result["preview"]["counts"]
         first_files = counts["added"] + counts["modified"] + counts["deleted"]
         verdict = {True: "met", False: "MISSED"}
+        warmed = traced(trace, "warm-up")
+        warm_up = (
+            f"its warm-up {float(warmed[0]['ms']):.0f} ms, {warmed[0]['levels']} tree levels read"
+            if warmed
+            else "its warm-up not finished by the first preview"
+        )
         print(
             f"a fresh bridge (session_start {started:.0f} ms, its feed serving after "
-            f"{fed_in:.1f} s, then {think:g} s idle), load {os.getloadavg()[0]:.1f}:\n"
+            f"{fed_in:.1f} s, then {think:g} s idle; {warm_up}), load "
+            f"{os.getloadavg()[0]:.1f}:\n"
             f"  first rewind_list of the session      {first:8.1f} ms   (target "
             f"{TARGET_MS:.0f} ms: {verdict[first <= TARGET_MS]})\n"
             f"  first rewind_preview, oldest point    {first_preview:8.1f} ms   ({first_files} "

@@ -200,7 +200,9 @@ class BridgeServer:
             # one does (the index loaded, the list's diffs kept, the feed's base scan taken).
             from ledger.bridge.warm_up import after_session_start  # the engine's imports
 
-            self.warming = after_session_start(self.state, has_ui=message.ctx.has_ui)
+            self.warming = after_session_start(
+                self.state, has_ui=message.ctx.has_ui, busy=self.between_events
+            )
 
     def stop_between_events(self) -> None:
         """Start no further event (call with :attr:`between_events` held); the loop ends at

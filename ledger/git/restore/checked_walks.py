@@ -18,22 +18,33 @@ Invariants:
   directories, missing blobs) runs for a preview too.
 - Bounded: at most :data:`PAIRS` walks and :data:`CHANGES` changes in all (least recently
   used dropped first); a walk larger than the whole bound is not kept. Thread-safe.
+- Tree levels read by :func:`verified` are kept too (issue 34, the first preview of a fresh
+  bridge): a level's records, and the verdict "every entry passes the walk's rules" once it was
+  reached, under the repository's object path, the level's id (and ``core.ignorecase`` for the
+  verdict). A tree id names the same bytes for ever and the rules look at a level's bytes only
+  (never at where it lies), so a kept level reads as the object would, unless pruned since —
+  the same exception, and the same answer (previews only), as for the walks. Only the verdict
+  "safe" is kept; a level with a problem is judged again each time. :func:`prefill` reads and
+  judges ahead the levels the previews of a branch's points will read (the bridge's warm-up,
+  :mod:`ledger.bridge.warm_up`). Bounded by :data:`BYTES` bytes in all (least recently used
+  dropped first, with their verdicts).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
-from ledger.git.tree_names import Problem
+from ledger.git.tree_names import VALID_MODES, name_problem
 from ledger.git.tree_records import Record, plainly_safe, records, unique_names
-from ledger.git.trees import Change, TreeReader
+from ledger.git.trees import Change
 
 TREE = FileMode.TREE
 _NAME = itemgetter(1)
@@ -46,10 +57,18 @@ PAIRS = 16
 CHANGES = 200_000
 """Changes kept in all (~40 MB at most)."""
 
+BYTES = 16 << 20
+"""Bytes of tree levels kept in all (~400k entries at most)."""
+
 Key = tuple[str, str, str, bool]
+LevelKey = tuple[str, str]
 
 _kept: OrderedDict[Key, tuple[Change, ...]] = OrderedDict()
 _held = 0
+_levels: OrderedDict[LevelKey, bytes] = OrderedDict()
+_safe: dict[tuple[str, str, bool], bool] = {}
+"""Levels judged safe (repository, id, ``core.ignorecase``) → whether it holds only leaves."""
+_bytes_held = 0
 _lock = threading.Lock()
 
 
@@ -102,32 +121,28 @@ def verified(
     with no leaf change — an empty one, or one holding a name twice: ``False``). Each target
     level read is judged as the walk judges it: plainly safe
     (:func:`ledger.git.tree_records.plainly_safe`), or else entry by entry by the walk's own
-    reader and rules (:class:`ledger.git.trees.TreeReader`); with no problem the walk's
-    entries are the canonical ones the neighbouring diffs hold. Anything else (a missing or
-    corrupt level, a name twice on the old side, a problem) is ``False``: the caller walks the
-    trees and reports exactly what the walk finds. For previews only (see the module)."""
-    below: dict[bytes, set[bytes]] = {}  # directory → the names of directories wanted in it
-    for change in changes:
-        parts = os.fsencode(change.path).split(b"/")
-        for i in range(1, len(parts)):
-            below.setdefault(b"/".join(parts[: i - 1]), set()).add(parts[i - 1])
-    reader = TreeReader(repo, ignore_case=ignore_case)
+    rules (:func:`_entries_safe`, as :class:`ledger.git.trees.TreeReader` applies them); with
+    no problem the walk's entries are the canonical ones the neighbouring diffs hold. A level
+    judged safe before that holds only leaves is not read again (see the module). Anything
+    else (a missing or corrupt level, a name twice on the old side, a problem) is ``False``:
+    the caller walks the trees and reports exactly what the walk finds. For previews only."""
+    below = _directories(changes)  # directory → the names of directories wanted in it
+    path = repo.path
     stack: list[tuple[bytes, str, str | None]] = [(b"", new, old)]
     while stack:
         where, new_id, old_id = stack.pop()
-        level = _records(repo, new_id)
-        if level is None:
+        with _lock:
+            leaves = _safe.get((path, new_id, ignore_case))
+        if leaves:
+            continue  # judged safe before, and only leaves: as below, without parsing it again
+        level = _level(repo, new_id)
+        if level is None or not _judged_safe(repo, new_id, level, ignore_case):
             return False
-        if not plainly_safe(level, ignore_case=ignore_case):
-            problems: list[Problem] = []
-            reader.entries(new_id, where + b"/" if where else b"", problems)
-            if problems:
-                return False
         wanted = below.get(where, _NONE)
         if _LEAF_MODES.issuperset(map(_MODE, level)):
             continue  # only files, links and gitlinks: nothing below to read, whatever the old side
         subtrees = [r for r in level if int(r[0], 8) == TREE]
-        before = _records(repo, old_id) if old_id is not None else []
+        before = _level(repo, old_id) if old_id is not None else []
         if before is None or not unique_names(before):
             return False
         shared = set(before)
@@ -148,21 +163,148 @@ def verified(
     return True
 
 
-def _records(repo: pygit2.Repository, oid: str) -> list[Record] | None:
-    """A tree level's records, or ``None`` when it is missing, not a tree or corrupt."""
+def prefill(
+    repo: pygit2.Repository,
+    pairs: Iterable[tuple[str, str, Sequence[Change]]],
+    ignore_case: bool,
+    *,
+    limit: int = 20_000,
+    before_read: Callable[[], None] | None = None,
+) -> int:
+    """Read and judge ahead, for each ``(older tree, newer tree, their leaf changes)``, both
+    trees' levels at the directories above the changed paths: the levels a preview's
+    :func:`verified` reads. For any point of a branch and the work tree now, each level it
+    reads on either side is one of these (a level that differs between the point and the next
+    newer one lies above a change of that pair), or lies above a change made since the newest
+    point. The levels are kept (see the module); a level with a problem is only read. Stops
+    once ``limit`` levels were read from the object database; returns how many were.
+    ``before_read`` is called before each level is read (the bridge waits there while an
+    event is handled)."""
+    read = 0
+    for old, new, changes in pairs:
+        below = _directories(changes)
+        for tree in (old, new):
+            stack: list[tuple[bytes, str]] = [(b"", tree)]
+            while stack:
+                where, oid = stack.pop()
+                with _lock:
+                    known = (repo.path, oid) in _levels
+                if not known:
+                    if read >= limit:
+                        return read
+                    if before_read is not None:
+                        before_read()
+                level = _level(repo, oid)
+                read += not known
+                if level is None or not _judged_safe(repo, oid, level, ignore_case):
+                    continue
+                wanted = below.get(where, _NONE)
+                for mode, name, child in level:
+                    if name in wanted and int(mode, 8) == TREE:
+                        stack.append((where + b"/" + name if where else name, child.hex()))
+    return read
+
+
+def _directories(changes: Sequence[Change]) -> dict[bytes, set[bytes]]:
+    """Directory → the names of the directories in it that lie above a changed path."""
+    below: dict[bytes, set[bytes]] = {}
+    seen: set[bytes] = set()
+    for change in changes:
+        path = os.fsencode(change.path)
+        slash = path.rfind(b"/")
+        while slash >= 0:  # each directory, innermost first: its parent and its name there
+            directory = path[:slash]
+            if directory in seen:
+                break  # and so is every directory above it
+            seen.add(directory)
+            slash = directory.rfind(b"/")
+            parent = directory[:slash] if slash >= 0 else b""
+            below.setdefault(parent, set()).add(directory[slash + 1 :])
+    return below
+
+
+def _level(repo: pygit2.Repository, oid: str) -> list[Record] | None:
+    """A tree level's records, from its kept bytes or read (``None``: missing, not a tree or
+    corrupt). The bytes are kept, not the records: five times smaller, parsed again in µs."""
+    global _bytes_held
+    key = (repo.path, oid)
+    with _lock:
+        data = _levels.get(key)
+        if data is not None:
+            _levels.move_to_end(key)
+    if data is None:
+        data = _tree_data(repo, oid)
+        if data is None:
+            return None
+        if len(data) <= BYTES:
+            with _lock:
+                if key not in _levels:
+                    _levels[key] = data
+                    _bytes_held += len(data)
+                    while _bytes_held > BYTES:
+                        (path, dropped), gone = _levels.popitem(last=False)
+                        _bytes_held -= len(gone)
+                        _safe.pop((path, dropped, False), None)
+                        _safe.pop((path, dropped, True), None)
+    return records(data)
+
+
+def _judged_safe(repo: pygit2.Repository, oid: str, level: list[Record], ignore_case: bool) -> bool:
+    """Whether every entry of the level passes the walk's rules: plainly safe, or else no
+    problem entry by entry (:func:`_entries_safe`). Only "safe" is kept."""
+    key = (repo.path, oid, ignore_case)
+    with _lock:
+        if key in _safe:
+            return True
+    if not plainly_safe(level, ignore_case=ignore_case) and not _entries_safe(level, ignore_case):
+        return False
+    leaves = _LEAF_MODES.issuperset(map(_MODE, level))
+    with _lock:
+        if (repo.path, oid) in _levels:
+            _safe[key] = leaves
+    return True
+
+
+def _entries_safe(level: list[Record], ignore_case: bool) -> bool:
+    """Whether :class:`ledger.git.tree_names.EntryCheck` finds no problem in the level (parsed
+    exactly, :func:`ledger.git.tree_records.records`): its four rules, entry by entry — the
+    name's (:func:`ledger.git.tree_names.name_problem`, asked once per name and mode: the
+    same names recur in every point's version of a level, e.g. the root's ``.gitignore``), a
+    valid mode, no name twice, and with ``core.ignorecase`` no two names equal but for case.
+    The property tests hold :func:`verified` equal to the walk on hostile trees."""
+    names = list(map(_NAME, level))
+    if len(set(names)) != len(names):
+        return False
+    for mode, name, _ in level:
+        number = int(mode, 8)
+        if number not in VALID_MODES or _name_problem(name, number) is not None:
+            return False
+    return not (ignore_case and len({name.lower() for name in names}) != len(names))
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_problem(name: bytes, mode: int) -> str | None:
+    return name_problem(name, mode)
+
+
+def _tree_data(repo: pygit2.Repository, oid: str) -> bytes | None:
+    """A tree object's bytes, or ``None`` when it is missing or not a tree."""
     try:
         kind, data = repo.odb.read(oid)
     except (KeyError, ValueError, pygit2.GitError):
         return None
-    return records(data) if kind == ObjectType.TREE else None
+    return bytes(data) if kind == ObjectType.TREE else None
 
 
 def forget() -> None:
-    """Drop every kept walk (tests)."""
-    global _held
+    """Drop every kept walk and level (tests)."""
+    global _held, _bytes_held
     with _lock:
         _kept.clear()
         _held = 0
+        _levels.clear()
+        _safe.clear()
+        _bytes_held = 0
 
 
-__all__ = ["CHANGES", "PAIRS", "forget", "keep", "shown", "verified"]
+__all__ = ["BYTES", "CHANGES", "PAIRS", "forget", "keep", "prefill", "shown", "verified"]
