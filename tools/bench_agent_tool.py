@@ -22,18 +22,22 @@ files is the index's, so the two paths end in the same files). Then the floors: 
 trip on the same bridge, and :func:`bench_floors.floors` (stat scan, ``git status``, a blob
 write), with ``os.getloadavg()``.
 
-The first call of a fresh bridge is timed apart: ``--fresh`` times, the bridge is ended and a
-new one resumes the same session (``session_start`` ``resume``), waits ``--settle`` seconds (the
-model calls the tool after a prompt has started, not at once), then one round with ``diff`` (even
-fresh bridges) or ``restore`` (odd ones) as its first tool call.
+The bridges: after the session is built, ``--bridges`` times a fresh bridge resumes the same
+session (``session_start`` ``resume``), waits ``--settle`` seconds (the model calls the tool
+after a prompt has started, not at once), and plays one round whose first tool call is timed
+apart as the first call of a fresh bridge (``diff`` and ``restore`` first, in turn), then two
+rounds (``k`` = 1 and 20) whose calls are the later ones. With ``--old DIR`` (another version's
+``ledger`` package, e.g. ``git archive REV ledger | tar -x -C DIR``) its bridges alternate with
+this checkout's on the same session and repository, and each table gives new/old.
 
 Every restore is checked: the agent's files are back at the checkpoint, the user's file is left
-alone and named. Medians of ``--runs`` rounds per ``k``. Not a test: nothing asserts a time.
+alone and named. Medians over the bridges. Not a test: nothing asserts a time.
 
 Usage::
 
     cp -a /tmp/bench-100k/feed-100000 /tmp/me-100k && rm -rf /tmp/me-100k/.git/pi-rewind/journal/*
-    flock /work/reports/bench.lock python tools/bench_agent_tool.py --repo /tmp/me-100k
+    flock /work/reports/bench.lock python tools/bench_agent_tool.py --repo /tmp/me-100k \
+        --bridges 10 --old /tmp/old-code
 """
 
 from __future__ import annotations

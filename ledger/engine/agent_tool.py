@@ -216,7 +216,7 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
     """Restore ``ref``'s files, only those holding this conversation's agent's work (see the
     module); the conversation stays where it is."""
     from ledger.engine.operations import plan_for
-    from ledger.git.restore.journal import recording
+    from ledger.git.restore.journal import held_journals, recording
 
     point = find_point(engine, ref)
     who = _busy_other(engine)
@@ -246,10 +246,21 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
             )
     else:
         target = point.snapshot
-    with recording():
-        outcome = engine.restore_files(target, planned=plan)
-        if outcome.changed:
-            report.record = engine.append_op(current=target, undo=outcome.undo_commit)
+    with recording(), held_journals() as journals:
+        try:
+            outcome = engine.restore_files(target, planned=plan)
+            if outcome.changed:
+                report.record = engine.append_op(current=target, undo=outcome.undo_commit)
+                # Recorded: its journal is settled now, as the next look would settle it
+                # (ledger.git.restore.journal.settle: a done journal whose record is found).
+                # Left for later, the journals of a model's many restores piled up, and every
+                # restore reads them all under its lock.
+                for journal in journals:
+                    if journal.state == "done":
+                        journal.close(durable=False)
+        finally:
+            for journal in journals:
+                journal.release()  # until the record was there, the restore counted as running
     report.current, report.undo = target, outcome.undo_commit
     done = {*outcome.plan.added, *outcome.plan.modified, *outcome.plan.deleted}
     report.restored = [f for f in files if f.taken_back and f.path in done]
