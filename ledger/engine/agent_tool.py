@@ -43,7 +43,7 @@ from ledger.engine.agent_points import (
     tool_restores,
 )
 from ledger.errors import LedgerError, NoRewindPointError
-from ledger.git.patch_text import patch_of
+from ledger.git.restore.patch_text import patch_of
 from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
-"""The agent tool's diff text made in-process (:mod:`ledger.git.patch_text`) is git's own
-``git diff-tree -p`` text for the same files, and falls back to git where its headers could
+"""The agent tool's diff text made in-process (:mod:`ledger.git.restore.patch_text`) is
+git's own ``git diff-tree -p`` text for the same files, and falls back to git where its headers could
 differ (an executable, a link, a mode change, a name git quotes)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from ledger.git.patch_text import patch_of
 from ledger.git.repo import GitRepo
+from ledger.git.restore.patch_text import patch_of
 from ledger.git.trees import leaf_changes, patch
 from tests.gitkit import fresh_tree, git
 
