@@ -43,7 +43,6 @@ from ledger.engine.agent_points import (
     tool_restores,
 )
 from ledger.errors import LedgerError, NoRewindPointError
-from ledger.git.restore.patch_text import patch_of
 from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:
@@ -193,6 +192,7 @@ def diff(engine: Engine, ref: str) -> DiffReport:
     the files the restore would take back (from now to the point), cut at
     :data:`MAX_PATCH_BYTES`."""
     from ledger.git.capture.scan import capture_tree
+    from ledger.git.restore.patch_text import patch_of
     from ledger.git.restore.plan import build_plan, resolve_commit
 
     point = find_point(engine, ref)
