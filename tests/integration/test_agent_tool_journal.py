@@ -5,6 +5,7 @@ undoable from ``/rewind`` (the undo comes from the op record, not the journal)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.bridgekit import FakePi
@@ -24,8 +25,12 @@ def test_a_tool_restore_leaves_no_journal_and_is_still_undone_from_rewind(pi: Fa
     (repo / "notes.md").write_text("the user's\n")
     begin(pi, "try")
     turn(pi, 0, lambda: tool_call(pi, {"action": "checkpoint", "label": "start"}))
+
+    def attempt(n: int) -> Callable[[], int]:
+        return lambda: (repo / "app.py").write_text(f"attempt {n}\n")
+
     for n in range(3):
-        turn(pi, 1 + 2 * n, lambda n=n: (repo / "app.py").write_text(f"attempt {n}\n"))
+        turn(pi, 1 + 2 * n, attempt(n))
         done = turn(pi, 2 + 2 * n, lambda: tool_call(pi, {"action": "restore", "point": "start"}))
         assert [f["path"] for f in done["details"]["restored"]] == ["app.py"]
         assert not (repo / "app.py").exists()
