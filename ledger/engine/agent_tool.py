@@ -191,14 +191,20 @@ def diff(engine: Engine, ref: str) -> DiffReport:
     """What restoring ``ref``'s files would change, per file with its author, and the diff of
     the files the restore would take back (from now to the point), cut at
     :data:`MAX_PATCH_BYTES`."""
-    from ledger.engine.operations import plan_for
-    from ledger.git.trees import patch
+    from ledger.git.capture.scan import capture_tree
+    from ledger.git.restore.patch_text import patch_of
+    from ledger.git.restore.plan import build_plan, resolve_commit
 
     point = find_point(engine, ref)
-    plan = plan_for(engine, point.snapshot)
-    files = _sorted(engine, _changes(engine, plan))
-    back = [f.path for f in files if f.taken_back]
-    text = patch(engine.repo, plan.current_tree, plan.target_tree, paths=back) if back else ""
+    # The plan a restore would make now, with every check, but not stamped for a restore's
+    # re-check (only a restore reuses it; :func:`restore` plans again).
+    commit = resolve_commit(engine.repo, point.snapshot)
+    plan = build_plan(engine.repo, commit, capture_tree(engine.repo, engine.settings.snapshot))
+    changes = _changes(engine, plan)
+    files = _sorted(engine, changes)
+    back = {f.path for f in files if f.taken_back}
+    mine = [c for c in changes if c.path in back]  # the plan's (the trees') order, as git's
+    text = patch_of(engine.repo, plan.current_tree, plan.target_tree, mine)
     encoded = text.encode("utf-8", "surrogateescape")
     cut = len(encoded) > MAX_PATCH_BYTES
     if cut:
@@ -210,7 +216,7 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
     """Restore ``ref``'s files, only those holding this conversation's agent's work (see the
     module); the conversation stays where it is."""
     from ledger.engine.operations import plan_for
-    from ledger.git.restore.journal import recording
+    from ledger.git.restore.journal import held_journals, recording
 
     point = find_point(engine, ref)
     who = _busy_other(engine)
@@ -228,11 +234,11 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
     if report.left_alone:
         kept = [c for c in changes if c.path not in taken]
         target = _composed(engine, plan.target_tree, kept)
-        plan = plan_for(engine, target)
+        plan = replanned(engine, plan, target)
         stray = {*plan.added, *plan.modified, *plan.deleted} - taken
         if stray:
-            # Something changed between the two plans: the composed target would now touch a
-            # file nobody sorted. Refuse, nothing written (the user may be typing).
+            # The composed target would touch a file nobody sorted (a capture taken again
+            # found it changed, or the composition did not hold). Refuse, nothing written.
             raise LedgerError(
                 "nothing restored: files changed while the restore was planned "
                 f"({', '.join(sorted(stray)[:5])})",
@@ -240,14 +246,35 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
             )
     else:
         target = point.snapshot
-    with recording():
-        outcome = engine.restore_files(target, planned=plan)
-        if outcome.changed:
-            report.record = engine.append_op(current=target, undo=outcome.undo_commit)
+    with recording(), held_journals() as journals:
+        try:
+            outcome = engine.restore_files(target, planned=plan)
+            if outcome.changed:
+                report.record = engine.append_op(current=target, undo=outcome.undo_commit)
+                # Recorded: its journal is settled now, as the next look would settle it
+                # (ledger.git.restore.journal.settle: a done journal whose record is found).
+                # Left for later, the journals of a model's many restores piled up, and every
+                # restore reads them all under its lock.
+                for journal in journals:
+                    if journal.state == "done":
+                        journal.close(durable=False)
+        finally:
+            for journal in journals:
+                journal.release()  # until the record was there, the restore counted as running
     report.current, report.undo = target, outcome.undo_commit
     done = {*outcome.plan.added, *outcome.plan.modified, *outcome.plan.deleted}
     report.restored = [f for f in files if f.taken_back and f.path in done]
     return report
+
+
+def replanned(engine: Engine, first: RestorePlan, target: str) -> RestorePlan:
+    """The plan to the composed ``target``, from ``first``'s capture when it kept one
+    (:func:`~ledger.git.restore.compose.plan_from_scan`), else from a capture of its own."""
+    from ledger.engine.operations import plan_for
+    from ledger.git.restore.compose import plan_from_scan
+
+    found = plan_from_scan(engine.repo, first, target)
+    return found if found is not None else plan_for(engine, target)
 
 
 def _composed(engine: Engine, target_tree: str, kept: list[Change]) -> str:
