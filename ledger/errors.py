@@ -291,6 +291,18 @@ class NoRewindPointError(LedgerError):
         )
 
 
+class PlanOutgrownError(UnsafeRestoreError):
+    """A bounded restore (the agent's tool's) found, under its lock, files to change that its
+    plan did not hold: they changed since (the user is at work). Nothing was written."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        super().__init__(
+            "files changed since the restore was planned",
+            paths,
+            hint="nothing was changed; plan the restore again",
+        )
+
+
 class UnknownPointError(LedgerError):
     """The agent's ``rewind`` tool was given a point that names no point of this conversation's
     branch (docs/pi.md#the-agents-rewind-tool)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.engine.ownership import branch_prompts
 from ledger.errors import UnknownPointError
@@ -225,10 +225,11 @@ def find_point(engine: Engine, ref: str) -> ToolPoint:
     )
 
 
-def tool_restores(session: Session) -> frozenset[str]:
+def agent_restores(session: Session) -> dict[str, dict[str, Any]]:
     """The snapshots this tool's own restores wrote in this conversation (the ``current`` of
-    each, kept in the ``details`` of the tool's results): content there is the agent's own."""
-    found: set[str] = set()
+    each, kept in the ``details`` of the tool's results), each with the point it restored
+    (``{id, kind, label, snapshot}``), oldest first."""
+    found: dict[str, dict[str, Any]] = {}
     for entry in session.entries:
         if entry.type != "message" or entry.role != "toolResult":
             continue
@@ -238,8 +239,14 @@ def tool_restores(session: Session) -> frozenset[str]:
         details = message.get("details")
         current = details.get("current") if isinstance(details, dict) else None
         if isinstance(current, str):
-            found.add(current)
-    return frozenset(found)
+            point = details.get("point") if isinstance(details, dict) else None
+            found[current] = point if isinstance(point, dict) else {}
+    return found
+
+
+def tool_restores(session: Session) -> frozenset[str]:
+    """:func:`agent_restores`' snapshots: content there is the agent's own."""
+    return frozenset(agent_restores(session))
 
 
 def _change_kind(change: Change) -> FileChange:
@@ -266,7 +273,7 @@ def sort_files(
             mine = whose.producer is not None and whose.producer.snapshot in restored_by_me
             author, back = (MINE_RESTORED, True) if mine else (REWOUND, False)
         elif kind == "other-session" and whose.neighbour is not None:
-            author, back = f"{whose.neighbour.label}'s work", False
+            author, back = f"the work of {whose.neighbour.label}", False
         elif kind == "other-session":
             author, back = "another session's work", False
         else:
@@ -293,6 +300,7 @@ __all__ = [
     "TOOL_NAME",
     "ToolFile",
     "ToolPoint",
+    "agent_restores",
     "branch_points",
     "find_point",
     "left_alone",

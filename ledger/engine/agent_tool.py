@@ -31,7 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ledger.engine.agent_points import (
@@ -246,6 +246,9 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
             )
     else:
         target = point.snapshot
+    # Bounded: a capture under the restore's lock that finds more to change, or a taken-back
+    # file changed since it was sorted, refuses with nothing written (PlanOutgrownError).
+    plan = replace(plan, bounded=True)
     with recording(), held_journals() as journals:
         try:
             outcome = engine.restore_files(target, planned=plan)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ledger.engine.preview_model import Counts
     from ledger.engine.undo_target import UndoTarget
     from ledger.history import Operation
+    from ledger.session.model import Session
 
 MAX_STATES = 10
 """States before past file operations listed at most (newest first)."""
@@ -124,6 +125,25 @@ def _point_names(engine: Engine) -> dict[str, _Named]:
             else:
                 names.setdefault(sha, _Named(f"the {kind_of(entry)} {text}", False))
     names.update(prompts)
+    names.update(_agent_restores(session))
+    return names
+
+
+def _agent_restores(session: Session) -> dict[str, _Named]:
+    """The files the agent's ``rewind`` tool restored (docs/pi.md#the-agents-rewind-tool), named
+    after the point it chose: no entry is bound to them (the user's files were left alone)."""
+    from ledger.engine.agent_points import agent_restores
+
+    names: dict[str, _Named] = {}
+    for current, point in agent_restores(session).items():
+        label, entry_id = point.get("label"), point.get("id")
+        entry = session.get(entry_id) if isinstance(entry_id, str) else None
+        if isinstance(label, str) and label:
+            names[current] = _Named(f'checkpoint "{_short(label)}" (the agent\'s rewind)', False)
+        elif entry is not None and entry.type == "message" and entry.role == "user":
+            names[current] = _Named(f'"{_short(entry_text(entry))}" (the agent\'s rewind)', True)
+        elif isinstance(entry_id, str):
+            names[current] = _Named(f"point {entry_id} (the agent's rewind)", False)
     return names
 
 

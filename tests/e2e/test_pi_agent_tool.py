@@ -355,10 +355,10 @@ def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_durin
     assert sorted(left) == ["app.py", "theirs.txt"]
     restored = text_of(done)
     # Each is named with the session that wrote it: its first prompt's words and its id's tail.
-    # (The author reads `session "theirs …" (…1a2b3c4d) (still running)'s work`: see the report.)
+    # It reads `the work of session "theirs …" (…1a2b3c4d) (still running)`.
     for name in ("app.py", "theirs.txt"):
-        assert left[name].startswith('session "theirs ') and f"(…{second_id[-8:]})" in left[name]
-        assert left[name].endswith("'s work")
+        assert left[name].startswith('the work of session "theirs ')
+        assert f"(…{second_id[-8:]})" in left[name]
         assert f"{name} ({left[name]})" in restored, restored
     assert restored.count("Left alone, not your work: ") == 1
 
@@ -382,6 +382,8 @@ def test_in_a_terminal_the_panel_shows_the_agents_restore_and_the_user_undoes_it
 
     screen = open_rewind(tui)
     assert "↶ Undo the last file rewind" in screen, screen
+    # The row names the agent's own rewind, after the checkpoint it chose.
+    assert """checkpoint "before" (the agent's rewind)""" in screen, screen
     tui.keys("Enter")  # the undo is the first row
     screen = tui.wait_for("Rewind: last file rewind undone")
     assert "Rewind: last file rewind undone: 1 added, 4 modified, 1 deleted" in screen, screen

@@ -80,6 +80,12 @@ class RestorePlan:
     scan: PlanScan | None = field(default=None, repr=False, compare=False)
     """The capture this plan was made from, re-checked and reused under the restore's lock
     instead of a second scan (:mod:`ledger.git.restore.recheck`); ``None``: capture again."""
+    bounded: bool = field(default=False, repr=False, compare=False)
+    """Given as ``planned``, the restore may touch no path beyond this plan's: when a capture
+    under the lock finds more to change, it is refused with nothing written
+    (:class:`~ledger.errors.PlanOutgrownError`). The agent's tool restores only the files it
+    sorted as its own (docs/pi.md#the-agents-rewind-tool): a file the user changes meanwhile
+    must not be written, even one undo away."""
 
     @property
     def noop(self) -> bool:

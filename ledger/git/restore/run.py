@@ -52,6 +52,7 @@ from ledger.errors import (
     AlreadyRecoveredError,
     InsufficientSpaceError,
     InterruptedRestoreError,
+    PlanOutgrownError,
     RestoreFailedError,
     RestoreRunningError,
 )
@@ -154,6 +155,8 @@ def restore_commit(
         plan = _reusable(repo, planned, str(commit.id), settings)
         if plan is None:
             plan = build_plan(repo, commit, executor.capture())
+            if planned is not None and planned.bounded:
+                _refuse_beyond(planned, plan)
         if plan.noop:
             if plan.current_tree == plan.target_tree:
                 save_last_exact(repo, LastExact(plan.target_commit, plan.target_tree))
@@ -236,6 +239,18 @@ def restore_commit(
             )
         finally:
             release_unless_held(journal)
+
+
+def _refuse_beyond(planned: RestorePlan, plan: RestorePlan) -> None:
+    """A bounded plan (:attr:`RestorePlan.bounded`): the plan made under the lock may change
+    only paths the planned one changes, each still holding what it held then (a file changed
+    since is someone's new work); anything else refuses, before anything is written."""
+    allowed = {*planned.added, *planned.modified, *planned.deleted}
+    beyond = {*plan.added, *plan.modified, *plan.deleted} - allowed
+    held = {c.path: c.old for c in planned.changes}
+    beyond.update(c.path for c in plan.changes if c.path in held and held[c.path] != c.old)
+    if beyond:
+        raise PlanOutgrownError(sorted(beyond))
 
 
 def _reusable(
