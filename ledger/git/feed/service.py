@@ -126,6 +126,30 @@ def feed_for(repo: GitRepo) -> Feed | None:
     return feed
 
 
+def adopt(repo: GitRepo, watcher: InotifyWatcher) -> Feed | None:
+    """The feed of ``repo``'s work tree, built around ``watcher``: an :class:`InotifyWatcher`
+    of that root started earlier, before this module (and pygit2) were loaded, so that its walk
+    runs while they load (a ``pi -p`` bridge: ``ledger.cli.serve``). ``None`` when disabled,
+    when the root differs, or when the work tree already has a feed: the watcher is stopped
+    then. Exact all the same: nothing is trusted before the watcher is ready, and only a scan
+    that starts after that can be a base (:meth:`Feed.before_full`)."""
+    key = str(repo.root)
+    with _guard:
+        if (
+            _enabled
+            and key not in _feeds
+            and os.path.realpath(watcher.root) == os.path.realpath(key)
+        ):
+            feed = _feeds[key] = Feed(repo.root, repo.git_dir, verify=_verify, watcher=watcher)
+            feed.start()
+            settings = _armed.pop(key, None)
+            if settings is not None:
+                feed.arm(settings)
+            return feed
+    watcher.stop()
+    return None
+
+
 def arm(root: Path | str, settings: Any) -> None:
     """Take ``root``'s base scan in the background once its watcher is ready (the verifier's,
     under the capture lock: never two scans at once), with the snapshot ``settings`` its
@@ -193,13 +217,20 @@ class Feed:
     """The feed of one work tree (see the module docstring)."""
 
     def __init__(
-        self, root: Path, git_dir: Path, *, verify: bool = True, max_watches: int | None = None
+        self,
+        root: Path,
+        git_dir: Path,
+        *,
+        verify: bool = True,
+        max_watches: int | None = None,
+        watcher: InotifyWatcher | None = None,
     ) -> None:
         self.root = Path(root)
         self.git_dir = Path(git_dir)
         self.verify = verify
         env_max = os.environ.get("REWIND_FEED_MAX_WATCHES")
-        self.watcher = InotifyWatcher(
+        self._adopted = watcher is not None
+        self.watcher = watcher or InotifyWatcher(
             str(self.root),
             on_ready=self._request_verify,
             max_watches=max_watches
@@ -237,7 +268,14 @@ class Feed:
     # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.watcher.start()
+        if self._adopted:
+            # Started (see adopt()) before this feed existed: whether it became ready before
+            # or after on_ready is set here, the verifier is asked once (twice is harmless).
+            self.watcher.on_ready = self._request_verify
+            if self.watcher.ready:
+                self._request_verify()
+        else:
+            self.watcher.start()
         self._verifier = threading.Thread(
             target=self._verify_loop, name="rewind-feed-verify", daemon=True
         )
