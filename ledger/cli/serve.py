@@ -130,8 +130,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         for running in service:
             running.close()
         feed = sys.modules.get("ledger.git.feed.service")
-        if feed is not None:
-            feed.disable()  # joins the watcher and verifier, writes feed-status.json
+        # getattr: a print-mode bridge loads this module in a thread (_print_mode_feed), which
+        # a very short session may end in the middle of; nothing is adopted then.
+        disable = getattr(feed, "disable", None)
+        if disable is not None:
+            disable()  # joins the watcher and verifier, writes feed-status.json
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
     # waits for this process to end, so skip the interpreter's teardown.
     ctx.exit_without_teardown = True

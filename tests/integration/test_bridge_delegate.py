@@ -178,9 +178,15 @@ def test_the_first_print_mode_bridge_of_the_day_starts_the_watcher_and_feeds_its
     assert pi.close() == 0
     status = json.loads(status_file.read_text())
     assert status["fed"] >= 2 and status["mode"] == "fed", status
-    subprocess.run(
-        [sys.executable, "-m", "ledger", "serve", "--stop"], cwd=repo, capture_output=True
+    stop = subprocess.run(
+        [sys.executable, "-m", "ledger", "serve", "--stop"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
+    assert stop.returncode == 0 and "stopped the watcher" in stop.stdout, stop.stderr
+    assert not serving(*found)
 
 
 def test_a_first_capture_the_watcher_refuses_is_a_warning_with_its_hint_and_delegation_goes_on(
