@@ -186,15 +186,16 @@ class BridgeServer:
             return
         first, self._on_first_event = self._on_first_event, None
         self._handle(message)
+        if first is not None:
+            # After the answer: what it starts (the bridge's own change feed, whose walk of the
+            # tree holds the GIL in turns) must not slow the answer Pi awaits (issue 34: ~20 ms
+            # of a session_start at 100k files). Before the engine's start below: a pi -p
+            # bridge's walk then runs while the engine loads (ledger/cli/serve.py).
+            first(message)
         if self.state.pending is not None:
             # A session_start answered without the engine (ledger/bridge/quick_start.py): start
             # it now, before the next line is read, so that every later event finds it.
             finish_start(self.state)
-        if first is not None:
-            # After the answer: what it starts (the bridge's own change feed, whose walk of the
-            # tree holds the GIL in turns) must not slow the answer Pi awaits (issue 34: ~20 ms
-            # of a session_start at 100k files).
-            first(message)
         if message.event == "session_start":
             # After the answer too: the first /rewind of the session then costs what a later
             # one does (the index loaded, the list's diffs kept, the feed's base scan taken).

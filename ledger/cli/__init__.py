@@ -290,6 +290,17 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
     # A short-lived process that builds large object graphs (100k-entry sessions): full cyclic
     # collections would cost more than the work; refcounting still frees everything.
     if argv is None and cwd is None:
+        if sys.argv[1:] == list(SERVE_STDIO):
+            # Pi's extension spawns exactly this, and Pi awaits its first answer (issue 34: the
+            # spawned bridge answers session_start in ~100 ms): no parser of 23 commands, no
+            # question to a watcher (it serves no `serve`). The same namespace the parser gives.
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return _main(None, None, parsed=_serve_stdio_args())
+            finally:
+                if was_enabled:
+                    gc.enable()
         # A real ``rewind`` process: the repository's watcher may run the command instead
         # (restore, undo, diff, status; docs/capture.md#served-commands). Standard library only
         # until it declines.
@@ -305,6 +316,28 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
     finally:
         if was_enabled:
             gc.enable()
+
+
+SERVE_STDIO = ("serve", "--stdio")
+"""The bridge's command line as Pi's extension spawns it (tools/pi-extension/rewind-ledger.ts)."""
+
+
+def _serve_stdio_args() -> argparse.Namespace:
+    """What :func:`_parse` gives for :data:`SERVE_STDIO` (a unit test holds them equal)."""
+    from ledger.cli import serve
+
+    return argparse.Namespace(
+        repo=None,
+        agent_dir=None,
+        json=False,
+        command="serve",
+        stdio=True,
+        watch=False,
+        status=False,
+        stop=False,
+        idle_exit=0.0,
+        run=serve.run,
+    )
 
 
 def run_served_command(argv: Sequence[str], cwd: Path, stdout: IO[str], stderr: IO[str]) -> int:
@@ -334,6 +367,7 @@ def _main(
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
     served: bool = False,
+    parsed: argparse.Namespace | None = None,
 ) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     ctx = CliContext(
@@ -347,7 +381,7 @@ def _main(
     )
     ctx.own_process = argv is None
     try:
-        args = _parse(args_list, reuse=served)
+        args = parsed if parsed is not None else _parse(args_list, reuse=served)
         if served:
             _require_served(args)
         ctx.repo_option = args.repo

@@ -130,8 +130,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         for running in service:
             running.close()
         feed = sys.modules.get("ledger.git.feed.service")
-        if feed is not None:
-            feed.disable()  # joins the watcher and verifier, writes feed-status.json
+        # getattr: a print-mode bridge loads this module in a thread (_print_mode_feed), which
+        # a very short session may end in the middle of; nothing is adopted then.
+        disable = getattr(feed, "disable", None)
+        if disable is not None:
+            disable()  # joins the watcher and verifier, writes feed-status.json
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
     # waits for this process to end, so skip the interpreter's teardown.
     ctx.exit_without_teardown = True
@@ -174,7 +177,7 @@ class _OwnFeed:
         # A speed-up only, and after the answer: a failure here leaves the captures to the
         # ordinary full scan instead of ending a bridge that Pi already counts on.
         with contextlib.suppress(Exception):
-            _set_up_captures(self.start, self.ctx, self)
+            _set_up_captures(self.start, self.ctx, self, print_mode=not first.ctx.has_ui)
             self.learn_ui(first)
 
     def learn_ui(self, first: EventMessage) -> None:
@@ -194,7 +197,9 @@ class _OwnFeed:
         _serve_snapshots_in_background(self.start, self.service)
 
 
-def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
+def _set_up_captures(
+    start: Path, ctx: CliContext, setup: _OwnFeed, *, print_mode: bool = False
+) -> None:
     """In the background, off the first prompt's path: send the captures to the watcher of the
     repository when one runs (or, with ``rewind.snapshot.autoWatchSeconds``, start one and send
     them there; docs/capture.md#shared-watcher); else run this bridge's own change feed and
@@ -209,7 +214,8 @@ def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
     own_feed = setup.want
 
     allowed = os.environ.get("REWIND_SERVED", "1") != "0" and supported()
-    found = find_repository(start) if allowed else None
+    located = find_repository(start)  # a few stats; None where the environment redirects git
+    found = located if allowed else None
     # A watcher already serves this repository (the user's `rewind serve --watch`, or one an
     # earlier bridge started): decided here, right after the first event's answer and before
     # the next event is read, so that the very first capture goes there. One connect, well
@@ -222,6 +228,16 @@ def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
     if found is not None:
         with contextlib.suppress(Exception):
             seconds = _auto_watch_seconds(found[0], ctx)
+    if print_mode and located is not None:
+        _print_mode_feed(start, located[0])
+        if found is not None and seconds > 0:
+            threading.Thread(
+                target=_start_watcher_for_later_runs,
+                args=(found[0], seconds),
+                name="rewind-capture-setup",
+                daemon=True,
+            ).start()
+        return
     if found is None or seconds <= 0:
         # No watcher to start: this bridge's own feed is wanted now, in this thread, so that it
         # starts (with a UI) right after the first answer and before the next event is read,
@@ -236,6 +252,49 @@ def _set_up_captures(start: Path, ctx: CliContext, setup: _OwnFeed) -> None:
         own_feed()
 
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
+
+
+def _print_mode_feed(start: Path, root: Path) -> None:
+    """A ``pi -p`` bridge's own change feed, its inotify walk started now, in the background.
+
+    Print mode has no idle time: Pi sends the prompt's events right after ``session_start``,
+    and every capture of the run (one before the prompt, one after each turn) was a full scan
+    (~0.2 s each at 100k files), the repository's watcher being still on its way up in the
+    first run of the day (its first capture is a full scan too). The walk (~0.16 s at 100k
+    files, 1k directories) starts here, before the engine's and pygit2's imports, which run
+    meanwhile; the feed module is loaded in a thread, and adopts the walking watcher
+    (:func:`ledger.git.feed.service.adopt`). Exact as any feed: a capture is fed only from a
+    base scan that started once the watcher was ready; until then captures scan fully, as
+    before. No snapshot service here: the watcher this run starts (with autoWatchSeconds)
+    serves the repository and the later runs."""
+    import threading
+
+    from ledger.git.feed.inotify import InotifyWatcher  # standard library only: no pygit2
+
+    watcher = InotifyWatcher(str(root), background=False)
+    watcher.start()
+
+    def adopt() -> None:
+        try:
+            from ledger.git.feed import service as feed
+            from ledger.git.repo import GitRepo
+
+            repo = GitRepo.discover(start)
+            feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
+            feed.adopt(repo, watcher)  # stops the watcher when it cannot be used
+        except Exception:  # a speed-up only: the captures then scan fully, as before
+            watcher.stop()
+
+    threading.Thread(target=adopt, name="rewind-feed-start", daemon=True).start()
+
+
+def _start_watcher_for_later_runs(root: Path, seconds: int) -> None:
+    """Start the repository's watcher (``autoWatchSeconds``) for the runs after this one;
+    this run's captures stay with its own feed (a new watcher's first capture scans fully)."""
+    from ledger.bridge.snapshot_socket import start_watcher
+
+    with contextlib.suppress(Exception):
+        start_watcher(root, seconds)
 
 
 def _auto_watch_seconds(root: Path, ctx: CliContext) -> int:

@@ -139,11 +139,13 @@ def test_a_bridge_with_its_own_feed_writes_its_final_counts_before_it_ends(
     assert status["fed"] + status["full"] >= 1 and status["mode"] != "full-scan", status
 
 
-def test_in_print_mode_a_bridge_without_a_watcher_runs_no_feed_and_stays_exact(
+def test_in_print_mode_a_bridge_without_a_watcher_feeds_its_turns_from_its_own_walk_and_stays_exact(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``pi -p`` (no UI): a run ends before a feed could arm, so none is started (no walk, no
-    slow exit); captures are full scans, exact, and nothing serves ``rewind snapshot``."""
+    """``pi -p`` (no UI): the bridge's own feed starts its walk right after the first answer
+    (issue 34: each capture of a print-mode prompt was a full scan). Once the walk is over, a
+    scan is the base and the later captures are fed; every one stays exact; nothing serves
+    ``rewind snapshot`` (no snapshot service in print mode)."""
     monkeypatch.setenv("REWIND_SERVED", "0")
     status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
     pi = FakePi(repo, isolated_env / ".pi" / "agent")
@@ -153,7 +155,38 @@ def test_in_print_mode_a_bridge_without_a_watcher_runs_no_feed_and_stays_exact(
     found = find_repository(repo)
     assert found is not None and not serving(*found)
     assert pi.close() == 0
-    assert not status_file.exists(), "no feed ran"
+    status = json.loads(status_file.read_text())
+    assert status["fed"] >= 2 and status["mode"] == "fed", status
+
+
+def test_the_first_print_mode_bridge_of_the_day_starts_the_watcher_and_feeds_its_own_turns(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default (autoWatchSeconds) the first ``pi -p`` starts the repository's watcher for
+    the later runs and never waits on it; its own captures come from its own feed (a new
+    watcher's first capture would be a full scan), exact."""
+    monkeypatch.delenv("REWIND_AUTO_WATCH")
+    found = find_repository(repo)
+    assert found is not None
+    status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    pi.has_ui = False
+    assert pi.event("session_start", {"reason": "startup"}).error is None
+    prompts_stay_exact(pi, 3, "first")
+    _wait(lambda: serving(*found), "the print-mode bridge to start a watcher")
+    status_file.unlink(missing_ok=True)
+    assert pi.close() == 0
+    status = json.loads(status_file.read_text())
+    assert status["fed"] >= 2 and status["mode"] == "fed", status
+    stop = subprocess.run(
+        [sys.executable, "-m", "ledger", "serve", "--stop"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stop.returncode == 0 and "stopped the watcher" in stop.stdout, stop.stderr
+    assert not serving(*found)
 
 
 def test_a_first_capture_the_watcher_refuses_is_a_warning_with_its_hint_and_delegation_goes_on(

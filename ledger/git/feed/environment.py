@@ -13,10 +13,14 @@ that cannot be stated has the signature ``None``, so its appearance is a change 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ledger.git.capture.scan import Capturer
+
+_ENV_PREFIXES = ("GIT_",)
+_ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
 
 def stat_sig(path: str) -> tuple[int, ...] | None:
@@ -55,3 +59,37 @@ def config_origins(capturer: Capturer) -> list[str]:
 
 
 __all__ = ["config_origins", "stat_sig"]
+
+
+def env_signature(
+    origins: list[str], git_dir: Path, common: Path, include_index: bool
+) -> tuple[Any, ...]:
+    """Stat data of every file outside the work tree that shapes a capture (``origins``: the
+    configuration files :func:`config_origins` named), and the environment; ``include_index``:
+    the user's index too (it decides whether skipped protected directories and too-large files
+    are captured)."""
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
+    files = [
+        *origins,
+        str(git_dir / "config"),
+        str(common / "config"),
+        str(git_dir / "config.worktree"),
+        str(common / "info" / "exclude"),
+        str(common / "info" / "attributes"),
+        os.path.join(home, ".gitconfig"),
+        os.path.join(xdg, "git", "config"),
+        os.path.join(xdg, "git", "ignore"),
+        os.path.join(xdg, "git", "attributes"),
+        "/etc/gitconfig",
+        "/etc/gitattributes",
+    ]
+    if include_index:
+        files.append(str(git_dir / "index"))
+    sigs = tuple((f, stat_sig(f)) for f in sorted(set(files)))
+    env = tuple(
+        sorted(
+            (k, v) for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_KEYS
+        )
+    )
+    return sigs + env

@@ -169,8 +169,12 @@ class InotifyWatcher:
         *,
         on_ready: Callable[[], None] | None = None,
         max_watches: int | None = None,
+        background: bool = True,
     ) -> None:
         self.root = root.rstrip("/") or "/"
+        self.background = background
+        """Walk at a lower priority (a feed armed ahead of need); ``False``: at the process's
+        own, for a walk that a capture soon after may use (a ``pi -p`` bridge)."""
         self.on_ready = on_ready
         self.max_watches = max_watches
         """Simulated watch limit (tests): adding more watches fails as with ENOSPC."""
@@ -188,6 +192,10 @@ class InotifyWatcher:
         self._libc: ctypes.CDLL | None = None
         self._thread: threading.Thread | None = None
         self._crash: str | None = None
+        self._wake_r = -1
+        self._wake_w = -1
+        """Write end of the reader thread's wake-up pipe: :meth:`stop` ends its wait at once
+        instead of after up to one poll interval (200 ms that Pi waited for at a bridge's end)."""
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -197,10 +205,20 @@ class InotifyWatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        with self.lock:  # the pipe is closed under this lock (below): never a stale number
+            if self._wake_w >= 0:  # else the reader's next look at _stop sees it set
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"x")
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         with self.lock:
             self._close()
+            # Closed only here, after the join: a stop() that wrote to a closed (and reused)
+            # descriptor number would write into someone else's file.
+            ends, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+            for end in ends:
+                if end >= 0:
+                    os.close(end)
 
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
@@ -249,6 +267,8 @@ class InotifyWatcher:
                 if self._fd < 0:
                     return
                 poller.register(self._fd, select.POLLIN)
+            self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            poller.register(self._wake_r, select.POLLIN)
             while not self._stop.is_set():
                 poller.poll(200)
                 if self._crash is not None:
@@ -287,7 +307,8 @@ class InotifyWatcher:
         errors: list[BaseException] = []
 
         def walk() -> None:
-            lower_thread_priority()
+            if self.background:
+                lower_thread_priority()
             try:
                 self._add_tree("", report=False)
             except BaseException as exc:  # re-raised below: a walk cut short is never ready
@@ -342,6 +363,19 @@ class InotifyWatcher:
             try:
                 entries = list(os.scandir(base))
             except OSError:
+                continue
+            if not report:
+                # The start-up walk (100k entries at 100k files, on a pi -p bridge's path):
+                # only directories need a name built.
+                for entry in entries:
+                    if not rel and entry.name == ".git":
+                        continue
+                    seen += 1
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(f"{rel}/{entry.name}" if rel else entry.name)
+                    except OSError:
+                        continue
                 continue
             for entry in entries:
                 child = f"{rel}/{entry.name}" if rel else entry.name

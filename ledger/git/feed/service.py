@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.git.capture.index import VerifyIndex
-from ledger.git.feed.environment import config_origins, stat_sig
+from ledger.git.feed.environment import config_origins, env_signature
 from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_heap
 from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
 from ledger.git.private import private_dir
@@ -77,8 +77,6 @@ VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
-_ENV_PREFIXES = ("GIT_",)
-_ENV_KEYS = ("HOME", "XDG_CONFIG_HOME")
 
 _enabled = False
 _verify = True
@@ -124,6 +122,30 @@ def feed_for(repo: GitRepo) -> Feed | None:
             if settings is not None:
                 feed.arm(settings)
     return feed
+
+
+def adopt(repo: GitRepo, watcher: InotifyWatcher) -> Feed | None:
+    """The feed of ``repo``'s work tree, built around ``watcher``: an :class:`InotifyWatcher`
+    of that root started earlier, before this module (and pygit2) were loaded, so that its walk
+    runs while they load (a ``pi -p`` bridge: ``ledger.cli.serve``). ``None`` when disabled,
+    when the root differs, or when the work tree already has a feed: the watcher is stopped
+    then. Exact all the same: nothing is trusted before the watcher is ready, and only a scan
+    that starts after that can be a base (:meth:`Feed.before_full`)."""
+    key = str(repo.root)
+    with _guard:
+        if (
+            _enabled
+            and key not in _feeds
+            and os.path.realpath(watcher.root) == os.path.realpath(key)
+        ):
+            feed = _feeds[key] = Feed(repo.root, repo.git_dir, verify=_verify, watcher=watcher)
+            feed.start()
+            settings = _armed.pop(key, None)
+            if settings is not None:
+                feed.arm(settings)
+            return feed
+    watcher.stop()
+    return None
 
 
 def arm(root: Path | str, settings: Any) -> None:
@@ -193,13 +215,20 @@ class Feed:
     """The feed of one work tree (see the module docstring)."""
 
     def __init__(
-        self, root: Path, git_dir: Path, *, verify: bool = True, max_watches: int | None = None
+        self,
+        root: Path,
+        git_dir: Path,
+        *,
+        verify: bool = True,
+        max_watches: int | None = None,
+        watcher: InotifyWatcher | None = None,
     ) -> None:
         self.root = Path(root)
         self.git_dir = Path(git_dir)
         self.verify = verify
         env_max = os.environ.get("REWIND_FEED_MAX_WATCHES")
-        self.watcher = InotifyWatcher(
+        self._adopted = watcher is not None
+        self.watcher = watcher or InotifyWatcher(
             str(self.root),
             on_ready=self._request_verify,
             max_watches=max_watches
@@ -237,7 +266,14 @@ class Feed:
     # --- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.watcher.start()
+        if self._adopted:
+            # Started (see adopt()) before this feed existed: whether it became ready before
+            # or after on_ready is set here, the verifier is asked once (twice is harmless).
+            self.watcher.on_ready = self._request_verify
+            if self.watcher.ready:
+                self._request_verify()
+        else:
+            self.watcher.start()
         self._verifier = threading.Thread(
             target=self._verify_loop, name="rewind-feed-verify", daemon=True
         )
@@ -419,40 +455,11 @@ class Feed:
     def _env_signature(
         self, capturer: Capturer, refresh: bool, include_index: bool
     ) -> tuple[Any, ...]:
-        """Stat data of every file outside the work tree that shapes a capture, and the
-        environment; ``refresh`` re-reads the configuration files' origins (one git call);
-        ``include_index``: the user's index too (it decides whether skipped protected
-        directories and too-large files are captured)."""
+        """:func:`~ledger.git.feed.environment.env_signature`; ``refresh`` re-reads the
+        configuration files' origins (one git call), kept between captures otherwise."""
         if refresh or not self._origins:
             self._origins = config_origins(capturer)
-        common = capturer.repo.common_dir
-        home = os.environ.get("HOME", "")
-        xdg = os.environ.get("XDG_CONFIG_HOME") or (os.path.join(home, ".config") if home else "")
-        files = [
-            *self._origins,
-            str(self.git_dir / "config"),
-            str(common / "config"),
-            str(self.git_dir / "config.worktree"),
-            str(common / "info" / "exclude"),
-            str(common / "info" / "attributes"),
-            os.path.join(home, ".gitconfig"),
-            os.path.join(xdg, "git", "config"),
-            os.path.join(xdg, "git", "ignore"),
-            os.path.join(xdg, "git", "attributes"),
-            "/etc/gitconfig",
-            "/etc/gitattributes",
-        ]
-        if include_index:
-            files.append(str(self.git_dir / "index"))
-        sigs = tuple((f, stat_sig(f)) for f in sorted(set(files)))
-        env = tuple(
-            sorted(
-                (k, v)
-                for k, v in os.environ.items()
-                if k.startswith(_ENV_PREFIXES) or k in _ENV_KEYS
-            )
-        )
-        return sigs + env
+        return env_signature(self._origins, self.git_dir, capturer.repo.common_dir, include_index)
 
     def identity(self, compute: Callable[[], Any]) -> Any:
         """The committer identity, cached while the environment signature is unchanged."""

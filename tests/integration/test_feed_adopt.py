@@ -1,0 +1,106 @@
+"""A ``pi -p`` bridge's feed: a watcher started before the feed module loads, adopted by it.
+
+Why it exists: issue 34 (the first ``pi -p`` of the day). The bridge starts the inotify walk
+right after its first answer and adopts the walking watcher once the feed module (and pygit2)
+have loaded (``ledger.git.feed.service.adopt``). These tests pin that an adopted watcher gives
+the same exact captures as a feed's own, that only a scan started after the walk is a base,
+that a watcher of another root is refused and stopped, and that a watcher stops at once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger.git.capture.scan import Capturer
+from ledger.git.feed import service
+from ledger.git.feed.inotify import InotifyWatcher
+from ledger.git.repo import GitRepo
+from tests.gitkit import fresh_tree
+from tests.snapshotkit import NO_PROTECTION as NONE
+
+pytestmark = pytest.mark.needs("change_feed")
+
+
+def _ready(watcher: InotifyWatcher) -> None:
+    deadline = time.monotonic() + 10
+    while not watcher.ready and not watcher.failed:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert watcher.failed is None
+
+
+def test_an_adopted_walking_watcher_feeds_exact_captures_after_a_base_scan(repo: Path) -> None:
+    for i in range(5):
+        (repo / f"d{i}").mkdir()
+        (repo / f"d{i}" / "f.txt").write_text(f"{i}\n")
+    gitrepo = GitRepo.discover(repo)
+    watcher = InotifyWatcher(str(gitrepo.root), background=False)
+    watcher.start()
+    service.enable(verify=False)
+    try:
+        feed = service.adopt(gitrepo, watcher)
+        assert feed is not None and feed.watcher is watcher
+        assert service.feed_for(gitrepo) is feed, "the work tree's feed is the adopted one"
+        _ready(watcher)
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        assert feed.counters.full == 1 and feed.base is not None
+        (repo / "d1" / "f.txt").write_text("changed\n")
+        (repo / "new.txt").write_text("n\n")
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        assert feed.counters.fed == 1 and feed.counters.full == 1
+    finally:
+        service.disable()
+    assert not watcher.alive()
+
+
+def test_a_scan_that_starts_before_the_adopted_watcher_is_ready_is_no_base(repo: Path) -> None:
+    gitrepo = GitRepo.discover(repo)
+    watcher = InotifyWatcher(str(gitrepo.root))  # not started: never ready during the scan
+    service.enable(verify=False)
+    try:
+        feed = service.adopt(gitrepo, watcher)
+        assert feed is not None
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        assert feed.base is None and feed.counters.full == 1
+    finally:
+        service.disable()
+
+
+def test_a_watcher_of_another_root_is_refused_and_stopped(repo: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    watcher = InotifyWatcher(str(other))
+    watcher.start()
+    service.enable(verify=False)
+    try:
+        assert service.adopt(GitRepo.discover(repo), watcher) is None
+        assert watcher.stopped and not watcher.alive()
+    finally:
+        service.disable()
+
+
+def test_nothing_is_adopted_while_the_feed_is_off(repo: Path) -> None:
+    watcher = InotifyWatcher(str(GitRepo.discover(repo).root))
+    watcher.start()
+    assert not service.enabled()
+    assert service.adopt(GitRepo.discover(repo), watcher) is None
+    assert watcher.stopped and not watcher.alive()
+
+
+def test_a_watcher_stops_without_waiting_out_its_poll_interval(repo: Path) -> None:
+    """The reader thread waits in poll(200 ms); a stop wakes it (a bridge's end, which Pi waits
+    for, took up to 200 ms more)."""
+    times = []
+    for _ in range(3):
+        watcher = InotifyWatcher(str(repo))
+        watcher.start()
+        _ready(watcher)
+        time.sleep(0.02)  # inside its poll now
+        started = time.monotonic()
+        watcher.stop()
+        times.append(time.monotonic() - started)
+        assert not watcher.alive()
+    assert min(times) < 0.1, times

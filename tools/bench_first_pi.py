@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Benchmark: the first ``pi -p`` of the day, with the bridge's own trace split by event.
+
+Why it exists: issue 34's target "the first ``pi -p`` of the day at 100k files ≤ +400 ms over
+no extension". "First of the day" means no watcher runs when Pi starts, with default settings
+(``rewind.snapshot.autoWatchSeconds``: the bridge starts one in the background, for the later
+runs). ``tools/bench_pi_feed.py`` times later runs and a configuration without the watcher; this
+one times exactly that first run: before each run every watcher of the repository is stopped.
+Three configurations are alternated run by run (same load drifts): no extension, this tree, and
+``--compare OLD_CHECKOUT`` (e.g. ``git archive <commit>`` unpacked). The real Pi 0.73.1, print
+mode, the scripted offline model, two tool turns that each write a file (as bench_pi_feed).
+``REWIND_TRACE`` gives the bridge's time per event: the pre-prompt capture (the largest
+``turn_start``) and the turns' captures (``turn_end``) are printed apart.
+
+Not a test: nothing here asserts a time. Prints medians, ratios and ``os.getloadavg()``.
+Whole processes are timed as users run them: precompile both trees (``python -m compileall -q
+ledger``) and drop ``PYTHONDONTWRITEBYTECODE``. Run it under the bench lock.
+
+Usage: python tools/bench_first_pi.py REPO [--runs 5] [--compare OLD_CHECKOUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bench_pi_feed import stop_watcher
+
+from tests.e2e.pikit import PiRunner, ensure_pi, turns, write
+
+
+def no_watcher(repo: Path) -> None:
+    """Stop every watcher of ``repo`` and wait until it is gone; drop leftover journals."""
+    stop_watcher(repo)
+    here = os.path.realpath(repo)
+    for _ in range(100):
+        pids = subprocess.run(
+            ["pgrep", "-f", "serve --watch"], capture_output=True, text=True
+        ).stdout.split()
+        alive = []
+        for pid in pids:
+            try:
+                if os.readlink(f"/proc/{pid}/cwd") == here:
+                    alive.append(pid)
+            except OSError:
+                continue
+        if not alive:
+            break
+        time.sleep(0.1)
+    for leftover in (repo / ".git" / "pi-rewind" / "journal").glob("*"):
+        leftover.unlink()
+    time.sleep(1.0)  # the stopped watcher's exit off the next run's CPU
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("repo", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--compare", type=Path, default=None)
+    args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.pop("REWIND_AUTO_WATCH", None)  # the default: the first bridge starts a watcher
+    trees = {"none": None, "this tree": ROOT}
+    if args.compare is not None:
+        trees["compare"] = args.compare.resolve()
+    cli = ensure_pi()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-first-pi-"))
+    times: dict[str, list[float]] = {name: [] for name in trees}
+    split: dict[str, dict[str, list[float]]] = {name: {} for name in trees if trees[name]}
+    for n in range(args.runs + 1):  # the first round is a warm-up (page cache, bytecode)
+        for i, (name, tree) in enumerate(trees.items()):
+            no_watcher(args.repo)
+            runner = PiRunner(cli, args.repo, tmp / f"agent-{i}-{n}", extension=tree is not None)
+            trace = tmp / f"trace-{i}-{n}.jsonl"
+            env = {"REWIND_TRACE": str(trace), "PYTHONPATH": str(tree or ROOT)}
+            prompt = f"first{i}.{n} " + turns(
+                [write(f"bench/first{i}-a{n}.txt", "a\n")],
+                [write(f"bench/first{i}-b{n}.txt", "b\n")],
+            )
+            started = time.perf_counter()
+            runner.run(prompt, env=env)
+            ms = (time.perf_counter() - started) * 1000
+            print(f"  round {n} {name}: {ms:.0f} ms (load {os.getloadavg()[0]:.2f})", flush=True)
+            if not n:
+                continue
+            times[name].append(ms)
+            if tree is not None and trace.exists():
+                events = [json.loads(line) for line in trace.read_text().splitlines()]
+                parts = split[name]
+                parts.setdefault("bridge events", []).append(sum(e["ms"] for e in events))
+                parts.setdefault("pre-prompt capture", []).append(
+                    max(e["ms"] for e in events if e["event"] == "turn_start")
+                )
+                parts.setdefault("turns' captures", []).append(
+                    sum(e["ms"] for e in events if e["event"] == "turn_end")
+                )
+    no_watcher(args.repo)
+    one, five, fifteen = os.getloadavg()
+    print(f"\n== first pi -p of the day, {args.repo} (load {one:.2f} {five:.2f} {fifteen:.2f})")
+    floor = statistics.median(times["none"])
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(
+            f"{name:<10} median {median:7.0f} ms  +{median - floor:6.0f} ms over no extension"
+            f"  x{median / floor:4.2f}  runs {[round(v) for v in values]}"
+        )
+        for part, ms in split.get(name, {}).items():
+            print(
+                f"    {part:<20} median {statistics.median(ms):7.1f} ms  {[round(v) for v in ms]}"
+            )
+    if "compare" in times:
+        new, old = statistics.median(times["this tree"]), statistics.median(times["compare"])
+        print(
+            f"this tree / compare: whole run x{new / old:.2f}, added x{(new - floor) / (old - floor):.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
