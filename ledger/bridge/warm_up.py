@@ -73,6 +73,14 @@ PREVIEW_MODULES = (
     "ledger.review.diff",
 )
 """What a preview imports at its first use."""
+TOOL_MODULES = (
+    "ledger.bridge.tool_events",
+    "ledger.engine.agent_tool",
+    "ledger.git.restore.run",
+    "ledger.git.restore.compose",
+    "ledger.git.restore.patch_text",
+)
+"""What the model's ``rewind`` tool imports at its first call (~50 ms at load; issue 36)."""
 _frozen = False
 """Whether this process froze its objects already (see :func:`_prepare`)."""
 
@@ -165,7 +173,7 @@ def ahead_of_previews(
     how many levels were read. With ``busy``, a level is read only while no event is handled
     (so an event shares the interpreter with at most one level's reading, ~0.1 ms)."""
     repo = _keep_diffs(engine, pairs)
-    for name in PREVIEW_MODULES:
+    for name in (*PREVIEW_MODULES, *TOOL_MODULES):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     if repo is None:

@@ -324,8 +324,9 @@ SERVE_STDIO = ("serve", "--stdio")
 
 def _serve_stdio_args() -> argparse.Namespace:
     """What :func:`_parse` gives for :data:`SERVE_STDIO` (a unit test holds them equal)."""
-    from ledger.cli import serve
-
+    # By name, as the parser registers every command (a static import here would close an
+    # import circle through the watcher's served commands: tests/unit/test_import_graph.py).
+    serve = importlib.import_module("ledger.cli.serve")
     return argparse.Namespace(
         repo=None,
         agent_dir=None,
