@@ -8,6 +8,7 @@ makes the bridge's protocol and the engine behind it testable without node.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -133,8 +134,13 @@ class FakePi:
         if hosted is not None:
             self.proc = HostedConnection(hosted, cwd, env)
             return
+        # BRIDGEKIT_BRIDGE_CMD (a JSON argv, like the extension's REWIND_BRIDGE_CMD) lets a benchmark
+        # spawn another install's bridge, e.g. a regular `pip install`'s `rewind serve --stdio`.
+        command = os.environ.get("BRIDGEKIT_BRIDGE_CMD")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ledger", "serve", "--stdio"],
+            json.loads(command)
+            if command
+            else [sys.executable, "-m", "ledger", "serve", "--stdio"],
             cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,

@@ -39,6 +39,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 FLOOR_NAMES = ("python -c pass", "stat scan", "git status", "blob write")
+INSTALL_PYTHON: str | None = None
+"""Set by a benchmark's ``--install``: the python of a regular (non-editable) install, whose
+children run without ``PYTHONPATH`` (the installed package, not this checkout) and whose
+``python -c pass`` is the floor."""
 _blobs = itertools.count()
 
 
@@ -47,6 +51,10 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     caches, as on a user's machine), with ``PYTHONPATH`` starting at this checkout so that the
     children run the code beside the benchmark (the editable install's finder comes after it)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if INSTALL_PYTHON is not None:  # a regular install runs its own copy of the package
+        env.pop("PYTHONPATH", None)
+        env.update(extra or {})
+        return env
     paths = [str(ROOT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.update(extra or {})
@@ -99,7 +107,7 @@ def floors(repo: Path) -> dict[str, float]:
     warm_index(repo)
     blob = f"bench floor blob {os.getpid()} {time.time_ns()} {next(_blobs)}\n".encode()
     return {
-        "python -c pass": timed([sys.executable, "-c", "pass"], env=env),
+        "python -c pass": timed([INSTALL_PYTHON or sys.executable, "-c", "pass"], env=env),
         "stat scan": timed(["git", "diff-files", "--name-only"], cwd=repo, env=env),
         "git status": timed(["git", "status", "--porcelain"], cwd=repo, env=env),
         "blob write": timed(["git", "hash-object", "-w", "--stdin"], cwd=repo, env=env, input=blob),

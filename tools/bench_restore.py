@@ -50,7 +50,15 @@ Usage::
     python tools/bench_restore.py --repo … --runs 5 --cold-only   # phase 1 alone
 
 Every child runs without ``PYTHONDONTWRITEBYTECODE`` (bytecode precompiled first) and with
-``PYTHONPATH`` starting at this checkout: the code measured is the code beside this script.
+``PYTHONPATH`` starting at this checkout: the code measured is the code beside this script,
+through the interpreter running the script, by default the development venv, an **editable**
+install (``pip install -e``, whose ``site`` imports its finder at every start). Users run a
+**regular** install (the extension's ``.rewind-venv``, ``pip install <package root>``):
+``--install VENV/bin/rewind`` runs every child (the CLI, the watcher, the spawned bridges, and
+the ``python -c pass`` floor) from that install instead, without ``PYTHONPATH``; the reference
+still runs interleaved in the same run, so the ratios of the two runs compare. Build one with
+``python3 -m venv /tmp/ui-venv && /tmp/ui-venv/bin/pip install .``, then precompile its
+``site-packages/ledger`` (``python -m compileall -q``). The figures printed say which install.
 Not a test: nothing here asserts a time.
 """
 
@@ -102,8 +110,14 @@ def reference_restore(repo: Path, target: str) -> float:
     return (time.perf_counter() - started) * 1000.0
 
 
+_INSTALL: list[Path] = []
+"""``--install``: a regular install's ``rewind`` script, used instead of this interpreter's."""
+
+
 def rewind_cmd() -> list[str]:
     """``rewind`` as a user runs it: the console script beside this python (else ``-m``)."""
+    if _INSTALL:
+        return [str(_INSTALL[0])]
     script = Path(sys.executable).parent / "rewind"
     return [str(script)] if script.exists() else [sys.executable, "-m", "ledger"]
 
@@ -490,19 +504,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cold-only", action="store_true", help="phase 1 only (no watcher, no bridge)"
     )
+    parser.add_argument(
+        "--install",
+        type=Path,
+        help="a regular (non-editable) install's `rewind` script (e.g. /tmp/ui-venv/bin/rewind): "
+        "every child runs it instead of this checkout through the editable venv",
+    )
     args = parser.parse_args(argv)
+    if args.install is not None:
+        import bench_floors
+
+        _INSTALL.append(args.install.absolute())
+        bench_floors.INSTALL_PYTHON = str(args.install.absolute().parent / "python")
+        # FakePi (tests/bridgekit.py) spawns this argv for the bridges.
+        os.environ["BRIDGEKIT_BRIDGE_CMD"] = json.dumps([str(_INSTALL[0]), "serve", "--stdio"])
     # Every child (the CLI, the bridges, the watcher) runs the code beside this script, with
     # bytecode caches, as on a user's machine.
     env = child_env()
     os.environ.clear()
     os.environ.update(env)
-    precompile()
+    if not _INSTALL:
+        precompile()
     import ledger
 
     git_version = subprocess.run(["git", "version"], capture_output=True, text=True).stdout
     head = subprocess.run(
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
     ).stdout.strip()
+    install = (
+        f"REGULAR install {_INSTALL[0]}"
+        if _INSTALL
+        else f"EDITABLE venv {sys.executable}, PYTHONPATH {ROOT}"
+    )
+    print(f"children run: {install}", flush=True)
     print(
         f"ledger {Path(ledger.__file__).parent} ({head}); {git_version.strip()}; python "
         f"{sys.version.split()[0]}; {load()}",

@@ -20,10 +20,23 @@ timed from the outside, interleaved run by run with its floor (same load drifts)
    four ``ping`` round trips on the same pipe (the protocol's floor). ``feed-status.json``
    (written when the bridge ends) proves the timed captures were fed.
 
+Which install a figure is for: by default every child runs this checkout through the
+interpreter running the script with ``PYTHONPATH`` at the checkout, i.e. the development venv,
+an **editable** install (``pip install -e``) whose ``site`` start-up imports the editable
+finder (``pathlib``, ``importlib.util``, …: ~25–30 ms more per process than a regular install).
+Users run a **regular** install (the extension's ``.rewind-venv`` made by ``pip install
+<package root>``, or the README's ``pip install /path/to/rewind-ledger``). ``--install
+VENV/bin/rewind`` adds that install's bridge (``rewind serve --stdio`` as the extension spawns
+it, without ``PYTHONPATH``) interleaved run by run with the editable one (then also spawned as
+``bin/rewind serve --stdio``), and both interpreters' floors ``python -c pass`` and ``python -S
+-c pass``. Build one with ``python3 -m venv /tmp/ui-venv && /tmp/ui-venv/bin/pip install .``
+and precompile it (``python -m compileall -q <site-packages>/ledger``).
+
 Not a test: nothing here asserts a time. Prints medians and ``os.getloadavg()``.
 
 Usage: python tools/bench_startup.py [--files 100000] [--dir /tmp/startup-100k] [--runs 7]
 [--prompts 10 (0: none)] [--skip-bridge] [--skip-cli] [--compare OLD_CHECKOUT]
+[--install VENV/bin/rewind]
 """
 
 from __future__ import annotations
@@ -165,20 +178,61 @@ def _event_ms(pi: FakePi, name: str, payload: dict[str, object] | None = None) -
     return (time.perf_counter() - t0) * 1000
 
 
+def _installed_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a regular install's child: no PYTHONPATH (it would put this checkout
+    before the installed package)."""
+    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "BRIDGEKIT_BRIDGE_CMD")}
+
+
+def _installed_start(repo: Path, agent: Path, rewind: Path, env: dict[str, str]) -> float:
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(_installed_env(env))
+    os.environ["BRIDGEKIT_BRIDGE_CMD"] = json.dumps([str(rewind), "serve", "--stdio"])
+    try:
+        pi, ms = _session_start(repo, agent)
+        pi.close()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return ms
+
+
 def bench_bridge(
-    repo: Path, runs: int, prompts: int, env: dict[str, str], before: dict[str, str] | None
+    repo: Path,
+    runs: int,
+    prompts: int,
+    env: dict[str, str],
+    before: dict[str, str] | None,
+    install: Path | None = None,
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-startup-bridge-"))
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)  # FakePi spawns with os.environ
+    if install is not None:  # the editable one spawned the same way: bin/rewind serve --stdio
+        script = Path(PY).parent / "rewind"
+        if script.exists():
+            os.environ["BRIDGEKIT_BRIDGE_CMD"] = json.dumps([str(script), "serve", "--stdio"])
+    floors_of: dict[str, list[float]] = {}
     try:
-        starts, pings, floors, pys, befores = [], [], [], [], []
+        starts, pings, floors, pys, befores, installed = [], [], [], [], [], []
         for run in range(runs + 1):
             floor, py = _git_floor(repo, env), timed([PY, "-c", "pass"], repo, env)
             pi, ms = _session_start(repo, tmp / f"agent-{run}")
             later = [_event_ms(pi, "ping") for _ in range(5)]
             pi.close()
+            if install is not None:  # the regular install's bridge and floors, interleaved
+                ui_py, ui_env = str(install.parent / "python"), _installed_env(env)
+                installed.append(_installed_start(repo, tmp / f"agent-ui-{run}", install, env))
+                for name, argv, e in (
+                    ("editable: python -S -c pass", [PY, "-S", "-c", "pass"], env),
+                    ("regular: python -c pass", [ui_py, "-c", "pass"], ui_env),
+                    ("regular: python -S -c pass", [ui_py, "-S", "-c", "pass"], ui_env),
+                ):
+                    value = timed(argv, repo, e)
+                    if run:
+                        floors_of.setdefault(name, []).append(value)
             if before is not None:  # the --compare tree's bridge, interleaved
                 os.environ["PYTHONPATH"] = before["PYTHONPATH"]
                 old, before_ms = _session_start(repo, tmp / f"agent-before-{run}")
@@ -199,6 +253,15 @@ def bench_bridge(
             report("  the --compare tree's bridge", befores[1:], pys, "python -c pass")
             report("  this tree against the --compare tree", starts, befores[1:], "before")
         report("later event (ping) on the same pipe", pings, None, "")
+        if install is not None:
+            print(f"  editable: {PY} (PYTHONPATH {env.get('PYTHONPATH')}); regular: {install}")
+            for name, values in floors_of.items():
+                report(name, values, None, "")
+            ui_pass = floors_of["regular: python -c pass"]
+            report("regular install: spawn until session_start", installed[1:], ui_pass, "its pass")
+            report("  regular against editable", installed[1:], starts, "editable")
+            median = statistics.median(installed[1:])
+            print(f"  regular against the 100 ms target: x{median / 100:4.2f}", flush=True)
 
         if prompts <= 0:
             return
@@ -243,12 +306,19 @@ def main() -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/startup-100k"))
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--prompts", type=int, default=10)
+    parser.add_argument("--repo", type=Path, help="reuse this repository (instead of --dir)")
     parser.add_argument("--skip-bridge", action="store_true")
     parser.add_argument("--skip-cli", action="store_true")
     parser.add_argument(
         "--compare",
         type=Path,
         help="another checkout (e.g. `git archive` of an older commit) run interleaved as 'before'",
+    )
+    parser.add_argument(
+        "--install",
+        type=Path,
+        help="a regular (non-editable) install's `rewind` script, e.g. /tmp/ui-venv/bin/rewind: "
+        "its bridge runs interleaved with the editable one (bridge part only)",
     )
     args = parser.parse_args()
     env = _env()
@@ -259,9 +329,12 @@ def main() -> int:
     if not args.skip_cli:
         bench_cli(args.runs, env, before)
     if not args.skip_bridge:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        repo = build_repo(args.dir, args.files, 100)
-        bench_bridge(repo, args.runs, args.prompts, env, before)
+        if args.repo is not None:
+            repo = args.repo.resolve()
+        else:
+            args.dir.mkdir(parents=True, exist_ok=True)
+            repo = build_repo(args.dir, args.files, 100)
+        bench_bridge(repo, args.runs, args.prompts, env, before, args.install)
     return 0
 
 
