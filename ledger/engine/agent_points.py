@@ -22,7 +22,7 @@ Invariants: read-only; nothing here captures or appends.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,6 +45,8 @@ FileChange = Literal["added", "modified", "deleted"]
 
 MIN_PREFIX = 4
 """The shortest id prefix a point may be named by."""
+MAX_REF = 80
+"""A point's name is quoted back at most this long."""
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,8 @@ def branch_points(engine: Engine, *, limit: int | None = None) -> list[ToolPoint
 
 def find_point(engine: Engine, ref: str) -> ToolPoint:
     """The point ``ref`` names: an entry id of this branch (or a unique prefix of at least
-    :data:`MIN_PREFIX` characters), else a checkpoint label (exact, then ignoring case: the
-    newest such checkpoint). Raises :class:`~ledger.errors.NoRewindPointError` with the
+    :data:`MIN_PREFIX` characters), a checkpoint label (exact, then ignoring case: the newest
+    such checkpoint) before an id prefix. Raises :class:`~ledger.errors.NoRewindPointError` with the
     candidates when nothing or more than one point matches.
 
     Only the candidates that match ``ref`` are resolved (a long session has hundreds of
@@ -191,27 +193,30 @@ def find_point(engine: Engine, ref: str) -> ToolPoint:
     the same answer as filtering the resolved points: a candidate whose snapshot is gone is
     no point either way."""
     wanted = ref.strip()
+    shown = wanted if len(wanted) <= MAX_REF else wanted[: MAX_REF - 1] + "…"
     candidates = _candidates(engine)
     resolver = _Resolver(engine)
     exact = resolver.points((c for c in candidates if c.id == wanted), 1)
     if exact:
         return exact[0]
-    if len(wanted) >= MIN_PREFIX:
-        prefixed = resolver.points(c for c in candidates if c.id.startswith(wanted))
-        if len(prefixed) == 1:
-            return prefixed[0]
-        if len(prefixed) > 1:
-            raise UnknownPointError(
-                wanted,
-                "more than one point's id starts with it",
-                f"give more of the id: {', '.join(p.id for p in prefixed[:5])}",
-            )
+    # A label before an id prefix: ids are 8 hex digits, so a label such as "cafe" or "2024"
+    # must never name another point without saying so.
     for same in (lambda a, b: a == b, lambda a, b: a.casefold() == b.casefold()):
         labelled = resolver.points(
             (c for c in candidates if c.label is not None and same(c.label, wanted)), 1
         )
         if labelled:
             return labelled[0]  # newest first
+    if len(wanted) >= MIN_PREFIX:
+        prefixed = resolver.points(c for c in candidates if c.id.startswith(wanted))
+        if len(prefixed) == 1:
+            return prefixed[0]
+        if len(prefixed) > 1:
+            raise UnknownPointError(
+                shown,
+                "more than one point's id starts with it",
+                f"give more of the id: {', '.join(p.id for p in prefixed[:5])}",
+            )
     entry = engine.session().get(wanted)
     reason = (
         "that entry has no snapshot (it is not a prompt or a checkpoint, or it was pruned)"
@@ -221,7 +226,7 @@ def find_point(engine: Engine, ref: str) -> ToolPoint:
     newest = resolver.points(candidates, 5)
     named = ", ".join(f'{p.id} ("{p.label}")' if p.label else p.id for p in newest)
     raise UnknownPointError(
-        wanted, reason, f"newest points: {named or 'none yet'}; action list shows them all"
+        shown, reason, f"newest points: {named or 'none yet'}; action list shows them all"
     )
 
 
@@ -229,7 +234,17 @@ def agent_restores(session: Session) -> dict[str, dict[str, Any]]:
     """The snapshots this tool's own restores wrote in this conversation (the ``current`` of
     each, kept in the ``details`` of the tool's results), each with the point it restored
     (``{id, kind, label, snapshot}``), oldest first."""
-    found: dict[str, dict[str, Any]] = {}
+    return {current: point for current, (point, _) in _tool_results(session).items()}
+
+
+def tool_restores(session: Session) -> dict[str, frozenset[str]]:
+    """Each snapshot this tool's own restores wrote, with the paths it took back: only those
+    hold the agent's work there (the others were left as they were: someone else's)."""
+    return {current: paths for current, (_, paths) in _tool_results(session).items()}
+
+
+def _tool_results(session: Session) -> dict[str, tuple[dict[str, Any], frozenset[str]]]:
+    found: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
     for entry in session.entries:
         if entry.type != "message" or entry.role != "toolResult":
             continue
@@ -237,16 +252,17 @@ def agent_restores(session: Session) -> dict[str, dict[str, Any]]:
         if not isinstance(message, dict) or message.get("toolName") != TOOL_NAME:
             continue
         details = message.get("details")
-        current = details.get("current") if isinstance(details, dict) else None
-        if isinstance(current, str):
-            point = details.get("point") if isinstance(details, dict) else None
-            found[current] = point if isinstance(point, dict) else {}
+        if not isinstance(details, dict) or not isinstance(details.get("current"), str):
+            continue
+        point = details.get("point")
+        restored = details.get("restored")
+        paths = frozenset(
+            f["path"]
+            for f in (restored if isinstance(restored, list) else [])
+            if isinstance(f, dict) and isinstance(f.get("path"), str)
+        )
+        found[details["current"]] = (point if isinstance(point, dict) else {}, paths)
     return found
-
-
-def tool_restores(session: Session) -> frozenset[str]:
-    """:func:`agent_restores`' snapshots: content there is the agent's own."""
-    return frozenset(agent_restores(session))
 
 
 def _change_kind(change: Change) -> FileChange:
@@ -258,11 +274,14 @@ def _change_kind(change: Change) -> FileChange:
 
 
 def sort_files(
-    attribution: Attribution, changes: Iterable[Change], own_restores: Iterable[str] = ()
+    attribution: Attribution,
+    changes: Iterable[Change],
+    own_restores: Mapping[str, frozenset[str]] | None = None,
 ) -> list[ToolFile]:
     """Each change (from now to a point), with whose work the file holds now and whether the
-    tool takes it back (see the module's rule), by path."""
-    restored_by_me = frozenset(own_restores)
+    tool takes it back (see the module's rule), by path. ``own_restores``:
+    :func:`tool_restores`."""
+    restored_by_me = own_restores or {}
     files: list[ToolFile] = []
     for change in sorted(changes, key=lambda c: c.path):
         whose = attribution.whose(change)
@@ -270,7 +289,12 @@ def sort_files(
         if kind in ("this-session", "fork-parent"):
             author, back = MINE, True
         elif kind == "rewind":
-            mine = whose.producer is not None and whose.producer.snapshot in restored_by_me
+            # Only a path the tool itself took back in that restore: the restore also wrote
+            # back, as they were, the files it left alone, and a user's rewind to the same
+            # snapshot puts the user's own files there too.
+            mine = whose.producer is not None and change.path in restored_by_me.get(
+                whose.producer.snapshot, ()
+            )
             author, back = (MINE_RESTORED, True) if mine else (REWOUND, False)
         elif kind == "other-session" and whose.neighbour is not None:
             author, back = f"the work of {whose.neighbour.label}", False

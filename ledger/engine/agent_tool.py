@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -231,21 +232,21 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
     taken = {f.path for f in files if f.taken_back}
     if not taken:
         return report
-    if report.left_alone:
-        kept = [c for c in changes if c.path not in taken]
-        target = _composed(engine, plan.target_tree, kept)
-        plan = replanned(engine, plan, target)
-        stray = {*plan.added, *plan.modified, *plan.deleted} - taken
-        if stray:
-            # The composed target would touch a file nobody sorted (a capture taken again
-            # found it changed, or the composition did not hold). Refuse, nothing written.
-            raise LedgerError(
-                "nothing restored: files changed while the restore was planned "
-                f"({', '.join(sorted(stray)[:5])})",
-                hint="call restore again",
-            )
-    else:
-        target = point.snapshot
+    # Always a snapshot of its own, even when nothing is left alone: the content this restore
+    # writes is told apart from a user's rewind to the same point (which names the point's
+    # own snapshot) by its snapshot (agent_points.tool_restores).
+    kept = [c for c in changes if c.path not in taken]
+    target = _composed(engine, plan.target_tree, kept)
+    plan = replanned(engine, plan, target)
+    stray = {*plan.added, *plan.modified, *plan.deleted} - taken
+    if stray:
+        # The composed target would touch a file nobody sorted (a capture taken again found
+        # it changed, or the composition did not hold). Refuse, nothing written.
+        raise LedgerError(
+            "nothing restored: files changed while the restore was planned "
+            f"({', '.join(sorted(stray)[:5])})",
+            hint="call restore again",
+        )
     # Bounded: a capture under the restore's lock that finds more to change, or a taken-back
     # file changed since it was sorted, refuses with nothing written (PlanOutgrownError).
     plan = replace(plan, bounded=True)
@@ -287,9 +288,10 @@ def _composed(engine: Engine, target_tree: str, kept: list[Change]) -> str:
     from ledger.git.store.snapshot import commit_snapshot
 
     tree = keep_as_now(engine.repo, target_tree, [(c.path, c.old) for c in kept])
-    return commit_snapshot(
-        engine.repo, tree, last_exact=engine.last_exact, clock=engine.clock
-    ).commit
+    # A commit of its own (see restore): never the dedup candidate's, and a body line that no
+    # other snapshot of the same tree made in the same second has.
+    note = f"Rewind-Tool: {uuid.uuid4().hex[:16]}"
+    return commit_snapshot(engine.repo, tree, last_exact=None, clock=engine.clock, note=note).commit
 
 
 __all__ = [

@@ -222,3 +222,55 @@ def test_the_running_prompts_point_takes_back_this_prompts_work(pi: FakePi) -> N
     # The prompt's binding is still recorded once, at its end, to its pre-prompt snapshot.
     bound = [dict(t["bindings"]).get(user) for t in pi.custom("rewind-turn")]
     assert bound.count(0) == 1
+
+
+def test_a_users_rewind_to_the_point_the_agent_restored_gives_the_agent_no_claim(
+    pi: FakePi,
+) -> None:
+    """Found in review: the tool counted content put back by any restore to a snapshot it had
+    restored as its own, so a user's later rewind to the same point made the user's notes the
+    agent's to delete. Now a tool restore has a snapshot of its own, and only the paths it took
+    back there count."""
+    repo = pi.cwd
+    first, _ = pi.prompt(
+        "set up", lambda: (_write(repo / "app.py", "A0\n"), _write(repo / "notes.md", "N0\n"))
+    )
+    (repo / "notes.md").write_text("N1 user\n")  # the user's, between prompts
+    second = begin(pi, "work")
+    turn(pi, 0, lambda: _write(repo / "app.py", "A2\n"))
+    done = turn(pi, 1, lambda: tool_call(pi, {"action": "restore", "point": second}))
+    end(pi)
+    assert done["details"]["leftAlone"] == [] and (repo / "app.py").read_text() == "A0\n"
+    assert done["details"]["current"] != done["details"]["point"]["snapshot"]
+    (repo / "notes.md").write_text("N2 user\n")
+    # The user rewinds the files to the same point from /rewind: their N1 comes back.
+    assert pi.event("rewind_apply", {"action": "files", "entryId": second}).error is None
+    assert (repo / "notes.md").read_text() == "N1 user\n"
+    begin(pi, "more")
+    shown = turn(pi, 0, lambda: tool_call(pi, {"action": "diff", "point": first}))
+    again = turn(pi, 1, lambda: tool_call(pi, {"action": "restore", "point": first}))
+    end(pi)
+    authors = {f["path"]: f["author"] for f in shown["details"]["files"]}
+    assert authors["notes.md"] == "put back by the user's rewind"
+    assert [f["path"] for f in again["details"]["leftAlone"]] == ["notes.md"]
+    assert (repo / "notes.md").read_text() == "N1 user\n", "the user's notes stay"
+
+
+def test_a_label_wins_over_an_id_it_happens_to_begin(pi: FakePi) -> None:
+    repo = pi.cwd
+    first, _ = pi.prompt("set up", lambda: _write(repo / "app.py", "A0\n"))
+    begin(pi, "work")
+    label = first[:4]  # ids are hex: a label such as "cafe" can begin one
+    made = turn(pi, 0, lambda: tool_call(pi, {"action": "checkpoint", "label": label}))
+    turn(pi, 1, lambda: _write(repo / "app.py", "A1\n"))
+    shown = turn(pi, 2, lambda: tool_call(pi, {"action": "diff", "point": label}))
+    end(pi)
+    assert shown["details"]["point"]["id"] == made["details"]["point"]["id"] != first
+
+
+def test_a_huge_point_name_is_quoted_back_short(pi: FakePi) -> None:
+    pi.prompt("set up", lambda: _write(pi.cwd / "app.py", "A0\n"))
+    begin(pi, "work")
+    nowhere = turn(pi, 0, lambda: tool_call(pi, {"action": "diff", "point": "x" * 100_000}))
+    end(pi)
+    assert nowhere["details"]["refused"] is True and len(nowhere["text"]) < 1000

@@ -58,8 +58,7 @@ function answer(text: string, details: Json): { content: { type: "text"; text: s
 function unavailable(bridge: RewindBridge): string {
 	const off = bridge.unavailable;
 	if (off?.kind === "aside") return "another rewind extension (pi-rewind-hook) records this session, so this tool is off.";
-	if (off?.kind === "gave-up") return `rewind is not running in this session (${off.why}).`;
-	return "rewind gave no answer (it may be restarting); try again once, then go on without it.";
+	return `rewind is not running in this session (${off?.why ?? "its bridge is unavailable"}).`;
 }
 
 /** Whether the tool is on: `rewind.agentTool` is not `false` (docs/pi.md#the-agents-rewind-tool). */
@@ -85,7 +84,15 @@ export function registerRewindTool(pi: ExtensionAPI, bridge: RewindBridge): void
 			if (params.label !== undefined) payload.label = params.label;
 			const reply = await bridge.send("rewind_tool", payload, ctx);
 			if (!reply || typeof reply.text !== "string") {
-				return answer(`Nothing was changed: ${unavailable(bridge)}`, { action: params.action, refused: true });
+				if (bridge.unavailable) {
+					return answer(`Nothing was changed: ${unavailable(bridge)}`, { action: params.action, refused: true });
+				}
+				// The bridge failed, died or timed out during the call: a restore may have begun.
+				return answer(
+					"Rewind gave no answer (it may be restarting). If this was a restore, do not retry blindly: " +
+						"call rewind with action \"list\" first; the user's /rewind shows an interrupted restore and can undo it.",
+					{ action: params.action, refused: true, unknown: true },
+				);
 			}
 			const label = reply.label as { entryId?: unknown; label?: unknown } | undefined;
 			if (label && typeof label.entryId === "string" && typeof label.label === "string") {

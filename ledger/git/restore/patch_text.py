@@ -18,7 +18,9 @@ content, as git tells them.
 
 Invariants: read-only. The in-process text is used only for plain files (mode ``100644`` on each
 side that has one, at most :data:`MAX_BYTES` in all) whose path is printable ASCII without
-quotes, backslashes or spaces, where no attribute applies; any other change (an executable, a
+quotes, backslashes or spaces, where no attribute applies, with git's indent heuristic (on
+unless ``diff.indentHeuristic`` turns it off, when git writes it) and no empty file added or
+deleted (git prints no ``---``/``+++`` lines for those); any other change (an executable, a
 link, a mode change, a name git would quote or mark with a tab, a ``.gitattributes``) leaves the
 whole text to git itself (:func:`ledger.git.trees.patch`), so that the headers are git's. The
 blob ids of ``index`` lines may be abbreviated to another length than git's (git picks its length
@@ -32,14 +34,17 @@ import re
 from collections.abc import Sequence
 
 import pygit2
-from pygit2.enums import FileMode
+from pygit2.enums import DiffOption, FileMode
 
+from ledger.git.config_view import config_view
 from ledger.git.repo import GitRepo
 from ledger.git.restore.direct_write import conversion_free
 from ledger.git.trees import Change, patch
 
 _PLAIN = re.compile(r"[A-Za-z0-9._/+=,@~%#:!-]+")
 """A path printed as is in every header by git and by libgit2 alike."""
+_TRUE = (None, "true", "yes", "on", "1")
+"""git's spellings of a true boolean (a key written without ``=`` is true)."""
 MAX_BYTES = 4 << 20
 """Blob bytes diffed in the bridge at most (more: git's process does it, off the bridge's
 interpreter lock)."""
@@ -59,6 +64,9 @@ def patch_of(repo: GitRepo, from_tree: str, to_tree: str, changes: Sequence[Chan
     paths = [c.path for c in changes]
     if not all(_plain(c) for c in changes) or conversion_free(repo, paths) is not None:
         return patch(repo, from_tree, to_tree, paths=paths)
+    heuristic = config_view(repo).values.get("diff.indentheuristic", "true")
+    if (heuristic.strip().lower() if heuristic is not None else None) not in _TRUE:
+        return patch(repo, from_tree, to_tree, paths=paths)  # git's own heuristic, switched off
     r = repo.pygit2
     sides: list[tuple[str, bytes | None, bytes | None]] = []
     total = 0
@@ -74,6 +82,9 @@ def patch_of(repo: GitRepo, from_tree: str, to_tree: str, changes: Sequence[Chan
         )
         if total > MAX_BYTES:
             return patch(repo, from_tree, to_tree, paths=paths)
+        if (old is None and new.size == 0) or (new is None and old.size == 0):  # type: ignore[union-attr]
+            # An empty file added or deleted: git prints no ---/+++ lines for it, libgit2 does.
+            return patch(repo, from_tree, to_tree, paths=paths)
         sides.append(
             (
                 change.path,
@@ -82,7 +93,14 @@ def patch_of(repo: GitRepo, from_tree: str, to_tree: str, changes: Sequence[Chan
             )
         )
     parts = [
-        pygit2.Patch.create_from(a, b, old_as_path=path, new_as_path=path, context_lines=3).data
+        pygit2.Patch.create_from(
+            a,
+            b,
+            old_as_path=path,
+            new_as_path=path,
+            flag=DiffOption.INDENT_HEURISTIC,  # git's default (diff.indentHeuristic), not libgit2's
+            context_lines=3,
+        ).data
         for path, a, b in sides
     ]
     return b"".join(parts).decode("utf-8", "surrogateescape")

@@ -181,9 +181,12 @@ def commit_snapshot(
     clock: Clock | None = None,
     store: Store | None = None,
     identity: Identity | None = None,
+    note: str | None = None,
 ) -> SnapshotCommit:
     """Reuse ``last_exact`` for ``tree`` when allowed (D8), else commit ``tree`` as a new
-    snapshot and append it to the store."""
+    snapshot and append it to the store. ``note``: one more body line, which also makes the
+    commit differ from any other snapshot of the same tree made in the same second (the agent
+    tool's restores: docs/formats.md#snapshot-commits)."""
     store = store or Store(repo)
     if last_exact is not None and last_exact.tree == tree and _reusable(repo, store, last_exact):
         return SnapshotCommit(last_exact.commit, tree, True, False, store.head())
@@ -200,7 +203,10 @@ def commit_snapshot(
     when_s = (clock or SystemClock()).now_ms() // 1000
     offset = offset_minutes(when_s)
     sig = ident.signature(when_s, offset)
-    commit = str(r.create_commit(None, sig, sig, _snapshot_message(repo), tree_oid, []))
+    message = _snapshot_message(repo)
+    if note is not None:
+        message += ("\n" if message.count("\n") == 1 else "") + f"{note}\n"
+    commit = str(r.create_commit(None, sig, sig, message, tree_oid, []))
     head = store.append(commit, ident, when_s, offset)
     # Every new snapshot passes here, whoever takes it (CLI, library, bridge; retention on or
     # off): start the disk upkeep in the background when loose objects are over gc.auto.
