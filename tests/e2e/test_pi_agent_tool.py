@@ -227,7 +227,11 @@ def test_checkpoint_failing_check_diff_restore_puts_back_the_checkpoints_files_b
     assert [b[0] for b in checkpoint_op["bindings"]] == [point["id"]]
     assert checkpoint_op["snapshots"][checkpoint_op["bindings"][0][1]] == point["snapshot"]
     assert list(restore_op) == ["v", "snapshots", "current", "undo"]
-    assert restore_op["snapshots"][restore_op["current"]] == point["snapshot"]
+    # A snapshot of its own (told apart from a user's rewind to the same point), with the
+    # checkpoint's files exactly.
+    current = restore_op["snapshots"][restore_op["current"]]
+    assert current != point["snapshot"]
+    assert snapshot_files(project, current) == snapshot_files(project, point["snapshot"])
     undo = restore_op["snapshots"][restore_op["undo"]]
     assert undo == done["details"]["undo"]
     before_restore = snapshot_files(project, undo)
