@@ -268,6 +268,19 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
     report.current, report.undo = target, outcome.undo_commit
     done = {*outcome.plan.added, *outcome.plan.modified, *outcome.plan.deleted}
     report.restored = [f for f in files if f.taken_back and f.path in done]
+    # A file of the agent's that a left-alone file stands in the way of (a kept file where the
+    # point has a directory, or inside a directory where the point has a file): the kept file
+    # wins (ledger/git/restore/compose.py), and the model is told.
+    kept_files = {c.path for c in kept if c.old is not None}
+    report.left_alone += [
+        replace(
+            f, author=f"{f.author}, not restored: a file left alone is in its way", taken_back=False
+        )
+        for f in files
+        if f.taken_back
+        and f.path not in done
+        and any(f.path.startswith(k + "/") or k.startswith(f.path + "/") for k in kept_files)
+    ]
     return report
 
 

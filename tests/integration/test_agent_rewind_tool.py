@@ -274,3 +274,25 @@ def test_a_huge_point_name_is_quoted_back_short(pi: FakePi) -> None:
     nowhere = turn(pi, 0, lambda: tool_call(pi, {"action": "diff", "point": "x" * 100_000}))
     end(pi)
     assert nowhere["details"]["refused"] is True and len(nowhere["text"]) < 1000
+
+
+def test_a_file_of_the_agents_blocked_by_a_file_left_alone_is_named_not_restored(
+    pi: FakePi,
+) -> None:
+    """Found by the composed-target property test: where the user's file stands where the
+    point has a directory, the user's file wins and the model is told which of its own files
+    could not come back."""
+    repo = pi.cwd
+    pi.prompt("set up", lambda: _write(repo / "a" / "inner.txt", "agent's\n"))
+    second = begin(pi, "work")
+    turn(pi, 0, lambda: ((repo / "a" / "inner.txt").unlink(), (repo / "a").rmdir()))
+    end(pi)
+    _write(repo / "a", "the user's file where the directory was\n")
+    begin(pi, "back")
+    done = turn(pi, 0, lambda: tool_call(pi, {"action": "restore", "point": second}))
+    end(pi)
+    assert (repo / "a").read_text() == "the user's file where the directory was\n"
+    left = {f["path"]: f["author"] for f in done["details"]["leftAlone"]}
+    assert left["a"] == "the user's own work"
+    assert left["a/inner.txt"].endswith("not restored: a file left alone is in its way")
+    assert done["details"]["restored"] == []

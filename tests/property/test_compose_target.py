@@ -3,8 +3,10 @@ point's tree with exactly the left-alone paths as they are now, and nothing else
 
 Random "now" and "point" trees over a small set of paths (files, executables, files that become
 directories and back), a random subset of the changed paths kept as they are now: the composed
-tree, diffed against the point, changes only kept paths; diffed against now, changes only paths
-that were not kept; every kept path holds exactly its current entry (or stays absent). Real git
+tree, diffed against the point, changes only kept paths and the taken paths a kept one blocks (a
+file where the other side has a directory: the kept file wins); diffed against now, changes only
+taken paths that nothing blocks; every kept or blocked path holds exactly its current entry (or
+stays absent). The file/directory case was found by this test. Real git
 objects (pygit2 in a temporary repository), no mocks.
 """
 
@@ -49,7 +51,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
 
 
 @settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     now=_files(),
@@ -69,11 +71,21 @@ def test_the_composed_target_moves_only_the_paths_not_kept(
     taken = {c.path for c in changes} - {c.path for c in kept}
     composed = keep_as_now(repo, point_tree, [(c.path, c.old) for c in kept])
     kept_paths = {c.path for c in kept}
-    # Only kept paths differ from the point ...
+    # A taken path that a kept one blocks (a kept file where the point has a directory, or a
+    # kept file inside a directory where the point has a file) cannot be restored: the user's
+    # file wins, and the blocked path stays as it is now.
+    present = {c.path for c in kept if c.old is not None}  # a kept absence blocks nothing
+    blocked = {
+        t for t in taken if any(t.startswith(k + "/") or k.startswith(t + "/") for k in present)
+    }
+    # Only kept and blocked paths differ from the point ...
     from_point = {c.path for c in leaf_changes(repo, point_tree, composed) or []}
-    assert from_point <= kept_paths
-    # ... and every path a restore to it would change from now is one that was not kept.
+    assert from_point <= kept_paths | blocked
+    # ... and every path a restore to it would change from now is one that was taken.
     from_now = {c.path for c in leaf_changes(repo, now_tree, composed) or []}
-    assert from_now <= taken
+    assert from_now <= taken - blocked
     for change in kept:
         assert entry_at(repo, composed, change.path) == change.old
+    for change in changes:
+        if change.path in blocked:
+            assert entry_at(repo, composed, change.path) == change.old
