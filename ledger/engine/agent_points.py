@@ -246,7 +246,12 @@ def tool_restores(session: Session) -> dict[str, frozenset[str]]:
 def _tool_results(session: Session) -> dict[str, tuple[dict[str, Any], frozenset[str]]]:
     found: dict[str, tuple[dict[str, Any], frozenset[str]]] = {}
     for entry in session.entries:
-        if entry.type != "message" or entry.role != "toolResult":
+        # The line's bytes first: decoding (and keeping) every message of a long session at
+        # each call would grow with the history. Pi writes `"toolName":"rewind"`; a line written
+        # otherwise is missed, which only leaves files alone (never the unsafe side).
+        if entry.type != "message" or not entry.may_hold(b'"rewind"'):
+            continue
+        if entry.role != "toolResult":
             continue
         message = entry.raw.get("message")
         if not isinstance(message, dict) or message.get("toolName") != TOOL_NAME:

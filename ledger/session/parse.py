@@ -68,6 +68,11 @@ class Entry:
     def get(self, key: str, default: Any = None) -> Any:
         return self.raw.get(key, default)
 
+    def may_hold(self, needle: bytes) -> bool:
+        """Whether the line may hold ``needle``: False only when its bytes are kept and lack
+        it (a cheap filter before :attr:`raw` decodes the line and keeps the object)."""
+        return self._bytes is None or needle in self._bytes
+
     @property
     def role(self) -> str | None:
         """The message role for ``message`` entries, else ``None``."""
