@@ -45,6 +45,7 @@ import zlib
 from collections import OrderedDict
 from pathlib import Path
 
+from ledger.git.owned import replace_private_file
 from ledger.git.trees import Change, Entry
 
 FILE_NAME = "tree-diffs"
@@ -278,14 +279,9 @@ class KeptDiffs:
             size += len(frame)
         data = HEADER + b"".join(reversed(frames))
         self.path.parent.mkdir(mode=0o700, exist_ok=True)
-        temporary = self.path.with_name(f"{FILE_NAME}.{os.getpid()}.{threading.get_ident()}")
-        try:
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-            os.replace(temporary, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+        # Through a temporary that is its own lock: one a kill leaves is swept (ledger/git/owned.py).
+        if not replace_private_file(self.path, data):
+            return
         info = os.stat(self.path)
         self._file, self._offset, self._usable = (info.st_dev, info.st_ino), len(data), True
 

@@ -20,7 +20,11 @@ Invariants:
   into place by its owner; removed only through
   :func:`~ledger.git.liveness.remove_if_unlocked` (judged on a descriptor holding the exclusive
   ``flock``). Removing one whose owner had not locked it yet only makes that owner's rename fail
-  (``ENOENT``), which it treats as "not saved this time".
+  (``ENOENT``), which it treats as "not saved this time". Every private file rewritten whole
+  (the dedup candidate, the capture state, the watcher's status, the floor, the usage cache,
+  the kept tree diffs) goes through one: :func:`replace_private_file`. So a ``*.tmp`` file
+  directly in a private dir is always such a temporary, and the leftovers sweep names and
+  removes one whose ``flock`` is free (:func:`private_temporaries`).
 """
 
 from __future__ import annotations
@@ -34,7 +38,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ledger.git.liveness import Owner, lock_held, parse_fields, remove_if_unlocked, same_file
+from ledger.git.liveness import (
+    Owner,
+    lock_held,
+    parse_fields,
+    remove_if_unlocked,
+    same_file,
+    take_lock,
+)
 
 SCRATCH_PREFIX = "ignore-scratch-"
 """In ``<git-dir>/pi-rewind``: a restore's scratch work tree (and ``<name>.lock``, its owner)."""
@@ -184,14 +195,68 @@ def _judged(lock: Path) -> Iterator[bool]:
         os.close(fd)
 
 
+TEMP_SUFFIX = ".tmp"
+
+
+def replace_private_file(target: Path, data: bytes) -> bool:
+    """Replace ``target`` (a file of a private dir) whole with ``data`` through
+    ``<name>.<hex>.tmp``, a temporary that is its own lock (see the module): one a ``kill -9``
+    leaves is named and removed by the leftovers sweep once its ``flock`` is free. ``False``
+    when a sweep judged the temporary abandoned before this process locked it (nothing saved
+    this time: every such file is a cache or a status that the next write renews). Raises
+    ``OSError`` when the write fails (the temporary is removed)."""
+    tmp = target.with_name(f"{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    fd = take_lock(tmp)
+    if fd is None:  # no flock here: a plain temporary (named, never removed by the sweep)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+    renamed = False
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if same_file(fd, tmp):
+            os.replace(tmp, target)
+            renamed = True
+    finally:
+        os.close(fd)  # after the rename: the lock is held for the temporary's whole life
+        if not renamed:
+            with contextlib.suppress(OSError):
+                if lock_held(tmp) is False:
+                    os.unlink(tmp)
+    return renamed
+
+
+def private_temporaries(directory: Path) -> list[Path]:
+    """The ``*.tmp`` files directly in the private dir ``directory`` whose writer is gone (its
+    ``flock`` is free; "cannot tell" keeps one unnamed). Each is a temporary of
+    :func:`replace_private_file` (or of an older version, which wrote them unlocked)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = directory / name
+        if not name.endswith(TEMP_SUFFIX) or not path.is_file() or path.is_symlink():
+            continue
+        if lock_held(path) is False:
+            found.append(path)
+    return found
+
+
 __all__ = [
     "LOCK_SUFFIX",
     "SCRATCH_PREFIX",
+    "TEMP_SUFFIX",
     "NotHeld",
     "hold",
     "owner_gone",
+    "private_temporaries",
     "release",
     "remove_scratch",
+    "replace_private_file",
     "scratch_dir",
     "scratch_leftovers",
 ]

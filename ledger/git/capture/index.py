@@ -40,6 +40,7 @@ from pathlib import Path
 
 from ledger.errors import GitError
 from ledger.git.capture.state import CaptureState
+from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
 
 LOCK_TIMEOUT_S = 120.0
@@ -103,9 +104,10 @@ class PrivateIndex:
         return "ok" if self.load_state() is not None else "stale"
 
     def save_state(self, state: CaptureState) -> None:
-        tmp = self.state_path.with_name(f"{self.state_path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(state.to_json())
-        os.replace(tmp, self.state_path)
+        # Through a temporary that is its own lock (ledger/git/owned.py). Not renamed (a sweep
+        # took the temporary): the in-progress mark stays and the next capture rebuilds.
+        if not replace_private_file(self.state_path, state.to_json()):
+            return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.pending_path)
 

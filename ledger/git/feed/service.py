@@ -64,6 +64,7 @@ from ledger.git.capture.index import VerifyIndex
 from ledger.git.feed.environment import config_origins, env_signature
 from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_heap
 from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
+from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
 from ledger.git.runner import idle_priority_git
 from ledger.git.trees import tree_changes
@@ -585,9 +586,7 @@ class Feed:
         with contextlib.suppress(OSError):
             data = {**self.describe(), "pid": os.getpid(), "time": time.time()}
             path = private_dir(self.git_dir) / STATUS_FILE
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data), "utf-8")
-            os.replace(tmp, path)
+            replace_private_file(path, json.dumps(data).encode())
 
 
 def _settings_key(capturer: Capturer) -> tuple[Any, ...]:

@@ -28,10 +28,14 @@ is stopped. Each removal here, against that rule:
   private dir) and its ``<name>.lock``: when that lock is missing or its ``flock`` free; the
   owner holds the lock before it makes the directory and removes it after
   (:mod:`ledger.git.owned`).
-- the upkeep floor's temporary (``loose-floor.<hex>.tmp``) and the authorship index's
-  (``authorship.idx.<pid>.<ns>.tmp``): when its own ``flock``, which its writer takes on
-  creation and holds through its rename, is free
-  (:func:`~ledger.git.liveness.remove_if_unlocked`).
+- a ``*.tmp`` file directly in a private dir: the temporary of a private file rewritten whole
+  (the dedup candidate ``last-snapshot.json``, the capture state, the floor, the usage cache,
+  the watcher's status, the kept tree diffs: :func:`ledger.git.owned.replace_private_file`) or
+  of the authorship index (``authorship.idx.<pid>.<ns>.tmp``): when its own ``flock``, which
+  its writer takes on creation and holds through its rename, is free
+  (:func:`~ledger.git.liveness.remove_if_unlocked`). Before, the dedup candidate's temporary
+  carried only a pid, and a ``kill -9`` during a capture's last millisecond left one that
+  nothing named.
 - the store ref's lock: only when it carries our identity line and its owner is gone
   (:func:`ledger.git.store.refswap.remove_if_gone`, under an ``flock`` of its directory and by
   name only if the name is still the file judged). A lock without our identity (git's own
@@ -67,11 +71,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.authorship.store import INDEX_NAME, TMP_SUFFIX
 from ledger.errors import GitError
 from ledger.git.capture.index import VERIFY_DIR, PrivateIndex, VerifyIndex
 from ledger.git.liveness import lock_held, remove_if_unlocked
-from ledger.git.owned import remove_scratch, scratch_leftovers
+from ledger.git.owned import private_temporaries, remove_scratch, scratch_leftovers
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.store.chain import STORE_REF
@@ -94,11 +97,10 @@ MOVE_FILE = "move.json"
 FLOOR_FILE = "loose-floor"
 """In ``<common-dir>/pi-rewind``: the loose objects the last upkeep left that are not ours
 (:mod:`ledger.git.store.loose`); written through ``loose-floor.<hex>.tmp``."""
-FLOOR_TMP_SUFFIX = ".tmp"
 _UPKEEP_DIR = "interrupted rewind upkeep"
 _MOVED_PACK = "pack without index (interrupted rewind upkeep)"
 _SCRATCH = "scratch work tree of an interrupted restore"
-_FLOOR_TMP = "temporary of an interrupted rewind upkeep"
+_FLOOR_TMP = "temporary of an interrupted rewind write"
 
 
 def objects_dir(repo: GitRepo) -> Path:
@@ -205,8 +207,9 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
     for path in scratch_leftovers(private_dir(repo.git_dir)):
         size, age = _age(path, now)
         found.append(Leftover(path, _SCRATCH, size, age, True))
-    for path in [*_floor_temporaries(home), *_authorship_temporaries(private_dir(repo.git_dir))]:
-        if lock_held(path) is False:  # no flock here (None): never judged, never removed
+    for directory in _private_dirs(repo):
+        # Free flock only (ledger/git/owned.py); without flock here (None) never judged.
+        for path in private_temporaries(directory):
             size, age = _age(path, now)
             found.append(Leftover(path, _FLOOR_TMP, size, age, True))
     for index in _private_indexes(repo):
@@ -226,31 +229,12 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
     return found
 
 
-def _floor_temporaries(home: Path) -> list[Path]:
-    """``loose-floor.<hex>.tmp``: the floor's temporaries, each its writer's lock."""
-    try:
-        names = sorted(os.listdir(home))
-    except OSError:
-        return []
-    return [
-        home / name
-        for name in names
-        if name.startswith(FLOOR_FILE + ".") and name.endswith(FLOOR_TMP_SUFFIX)
-    ]
-
-
-def _authorship_temporaries(home: Path) -> list[Path]:
-    """``authorship.idx.<pid>.<ns>.tmp``: the authorship index's temporaries (a rewrite or a
-    creation killed before its rename), each its writer's lock (:mod:`ledger.authorship.store`)."""
-    try:
-        names = sorted(os.listdir(home))
-    except OSError:
-        return []
-    return [
-        home / name
-        for name in names
-        if name.startswith(INDEX_NAME + ".") and name.endswith(TMP_SUFFIX)
-    ]
+def _private_dirs(repo: GitRepo) -> list[Path]:
+    """The private dirs whose ``*.tmp`` files are ours: the work tree's, the common dir's (the
+    same in a main work tree) and the verifier's."""
+    dirs = [private_dir(repo.git_dir), private_dir(repo.common_dir)]
+    dirs.append(dirs[0] / VERIFY_DIR)
+    return list(dict.fromkeys(dirs))
 
 
 def _git_temporaries(objects: Path) -> Iterator[Path]:
@@ -430,7 +414,6 @@ def clean_leftovers(
 
 __all__ = [
     "FLOOR_FILE",
-    "FLOOR_TMP_SUFFIX",
     "MOVE_FILE",
     "OWNER_FILE",
     "PRUNE_GRACE_S",

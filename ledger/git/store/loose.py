@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 
-from ledger.git.liveness import same_file, take_lock
+from ledger.git.owned import replace_private_file
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
-from ledger.git.store.leftovers import FLOOR_FILE, FLOOR_TMP_SUFFIX, is_hex, objects_dir
+from ledger.git.store.leftovers import FLOOR_FILE, is_hex, objects_dir
 
 DEFAULT_GC_AUTO = 6700
 """git's own default for ``gc.auto``."""
@@ -84,20 +83,10 @@ def save_floor(repo: GitRepo, count: int, in_17: int) -> None:
     (created ``O_EXCL`` and ``flock``'ed at once, :mod:`ledger.git.owned`): one a kill leaves is
     removed by the leftovers sweep once its ``flock`` is free. A sweep that removed it before we
     locked it only makes the rename fail: the floor is saved by the next upkeep."""
-    home = make_private_dir(repo.common_dir)
-    tmp = home / f"{FLOOR_FILE}.{secrets.token_hex(4)}{FLOOR_TMP_SUFFIX}"
     with contextlib.suppress(OSError):
-        fd = take_lock(tmp)
-        if fd is None:  # no flock here: a plain temporary (never removed by the sweep)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, f"{max(0, count)} {max(0, in_17)}\n".encode("ascii"))
-            if same_file(fd, tmp):
-                os.replace(tmp, home / FLOOR_FILE)
-        finally:
-            os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(tmp)  # only when the rename did not happen: normally already gone
+        home = make_private_dir(repo.common_dir)
+        text = f"{max(0, count)} {max(0, in_17)}\n"
+        replace_private_file(home / FLOOR_FILE, text.encode("ascii"))
 
 
 def over_threshold(repo: GitRepo) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import pygit2
 from ledger.errors import CaptureIndexError, GitError
 from ledger.git.capture.plan import SkippedPath
 from ledger.git.capture.scan import CaptureResult, capture_tree
+from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.shadow.layout import ShadowRepo
@@ -138,9 +138,8 @@ def save_last_exact(repo: GitRepo, last: LastExact | None) -> None:
             pass
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"commit": last.commit, "tree": last.tree}), "utf-8")
-    os.replace(tmp, path)
+    # Through a temporary that is its own lock: one a kill leaves is swept (ledger/git/owned.py).
+    replace_private_file(path, json.dumps({"commit": last.commit, "tree": last.tree}).encode())
 
 
 # --- identity and commits ------------------------------------------------------------------

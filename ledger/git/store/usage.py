@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import GitError
+from ledger.git.owned import replace_private_file
 from ledger.git.private import make_private_dir, private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
@@ -229,19 +230,11 @@ def write_cache(repo: GitRepo, key: UsageKey, usage: StoreUsage) -> bool:
         home = make_private_dir(repo.common_dir)
     except OSError:
         return False
-    tmp = home / f".{CACHE_FILE}.{os.getpid()}.tmp"
     try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-        )
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle)
-        os.replace(tmp, home / CACHE_FILE)
+        # Through a temporary that is its own lock: one a kill leaves is swept (ledger/git/owned.py).
+        return replace_private_file(home / CACHE_FILE, json.dumps(doc).encode())
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return False
-    return True
 
 
 # --- the walk --------------------------------------------------------------------------------
