@@ -685,3 +685,27 @@ def test_a_sweep_removes_a_dead_swaps_lock_on_the_store_ref_and_leaves_gits_own(
     assert any(str(lock) == p for p in swept["upkeep"]["leftoversRemoved"]), swept["upkeep"]
     site.change()
     site.capture()  # captures work again
+
+
+@pytest.mark.parametrize("kind", ["repository", "shadow"])
+def test_doctor_names_a_killed_rewrites_temporary_of_a_private_file(
+    tmp_path: Path, agent_dir: Path, kind: str
+) -> None:
+    """A capture killed in its last millisecond left ``last-snapshot.json.<pid>.tmp`` (found by
+    the test above in CI, seed 1 shadow kill 7); in a shadow, also its ``HEAD``'s temporary.
+    Older versions' unlocked temporaries carry no lock: their writer is gone."""
+    site = make_site(kind, tmp_path, agent_dir)
+    left = [site.git_dir / "pi-rewind" / "last-snapshot.json.7564.tmp"]
+    if kind == "shadow":
+        left += [site.git_dir / "HEAD.7564.tmp", site.git_dir / "info" / "exclude.7564.tmp"]
+    for path in left:
+        path.write_text("{}")
+    doctor = rewind(site.root, "doctor", "--json")
+    assert doctor.returncode in (0, 1), doctor.stderr
+    named = {item["path"] for item in json.loads(doctor.stdout)["leftovers"]}
+    assert {str(p) for p in left} <= named, f"not named: {sorted(named)}"
+    rewind_ok(site.root, "sweep")
+    assert not [p for p in left if p.exists()], "rewind sweep leaves them"
+    assert not temporaries(site.area) - {
+        rel for rel in temporaries(site.area) if rel.endswith(("pi-rewind/lock", "serve.lock"))
+    }

@@ -42,6 +42,7 @@ from pathlib import Path
 import pygit2
 
 from ledger.errors import NotARepositoryError, ShadowRefusedError
+from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo, git_dir_at_or_above, is_inside
 from ledger.settings import SnapshotSettings, load_settings
@@ -147,10 +148,10 @@ def read_info(home: Path) -> ShadowInfo | None:
 
 
 def write_info(info: ShadowInfo) -> None:
-    path = info.home / MARKER
-    tmp = path.with_name(f"{MARKER}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(info.to_json(), indent=1) + "\n", "utf-8")
-    os.replace(tmp, path)
+    # Every file of a shadow is ours: written through a temporary that is its own lock, so that
+    # one a kill leaves is named and swept (ledger/git/owned.py, ledger/git/store/leftovers.py).
+    text = json.dumps(info.to_json(), indent=1) + "\n"
+    replace_private_file(info.home / MARKER, text.encode("utf-8"))
 
 
 def refusal(directory: Path | str, agent_dir: Path) -> str | None:
@@ -326,9 +327,7 @@ def write_excludes(git_dir: Path, settings: SnapshotSettings) -> None:
         if path.read_text("utf-8") == text:
             return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"exclude.{os.getpid()}.tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, path)
+    replace_private_file(path, text.encode("utf-8"))  # see write_info
 
 
 def capture_settings(repo: GitRepo, settings: SnapshotSettings) -> SnapshotSettings:
@@ -371,9 +370,8 @@ def point_head_at_last_snapshot(repo: ShadowRepo) -> None:
         wanted = target
     if wanted == current:
         return
-    tmp = head_file.with_name(f"HEAD.{os.getpid()}.tmp")
-    tmp.write_text(wanted + "\n", "utf-8")
-    os.replace(tmp, head_file)
+    # At every capture that changed something: a kill here must leave nothing unnamed.
+    replace_private_file(head_file, (wanted + "\n").encode("utf-8"))
 
 
 def shadows_enabled(agent_dir: Path, directory: Path | str) -> bool:

@@ -234,6 +234,11 @@ def _private_dirs(repo: GitRepo) -> list[Path]:
     same in a main work tree) and the verifier's."""
     dirs = [private_dir(repo.git_dir), private_dir(repo.common_dir)]
     dirs.append(dirs[0] / VERIFY_DIR)
+    shadow = getattr(repo, "shadow", None)
+    if shadow is not None:
+        # A shadow is ours alone: its HEAD, its info/exclude and its shadow.json are rewritten
+        # through the same temporaries (ledger/git/shadow/layout.py).
+        dirs += [repo.git_dir, repo.git_dir / "info", shadow.home]
     return list(dict.fromkeys(dirs))
 
 
