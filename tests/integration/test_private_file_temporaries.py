@@ -116,3 +116,29 @@ def test_replacing_a_private_file_leaves_no_temporary(repo: Path) -> None:
         assert replace_private_file(target, f'{{"round": {round_}}}'.encode())
     assert json.loads(target.read_text()) == {"round": 2}
     assert [p.name for p in home.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_killed_restore_journals_temporary_is_named_and_swept(
+    repo: Path, children: list[subprocess.Popen[bytes]]
+) -> None:
+    """A restore's journal is written through ``.<name>.<hex>.tmp`` (fsync'd, renamed); a kill
+    between the two leaves it: named and swept once its writer is gone, never while it lives."""
+    from ledger.git.restore.journal import JOURNAL_DIR_NAME
+    from ledger.git.store.leftovers import JOURNAL_DIR
+
+    assert JOURNAL_DIR == JOURNAL_DIR_NAME
+    directory = make_private_dir(repo / ".git", JOURNAL_DIR_NAME)
+    dead = directory / ".restore-1.json.abcdef.tmp"
+    dead.write_text("{}")  # what a writer killed before its rename left (its lock died with it)
+    live = directory / ".restore-2.json.fedcba.tmp"
+    holder = run_python(  # a writer holding its temporary, as the journal's _write does
+        "import time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
+        f"fd = take_lock(Path({str(live)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n",
+        cwd=repo,
+    )
+    children.append(holder)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    named = _doctor(repo)
+    assert str(dead) in named and str(live) not in named
+    subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+    assert not dead.exists() and live.exists()

@@ -444,14 +444,21 @@ def _write(path: Path, journal: Journal, *, durable_name: bool = True) -> None:
     ``durable_name`` the directory is fsync'd too, so that the new name survives a crash."""
     data = json.dumps(journal.to_json(), ensure_ascii=False, sort_keys=True).encode("utf-8")
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    # The temporary is its own lock (ledger/git/owned.py), held from creation through the
+    # rename: one a kill leaves is named by `rewind doctor` and removed by `rewind sweep`
+    # (ledger/git/store/leftovers.py), a live writer's never.
+    fd = take_lock(tmp)
+    if fd is None:  # no flock here: a plain temporary (named by nothing, as before)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
+            os.replace(tmp, path)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

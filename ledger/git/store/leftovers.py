@@ -97,6 +97,8 @@ MOVE_FILE = "move.json"
 FLOOR_FILE = "loose-floor"
 """In ``<common-dir>/pi-rewind``: the loose objects the last upkeep left that are not ours
 (:mod:`ledger.git.store.loose`); written through ``loose-floor.<hex>.tmp``."""
+JOURNAL_DIR = "journal"
+"""``ledger.git.restore.journal.JOURNAL_DIR_NAME`` (the restore layer sits above this one)."""
 _UPKEEP_DIR = "interrupted rewind upkeep"
 _MOVED_PACK = "pack without index (interrupted rewind upkeep)"
 _SCRATCH = "scratch work tree of an interrupted restore"
@@ -233,7 +235,7 @@ def _private_dirs(repo: GitRepo) -> list[Path]:
     """The private dirs whose ``*.tmp`` files are ours: the work tree's, the common dir's (the
     same in a main work tree) and the verifier's."""
     dirs = [private_dir(repo.git_dir), private_dir(repo.common_dir)]
-    dirs.append(dirs[0] / VERIFY_DIR)
+    dirs += [dirs[0] / VERIFY_DIR, dirs[0] / JOURNAL_DIR]  # a restore journal's temporaries
     shadow = getattr(repo, "shadow", None)
     if shadow is not None:
         # A shadow is ours alone: its HEAD, its info/exclude and its shadow.json are rewritten
