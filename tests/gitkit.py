@@ -183,6 +183,19 @@ def set_mtime(path: Path, seconds_ago: float) -> None:
     os.utime(path, (t, t), follow_symlinks=False)
 
 
+def lock_holder(path: Path, *, cwd: Path) -> subprocess.Popen[bytes]:
+    """A real process holding ``path`` as a writer holds its temporary (created and ``flock``'ed
+    by :func:`ledger.git.liveness.take_lock`), started and holding when this returns; the
+    caller kills it."""
+    code = (
+        "import time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
+        f"fd = take_lock(Path({str(path)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n"
+    )
+    holder = run_python(code, cwd=cwd)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    return holder
+
+
 def run_python(code: str, *, cwd: Path) -> subprocess.Popen[bytes]:
     """Start a real Python process that can import ledger (for concurrency tests)."""
     env = dict(os.environ)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ledger.git.private import make_private_dir
-from tests.gitkit import run_python
+from tests.gitkit import lock_holder, run_python
 
 # A real writer stopped between writing its temporary and renaming it: ``os.replace`` says
 # where the temporary is, then waits to be killed or stopped.
@@ -131,13 +131,7 @@ def test_a_killed_restore_journals_temporary_is_named_and_swept(
     dead = directory / ".restore-1.json.abcdef.tmp"
     dead.write_text("{}")  # what a writer killed before its rename left (its lock died with it)
     live = directory / ".restore-2.json.fedcba.tmp"
-    holder = run_python(  # a writer holding its temporary, as the journal's _write does
-        "import time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
-        f"fd = take_lock(Path({str(live)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n",
-        cwd=repo,
-    )
-    children.append(holder)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    children.append(lock_holder(live, cwd=repo))  # a live writer holding its temporary
     named = _doctor(repo)
     assert str(dead) in named and str(live) not in named
     subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)

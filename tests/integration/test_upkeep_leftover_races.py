@@ -33,7 +33,7 @@ from ledger.git.store.leftovers import (
 )
 from ledger.git.store.loose import FLOOR_FILE, loose_floor, save_floor
 from ledger.git.store.upkeep import UpkeepReport, pack_ours, try_upkeep_lock
-from tests.gitkit import git, run_python
+from tests.gitkit import git, lock_holder, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -269,13 +269,7 @@ def test_a_killed_upkeeps_floor_temporary_is_named_and_removed_a_live_one_never(
     dead = home / f"{FLOOR_FILE}.4242.tmp"  # what a kill inside save_floor left
     dead.write_text("12 3\n")
     live = home / f"{FLOOR_FILE}.cafe0001.tmp"
-    holder = run_python(  # a writer holding its temporary, as save_floor does
-        "import sys, time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
-        f"fd = take_lock(Path({str(live)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n",
-        cwd=repo,
-    )
-    children.append(holder)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    children.append(lock_holder(live, cwd=repo))  # a live writer holding its temporary
     named = {i.path for i in find_leftovers(gitrepo) if i.removable}
     assert dead in named and live not in named
     removed = {i.path for i in clean_leftovers(gitrepo)}
@@ -297,13 +291,7 @@ def test_a_killed_authorship_rewrites_temporary_is_named_and_removed_a_live_one_
     dead = home / "authorship.idx.4242.17.tmp"  # what a kill inside a rewrite left
     dead.write_bytes(b"pi-rewind-authorship 1 complete\n")
     live = home / "authorship.idx.4343.18.tmp"
-    holder = run_python(  # a writer holding its temporary, as the store's rewrite does
-        "import sys, time\nfrom pathlib import Path\nfrom ledger.git.liveness import take_lock\n"
-        f"fd = take_lock(Path({str(live)!r}))\nprint(fd is not None, flush=True)\ntime.sleep(120)\n",
-        cwd=repo,
-    )
-    children.append(holder)
-    assert holder.stdout is not None and holder.stdout.readline().strip() == b"True"
+    children.append(lock_holder(live, cwd=repo))  # a live writer holding its temporary
     named = {i.path for i in find_leftovers(gitrepo) if i.removable}
     assert dead in named and live not in named
     removed = {i.path for i in clean_leftovers(gitrepo)}
