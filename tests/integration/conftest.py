@@ -6,6 +6,7 @@ The helpers live in :mod:`tests.gitkit` (git, repositories, oracles) and :mod:`t
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,3 +61,15 @@ def superproject(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     points["second"] = snapshot(sup)
     points["v1"] = git(src, "rev-parse", "HEAD~1").strip()
     return sup, points
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Real child processes a test starts (writers, lock holders); killed at its end, stopped
+    ones too."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for child in started:
+        if child.poll() is None:
+            child.kill()  # SIGKILL ends a stopped process too
+        child.wait()

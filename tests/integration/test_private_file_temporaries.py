@@ -14,10 +14,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from ledger.git.private import make_private_dir
 from tests.gitkit import lock_holder, run_python
@@ -37,17 +34,6 @@ def parked(src, dst, *args, **kwargs):
 os.replace = parked
 save_last_exact(GitRepo.discover(Path.cwd()), LastExact("a" * 40, "b" * 40))
 """
-
-
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for child in started:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGCONT)
-            child.kill()
-        child.wait()
 
 
 def _parked_writer(

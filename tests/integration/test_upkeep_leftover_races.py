@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -224,16 +223,6 @@ def _child_in_scratch(repo: Path) -> tuple[subprocess.Popen[bytes], Path]:
     line = child.stdout.readline().decode().strip()
     assert line, child.stderr.read().decode() if child.stderr else "no output"
     return child, Path(line)
-
-
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for child in started:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
 
 
 def test_a_killed_restores_scratch_tree_is_named_and_removed_a_live_one_never(
