@@ -1,9 +1,7 @@
 """The rewind engine: an agent's lifecycle events in, ledger records and file restores out.
 
-Why it exists: this is the behaviour of pi-rewind-hook v2 (docs/design.md#engine-events,
-docs/design.md#recording-a-prompt, docs/design.md#the-fork-hand-off) as a library that any host
-can drive — our CLI through a session file, Pi through the bridge, a Python agent
-directly — with the reference's defects fixed:
+Why it exists: pi-rewind-hook v2's behaviour (docs/design.md#engine-events, #recording-a-prompt,
+#the-fork-hand-off) as a library any host drives (our CLI, Pi's bridge, a Python agent), fixed:
 
 - D1: the pre-prompt snapshot is taken at ``turn_start`` of turn 0 and bound to **this**
   prompt's user entry once it exists (the first user message after the leaf seen at
@@ -18,8 +16,7 @@ directly — with the reference's defects fixed:
 - Pi 0.73.1 honours only ``cancel`` from ``session_before_fork``: the ``/fork`` options that act on
   files only ("Code only", "Undo last file rewind") restore, record the op here and cancel the
   fork (the reference forks anyway, into an empty session that loses the undo).
-- Every menu action says what it did in ``EventResult.panel`` (counts, which point, how to undo),
-  which a host keeps on screen through its redraw.
+- Every menu action says what it did in ``EventResult.panel``, kept on screen by its host.
 
 Invariants: the engine never prints; every handler returns the notices to show. Every handler
 that changes the work tree goes through :meth:`Engine.restore_files` (``restore_commit``), which
@@ -61,6 +58,7 @@ from ledger.git.store.snapshot import LastExact, take_snapshot
 from ledger.ledgerview import BranchState, LedgerView
 from ledger.lineage import LineageReader
 from ledger.records import FORK_PENDING, OP, TURN
+from ledger.recovery import journal_states
 from ledger.session.model import Session, is_restorable
 from ledger.session.store import UNSET, ParentRequest
 from ledger.settings import Settings
@@ -590,10 +588,13 @@ class Engine:
         return child
 
     def shutdown(self, reason: str = "quit") -> EventResult:
-        """``session_shutdown``. With ``reason="fork"`` the prepared fork is happening: the child
-        imports its state; otherwise a prepared fork did not happen and is recorded here."""
+        """``session_shutdown``. ``reason="fork"``: the prepared fork happens (the child imports
+        its state); otherwise it did not and is recorded here. Journals of restores recorded in
+        their session files are closed now (the next start need not step aside for them)."""
         self.settle_fork(happened=reason == "fork")
         self._release_held()  # a /tree restore whose navigation never came: interrupted now
+        with contextlib.suppress(LedgerError, OSError):
+            journal_states(self.repo)  # the files decide: a record Pi holds only in memory waits
         if self.retention is not None:
             self.retention.on_shutdown()  # waits for a sweep in flight, then sweeps
         return EventResult()

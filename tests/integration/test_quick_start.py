@@ -248,3 +248,48 @@ def test_an_engine_that_cannot_start_after_the_quick_answer_turns_rewind_off_and
         assert pi.event("agent_end", {}).error is None, "still serving"
     finally:
         pi.close()
+
+
+def test_a_restore_recorded_before_the_session_ended_leaves_the_next_start_quick(
+    repo: Path, agent: Path, tmp_path: Path
+) -> None:
+    """A ``/rewind`` restore's journal stays until something settles it; the session's end
+    does so once the restore's record is in the session file, so the next Pi start is not made
+    to take the full start by a journal of a restore long recorded."""
+    pi = FakePi(repo, agent)
+    try:
+        pi.event("session_start", {"reason": "startup"})
+        user, _ = pi.prompt("write a", lambda: (repo / "a.txt").write_text("one\n"))
+        pi.event("rewind_apply", {"action": "files", "entryId": user})
+        assert not (repo / "a.txt").exists()
+        journal = repo / ".git" / "pi-rewind" / "journal"
+        assert any(journal.iterdir()), "the restore's journal is there until settled"
+        pi.write_file()  # as Pi has written it once the session has an assistant message
+        pi.event("session_shutdown", {"reason": "quit"})
+    finally:
+        pi.close()
+    assert not any(journal.iterdir()), sorted(p.name for p in journal.iterdir())
+    out = tmp_path / "modules.json"
+    following = _observed(repo, agent, out)
+    try:
+        following.event("session_start", {"reason": "startup"})
+        assert _heavy(out) == [], "the next start answers before loading the engine"
+    finally:
+        following.close()
+
+
+def test_a_restore_whose_record_pi_holds_only_in_memory_keeps_its_journal_at_the_end(
+    repo: Path, agent: Path
+) -> None:
+    """The session file decides: a record Pi has not written yet cannot be found by a later
+    process, so the journal that names the way back stays."""
+    pi = FakePi(repo, agent)
+    try:
+        pi.event("session_start", {"reason": "startup"})
+        user, _ = pi.prompt("write a", lambda: (repo / "a.txt").write_text("one\n"))
+        pi.event("rewind_apply", {"action": "files", "entryId": user})
+        pi.event("session_shutdown", {"reason": "quit"})
+    finally:
+        pi.close()
+    journal = repo / ".git" / "pi-rewind" / "journal"
+    assert [p.suffix for p in journal.iterdir() if p.suffix == ".json"] == [".json"]
