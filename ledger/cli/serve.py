@@ -135,6 +135,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         disable = getattr(feed, "disable", None)
         if disable is not None:
             disable()  # joins the watcher and verifier, writes feed-status.json
+    if setup is not None and setup.watcher_later is not None:
+        # A pi -p run's watcher, for the runs after it, starts once this run is over: started
+        # with the run, its imports, walk and first scan took the 2 cores the run's own
+        # captures and Pi needed (the first pi -p of the day, issue 34). Detached, not waited.
+        _start_watcher_for_later_runs(*setup.watcher_later)
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
     # waits for this process to end, so skip the interpreter's teardown.
     ctx.exit_without_teardown = True
@@ -144,12 +149,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
 class _OwnFeed:
     """This bridge's own change feed, started once it is wanted *and* Pi has a UI.
 
-    Print mode (``pi -p``, ``hasUI`` false in the first event) gets none: its run ends before
-    a feed could arm (the walk outlasts a scripted prompt, back-to-back turns leave no idle
-    time), so the feed would only cost its walk and, at exit, the closing of an inotify
-    descriptor with one watch per directory (~0.2 s at 10k directories) that Pi waits for.
-    Interactive and RPC sessions (``hasUI`` true) start it at their first event, right after
-    the bridge starts, still well before the first prompt.
+    Print mode (``pi -p``, ``hasUI`` false in the first event) gets no snapshot service: its
+    run has no idle time for one. It gets a feed of its own whose walk starts at once and whose
+    first full scan waits for that walk, so that the turns' captures are fed
+    (:func:`_print_mode_feed`). Interactive and RPC sessions (``hasUI`` true) start it at their
+    first event, right after the bridge starts, still well before the first prompt.
     """
 
     def __init__(self, start: Path, service: list[SnapshotService], ctx: CliContext) -> None:
@@ -162,6 +166,9 @@ class _OwnFeed:
         self._wanted = False
         self._has_ui: bool | None = None  # unknown until the first event
         self._started = False
+        self.watcher_later: tuple[Path, int] | None = None
+        """Print mode: the repository's watcher to start when this bridge ends (``(root,
+        autoWatchSeconds)``, :func:`_start_watcher_for_later_runs`)."""
 
     def want(self, _why: str = "") -> None:
         """The bridge captures by itself (no watcher to send captures to, or it was lost)."""
@@ -231,12 +238,7 @@ def _set_up_captures(
     if print_mode and located is not None:
         _print_mode_feed(start, located[0])
         if found is not None and seconds > 0:
-            threading.Thread(
-                target=_start_watcher_for_later_runs,
-                args=(found[0], seconds),
-                name="rewind-capture-setup",
-                daemon=True,
-            ).start()
+            setup.watcher_later = (found[0], seconds)  # started at the end: see run()
         return
     if found is None or seconds <= 0:
         # No watcher to start: this bridge's own feed is wanted now, in this thread, so that it

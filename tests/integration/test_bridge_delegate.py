@@ -163,8 +163,9 @@ def test_the_first_print_mode_bridge_of_the_day_starts_the_watcher_and_feeds_its
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """By default (autoWatchSeconds) the first ``pi -p`` starts the repository's watcher for
-    the later runs and never waits on it; its own captures come from its own feed (a new
-    watcher's first capture would be a full scan), exact."""
+    the later runs and never waits on it: once the run is over, so that its imports, walk and
+    first scan do not take the cores the run needs. The run's own captures come from its own
+    feed (a new watcher's first capture would be a full scan), exact."""
     monkeypatch.delenv("REWIND_AUTO_WATCH")
     found = find_repository(repo)
     assert found is not None
@@ -173,11 +174,12 @@ def test_the_first_print_mode_bridge_of_the_day_starts_the_watcher_and_feeds_its
     pi.has_ui = False
     assert pi.event("session_start", {"reason": "startup"}).error is None
     prompts_stay_exact(pi, 3, "first")
-    _wait(lambda: serving(*found), "the print-mode bridge to start a watcher")
+    assert not serving(*found), "no watcher competes with the run"
     status_file.unlink(missing_ok=True)
     assert pi.close() == 0
     status = json.loads(status_file.read_text())
     assert status["fed"] >= 2 and status["mode"] == "fed", status
+    _wait(lambda: serving(*found), "the print-mode bridge to start a watcher as it ends")
     stop = subprocess.run(
         [sys.executable, "-m", "ledger", "serve", "--stop"],
         cwd=repo,

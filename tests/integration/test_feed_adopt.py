@@ -56,6 +56,30 @@ def test_an_adopted_walking_watcher_feeds_exact_captures_after_a_base_scan(repo:
     assert not watcher.alive()
 
 
+def test_a_pi_p_bridges_first_full_scan_waits_for_its_walk_and_is_the_base(repo: Path) -> None:
+    """A ``pi -p`` run's first capture came before its walk was over: it scanned fully and was
+    no base, so the first turn scanned the whole tree again (~0.4 s at 100k files). It now
+    waits for the walk (bounded: ``WALK_WAIT_S``), a directories-only pass, and is the base."""
+    for i in range(4000):
+        (repo / f"d{i // 100}" / f"e{i}").mkdir(parents=True)
+    (repo / "d0" / "e0" / "f.txt").write_text("x\n")
+    gitrepo = GitRepo.discover(repo)
+    watcher = InotifyWatcher(str(gitrepo.root), background=False)
+    watcher.start()
+    service.enable(verify=False)
+    try:
+        feed = service.adopt(gitrepo, watcher)
+        assert feed is not None
+        assert not watcher.ready, "the walk of 4,000 directories is still running"
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        assert watcher.ready and feed.base is not None and feed.counters.full == 1
+        (repo / "d0" / "e0" / "f.txt").write_text("changed\n")
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        assert feed.counters.fed == 1 and feed.counters.full == 1
+    finally:
+        service.disable()
+
+
 def test_a_scan_that_starts_before_the_adopted_watcher_is_ready_is_no_base(repo: Path) -> None:
     gitrepo = GitRepo.discover(repo)
     watcher = InotifyWatcher(str(gitrepo.root))  # not started: never ready during the scan

@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 
 VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
+WALK_WAIT_S = 1.0
+"""How long a full scan waits for a ``pi -p`` bridge's start-up walk (InotifyWatcher.wait_walk)."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
 
@@ -389,7 +391,7 @@ class Feed:
         # taken here are in no base and no longer in the dirty set, so the old base must not
         # be trusted again (a new generation, too: the verifier's round becomes inconclusive).
         self.base = None
-        if not self.watcher.ready:
+        if not self.watcher.wait_walk(WALK_WAIT_S):
             # Not the watcher's lock: its walk takes it once per directory and Python's locks
             # are not fair, so a capture waiting for it would wait for the whole walk (seconds
             # at 1M files) on the prompt's critical path. Before ready nothing is a base anyway.
