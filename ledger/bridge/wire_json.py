@@ -65,38 +65,53 @@ def _float(text: str) -> float:
 def loads(line: bytes) -> Any:
     """``orjson.loads(line)``, by the standard library while orjson is not loaded (module
     docstring). Raises :class:`json.JSONDecodeError` (orjson's) for what is not valid JSON."""
-    if (
-        "orjson" not in sys.modules
-        and len(line) <= STDLIB_MAX_BYTES
-        and b"\\ud" not in line
-        and b"\\uD" not in line
-    ):
-        try:
-            return json.loads(
+    if "orjson" not in sys.modules:
+        read = stdlib_loads(line)
+        if read is not None:
+            return read[0]
+    import orjson
+
+    return orjson.loads(line)
+
+
+def stdlib_loads(line: bytes) -> list[Any] | None:
+    """``[value]`` when the standard library reads ``line`` as orjson does; None when orjson
+    must decide (module docstring)."""
+    if len(line) > STDLIB_MAX_BYTES or b"\\ud" in line or b"\\uD" in line:
+        return None
+    try:
+        return [
+            json.loads(
                 line.decode("utf-8"),
                 parse_constant=_refuse_constant,
                 parse_int=_int,
                 parse_float=_float,
             )
-        except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError too
-            pass  # orjson gives the verdict, and its message
-    import orjson
-
-    return orjson.loads(line)
+        ]
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError too
+        return None  # orjson gives the verdict, and its message
 
 
 def dumps_line(message: dict[str, Any]) -> bytes:
     """``orjson.dumps(message, option=OPT_APPEND_NEWLINE)``, by the standard library while
     orjson is not loaded (module docstring)."""
     if "orjson" not in sys.modules:
-        try:
-            text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            return (text + "\n").encode("utf-8")
-        except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
-            pass  # orjson writes it, or raises as it always did
+        written = stdlib_dumps_line(message)
+        if written is not None:
+            return written
     import orjson
 
     return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
 
 
-__all__ = ["STDLIB_MAX_BYTES", "dumps_line", "loads"]
+def stdlib_dumps_line(message: dict[str, Any]) -> bytes | None:
+    """The line the standard library writes for ``message``, parsed back as orjson's would be;
+    None when orjson must write it, or raise (module docstring)."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return (text + "\n").encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return None
+
+
+__all__ = ["STDLIB_MAX_BYTES", "dumps_line", "loads", "stdlib_dumps_line", "stdlib_loads"]
