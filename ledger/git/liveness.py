@@ -30,8 +30,9 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from ledger.plain import FrozenPlain
 
 
 def take_lock(path: Path) -> int | None:
@@ -168,15 +169,19 @@ def pid_exists(pid: int) -> bool | None:
 _TOKEN = re.compile(r"[^\x21-\x7e]")
 
 
-@dataclass(frozen=True)
-class Owner:
-    """Who made a file: enough to tell, later and from another process, whether it still runs."""
+class Owner(FrozenPlain):
+    """Who made a file: enough to tell, later and from another process, whether it still runs.
+    Not a dataclass: created before a spawned bridge's first answer (ledger/plain.py)."""
 
+    __slots__ = ("boot", "host", "pid", "start")
     pid: int
     start: int | None
     """``/proc/<pid>/stat`` field 22 (clock ticks after boot); ``None`` without a process table."""
     boot: str | None
     host: str
+
+    def __init__(self, pid: int, start: int | None, boot: str | None, host: str) -> None:
+        self._init(pid=pid, start=start, boot=boot, host=host)
 
     @staticmethod
     def current() -> Owner:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.plain import FrozenPlain, Plain
+
+# Plain classes, not dataclasses: a spawned bridge imports this module before its first answer.
 # orjson (and hashlib) are imported where used: importing orjson loads ``uuid``, ``platform``
 # and its own init (~7-10 ms), and a spawned bridge answers Pi's session_start without parsing
 # any file (issue 34, ledger/bridge/quick_start.py). Once loaded, an import is a dict look-up.
@@ -91,23 +93,36 @@ class Entry:
         return f"Entry(id={self.id!r}, type={self.type!r}, parent={self.parent_id!r}, line={self.line})"
 
 
-@dataclass(frozen=True)
-class SkippedLine:
+class SkippedLine(FrozenPlain):
     """A line the reader did not use, with its 1-based line number and the reason."""
 
+    __slots__ = ("excerpt", "line", "reason")
     line: int
     reason: str
-    excerpt: str = ""
+    excerpt: str
+
+    def __init__(self, line: int, reason: str, excerpt: str = "") -> None:
+        self._init(line=line, reason=reason, excerpt=excerpt)
 
 
-@dataclass
-class ParsedSession:
-    header: dict[str, Any]
-    entries: list[Entry]
-    skipped: list[SkippedLine] = field(default_factory=list)
-    migrated_from: int | None = None
-    ends_with_newline: bool = True
-    size: int = 0
+class ParsedSession(Plain):
+    __slots__ = ("ends_with_newline", "entries", "header", "migrated_from", "size", "skipped")
+
+    def __init__(
+        self,
+        header: dict[str, Any],
+        entries: list[Entry],
+        skipped: list[SkippedLine] | None = None,
+        migrated_from: int | None = None,
+        ends_with_newline: bool = True,
+        size: int = 0,
+    ) -> None:
+        self.header = header
+        self.entries = entries
+        self.skipped: list[SkippedLine] = [] if skipped is None else skipped
+        self.migrated_from = migrated_from
+        self.ends_with_newline = ends_with_newline
+        self.size = size
 
 
 class NoHeaderError(ValueError):
