@@ -19,8 +19,9 @@ Invariants (what makes the two paths one codec):
 - **The same JSON out.** Compact, raw UTF-8 (``ensure_ascii=False``), one line ending in
   ``\\n``. What ``json`` cannot write as orjson does (a lone surrogate, NaN, an object it does
   not know, such as a dataclass that orjson would write) goes to orjson, which writes it or
-  raises as before. Dictionary keys in this protocol are always strings (``json`` would turn an
-  integer key into a string where orjson raises).
+  raises as before. Dictionary keys in this protocol are always strings and its integers fit
+  64 bits (``json`` would turn an integer key into a string, and write a larger integer, where
+  orjson raises).
 """
 
 from __future__ import annotations
