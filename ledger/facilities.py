@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 import sys
 
 PORTABLE_ENV = "REWIND_PORTABLE"
@@ -83,10 +82,14 @@ def facilities() -> Facilities:
     """What this machine offers (see the module); all ``False`` under ``REWIND_PORTABLE=1``."""
     if portable():
         return Facilities(False, False, False, False)
+    # `_socket`, not `socket`: the same constants (`socket` re-exports them), without the
+    # ~4 ms of `socket`'s enums at a spawned bridge's start (issue 34).
+    import _socket
+
     linux = sys.platform.startswith("linux")
     return Facilities(
         change_feed=linux,
-        peer_credentials=linux and hasattr(socket, "SO_PEERCRED"),
+        peer_credentials=linux and hasattr(_socket, "SO_PEERCRED"),
         idle_scheduling=linux and hasattr(os, "setpriority"),
         process_table=linux and os.path.isdir("/proc/self"),
     )

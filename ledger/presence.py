@@ -51,8 +51,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
-import socket
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +59,7 @@ from typing import Any, Literal
 from ledger.git.liveness import (
     Owner,
     boot_id,
+    host_name,
     lock_held,
     pid_exists,
     proc_start,
@@ -295,7 +294,7 @@ def announce(
         pid,
         proc_start(pid),
         boot_id(),
-        socket.gethostname(),
+        host_name(),
         now_ms if now_ms is not None else int(time.time() * 1000),
         kind,
         lock=fd is not None,
@@ -317,8 +316,8 @@ def _take_own_lock(directory: Path, pid: int, session_id: str) -> tuple[str, int
     """A new stem and its lock (``None``: no ``flock`` here). Safety: the lock is checked to
     still be at its name once held: a remover that judged it abandoned in the moment between
     its creation and its ``flock`` removed the name, and a lock without a name proves nothing."""
-    for _ in range(8):
-        stem = entry_stem(pid, session_id, secrets.token_hex(3))
+    for _ in range(8):  # os.urandom(n).hex() is secrets.token_hex(n), without its imports
+        stem = entry_stem(pid, session_id, os.urandom(3).hex())
         path = directory / f"{stem}.lock"
         fd = take_lock(path)
         if fd is None or same_file(fd, path):
@@ -343,7 +342,7 @@ def _judge(
     if entry is not None:
         owner = Owner(entry.pid, entry.pid_start, entry.boot_id, entry.host)
     else:
-        owner = Owner(int(stem.split("-", 1)[0]), None, None, socket.gethostname())
+        owner = Owner(int(stem.split("-", 1)[0]), None, None, host_name())
     # Where no flock can tell (or the entry has none), the identity decides: a reused pid has
     # another start time, another boot's process is gone.
     identity = owner.alive()
@@ -451,9 +450,7 @@ def _from_stem(stem: str, lock_path: Path) -> Presence:
         started_ms = int(os.lstat(lock_path).st_mtime * 1000)
     except OSError:
         started_ms = 0
-    return Presence(
-        sid, None, pid, None, None, socket.gethostname(), started_ms, stem=stem, whole=False
-    )
+    return Presence(sid, None, pid, None, None, host_name(), started_ms, stem=stem, whole=False)
 
 
 def live_sessions(git_dir: Path, *, clean: bool = True) -> list[Presence]:
@@ -536,7 +533,7 @@ def _write(path: Path, presence: Presence) -> None:
     """Whole or not at all: every byte written (a short write, as on a nearly full disk, is
     continued until it fails) and the size checked before the rename."""
     data = json.dumps(presence.to_json(), ensure_ascii=False, sort_keys=True).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(3).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         try:

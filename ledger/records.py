@@ -19,33 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-TURN = "rewind-turn"
-OP = "rewind-op"
-FORK_PENDING = "rewind-fork-pending"
-RECORD_TYPES = (TURN, OP, FORK_PENDING)
-RECORD_VERSION = 2
-
-
-def serialize_entry(entry: dict[str, Any]) -> bytes:
-    """One JSONL line as Pi writes it: compact JSON, raw UTF-8, ``\\n``-terminated."""
-    return orjson.dumps(entry) + b"\n"
-
-
-def custom_entry(
-    custom_type: str, data: dict[str, Any], entry_id: str, parent_id: str | None, timestamp: str
-) -> dict[str, Any]:
-    """The envelope dict in Pi's key order (``type, customType, data, id, parentId, timestamp``)."""
-    return {
-        "type": "custom",
-        "customType": custom_type,
-        "data": data,
-        "id": entry_id,
-        "parentId": parent_id,
-        "timestamp": timestamp,
-    }
-
+# The names and the envelope live in ledger.record_envelope (no dataclasses: a spawned bridge
+# imports them before its first answer, issue 34); re-exported here, where callers look.
+from ledger.record_envelope import FORK_PENDING as FORK_PENDING
+from ledger.record_envelope import OP as OP
+from ledger.record_envelope import RECORD_TYPES as RECORD_TYPES
+from ledger.record_envelope import RECORD_VERSION as RECORD_VERSION
+from ledger.record_envelope import TURN as TURN
+from ledger.record_envelope import custom_entry as custom_entry
+from ledger.record_envelope import serialize_entry as serialize_entry
 
 # --- reading ------------------------------------------------------------------------------
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ledger.plain import FrozenPlain
 
 if TYPE_CHECKING:
     from ledger.git.repo import GitRepo
@@ -37,15 +38,19 @@ if TYPE_CHECKING:
     from ledger.presence import Presence
 
 
-@dataclass(frozen=True)
-class Member:
-    """One git directory of a scope and the directory its work tree is."""
+class Member(FrozenPlain):
+    """One git directory of a scope and the directory its work tree is. Not a dataclass: created
+    before a spawned bridge's first answer (ledger/plain.py)."""
 
+    __slots__ = ("git_dir", "own", "root")
     git_dir: Path
     root: Path | None
     """The work tree's directory (a shadow's served directory; for a repository ``<root>/.git``
     its parent), or None when the git directory does not say (then it names nothing)."""
-    own: bool = False
+    own: bool
+
+    def __init__(self, git_dir: Path, root: Path | None, own: bool = False) -> None:
+        self._init(git_dir=git_dir, root=root, own=own)
 
     def path_from(self, own_root: Path | None, path: str) -> str | None:
         """``path`` (relative to ``own_root``, ``/``-separated as git has it) relative to this

@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.bridge.protocol import EventMessage, EventName
 from ledger.bridge.state import BridgeState, Outcome, PendingStart
 from ledger.errors import LedgerError, NotARepositoryError
-from ledger.records import FORK_PENDING, OP, TURN
+from ledger.record_envelope import FORK_PENDING, OP, TURN
 from ledger.session_names import TitleTracker
 
 # The engine, pygit2 and the /rewind events are imported where used, not here: a spawned
@@ -54,15 +53,22 @@ Handler = Callable[[BridgeState, "Engine", EventMessage], "EventResult | None"]
 """Handle one event with the engine; None when the event has nothing to report."""
 
 
-@dataclass(frozen=True)
 class Route:
-    """An event's handler, and how the dispatcher treats the event around it."""
+    """An event's handler, and how the dispatcher treats the event around it. A plain class,
+    not a dataclass: created at import, before a spawned bridge's first answer (issue 34)."""
 
-    handle: Handler
-    records: bool = True
-    """The event may record or show a menu: skipped while another writer records the session."""
-    ends_session: bool = False
-    """The engine ran its shutdown sweep: the scheduler is done once its notices are drained."""
+    __slots__ = ("ends_session", "handle", "records")
+
+    def __init__(
+        self, handle: Handler, *, records: bool = True, ends_session: bool = False
+    ) -> None:
+        self.handle = handle
+        self.records = records
+        """The event may record or show a menu: skipped while another writer records the
+        session."""
+        self.ends_session = ends_session
+        """The engine ran its shutdown sweep: the scheduler is done once its notices are
+        drained."""
 
 
 def _str(payload: dict[str, Any], key: str) -> str | None:

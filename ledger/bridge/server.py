@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -39,8 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
+from ledger.bridge import wire_json
 from ledger.bridge.dispatch import BridgeState, Outcome, dispatch, finish_start, withdraw
 from ledger.bridge.host import BridgeHost, HostCallError
 from ledger.bridge.overwrites import show_overwrites
@@ -105,7 +105,8 @@ class BridgeServer:
     # --- wire -------------------------------------------------------------------------------
 
     def _send(self, message: dict[str, Any]) -> None:
-        self.writer.write(orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
+        # orjson once loaded; the standard library for a spawned bridge's first answer (issue 34)
+        self.writer.write(wire_json.dumps_line(message))
         self.writer.flush()
 
     def _error(self, event_id: int | str | None, code: ErrorCode, message: str) -> None:
@@ -141,8 +142,8 @@ class BridgeServer:
         if not line.strip():
             return None
         try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            raw = wire_json.loads(line)
+        except json.JSONDecodeError as exc:  # orjson's error too (a subclass)
             self._error(None, "bad-json", f"not valid JSON: {exc}")
             return None
         if not isinstance(raw, dict):
@@ -217,15 +218,14 @@ class BridgeServer:
         started, calls = time.perf_counter(), self._calls
         self._waited_s = self._footer_s = 0.0
         self._handle_event(message)
-        line = orjson.dumps(
+        line = wire_json.dumps_line(
             {
                 "event": message.event,
                 "ms": round((time.perf_counter() - started) * 1000, 2),
                 "hostMs": round(self._waited_s * 1000, 2),
                 "calls": self._calls - calls,
                 "footerMs": round(self._footer_s * 1000, 2),
-            },
-            option=orjson.OPT_APPEND_NEWLINE,
+            }
         )
         with open(self._trace_path, "ab") as trace:
             trace.write(line)

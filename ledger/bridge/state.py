@@ -6,12 +6,14 @@ them; with the state defined in the dispatcher the two modules imported each oth
 no import circles, type-only imports included). Both import it from here; the dispatcher
 re-exports it.
 
-Invariants: plain data, no behaviour; imports nothing of the bridge but its host.
+Invariants: plain data, no behaviour; imports nothing of the bridge but its host. Plain
+classes, not dataclasses: a spawned bridge creates them before it answers Pi's ``session_start``
+and a dataclass costs ~1-1.5 ms to create (its methods are compiled at import), besides
+``dataclasses`` with ``inspect`` (issue 34). Nothing compares or copies them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,50 +28,60 @@ if TYPE_CHECKING:
     from ledger.turngate import TurnGate
 
 
-@dataclass
 class BridgeState:
     """What the bridge keeps between the events of one extension instance (one Pi session)."""
 
-    host: BridgeHost
-    agent_dir: Path | None = None
-    engine: Engine | None = None
-    """None before the first event, and outside a git repository (rewind is off)."""
-    settings: Settings | None = None
-    """Set once an engine was started (stays set while the engine is off outside a repository)."""
-    scheduler: SweepScheduler | None = None
-    """The retention sweeps of this session; None when retention is off or after shutdown."""
-    passive: bool = False
-    """Another extension records this session: we record nothing and leave the footer alone."""
-    status_note: str | None = None
-    """Shown after the footer until the next prompt or rewind action
-    (docs/design.md#outside-changes)."""
-    intent: tuple[str, str] | None = None
-    """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for that
-    entry answers (:mod:`ledger.bridge.rewind_events`)."""
-    kind: Kind = "bridge"
-    """How this session is served: a bridge process of its own, or hosted by the watcher."""
-    presence: Announcement | None = None
-    """This session's entry in the presence registry while its engine is on."""
-    gate: TurnGate | None = None
-    """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
-    pi_pid: int | None = None
-    """The Pi process this session serves (the bridge's parent, or a hosted session's peer):
-    the pid the listings show (docs/design.md#sessions-here)."""
-    titles: TitleTracker = field(default_factory=TitleTracker)
-    """This session's title for its presence entry, read from the entries appended since the
-    last prompt only (ledger/session_names.py)."""
-    overwrite_note: str | None = None
-    """Another session's restore overwrote this session's agent's files: the footer says so
-    until the next prompt starts (:mod:`ledger.bridge.overwrites`)."""
-    restored_by: dict[str, str] = field(default_factory=dict)
-    """Paths other sessions' restores changed since this session's last prompt → the
-    restoring session's label: the next prompt's note does not call them the user's."""
-    pending: PendingStart | None = None
-    """A ``session_start`` answered without the engine (:mod:`ledger.bridge.quick_start`),
-    whose engine :func:`ledger.bridge.dispatch.finish_start` starts right after the answer."""
-    carried: list[dict[str, str]] = field(default_factory=list)
-    """Notices that starting the engine after the answer produced: shown with the next
-    event's answer."""
+    def __init__(
+        self,
+        host: BridgeHost,
+        agent_dir: Path | None = None,
+        *,
+        kind: Kind = "bridge",
+        pi_pid: int | None = None,
+    ) -> None:
+        self.host = host
+        self.agent_dir = agent_dir
+        self.engine: Engine | None = None
+        """None before the first event, and outside a git repository (rewind is off)."""
+        self.settings: Settings | None = None
+        """Set once an engine was started (stays set while the engine is off outside a
+        repository)."""
+        self.scheduler: SweepScheduler | None = None
+        """The retention sweeps of this session; None when retention is off or after shutdown."""
+        self.passive = False
+        """Another extension records this session: we record nothing and leave the footer
+        alone."""
+        self.status_note: str | None = None
+        """Shown after the footer until the next prompt or rewind action
+        (docs/design.md#outside-changes)."""
+        self.intent: tuple[str, str] | None = None
+        """``(action, entry)`` of a ``/rewind`` action the next ``/tree`` or ``/fork`` menu for
+        that entry answers (:mod:`ledger.bridge.rewind_events`)."""
+        self.kind: Kind = kind
+        """How this session is served: a bridge process of its own, or hosted by the watcher."""
+        self.presence: Announcement | None = None
+        """This session's entry in the presence registry while its engine is on."""
+        self.gate: TurnGate | None = None
+        """The work tree's turn gate as this session holds it (:mod:`ledger.turngate`)."""
+        self.pi_pid = pi_pid
+        """The Pi process this session serves (the bridge's parent, or a hosted session's
+        peer): the pid the listings show (docs/design.md#sessions-here)."""
+        self.titles = TitleTracker()
+        """This session's title for its presence entry, read from the entries appended since
+        the last prompt only (ledger/session_names.py)."""
+        self.overwrite_note: str | None = None
+        """Another session's restore overwrote this session's agent's files: the footer says
+        so until the next prompt starts (:mod:`ledger.bridge.overwrites`)."""
+        self.restored_by: dict[str, str] = {}
+        """Paths other sessions' restores changed since this session's last prompt → the
+        restoring session's label: the next prompt's note does not call them the user's."""
+        self.pending: PendingStart | None = None
+        """A ``session_start`` answered without the engine (:mod:`ledger.bridge.quick_start`),
+        whose engine :func:`ledger.bridge.dispatch.finish_start` starts right after the
+        answer."""
+        self.carried: list[dict[str, str]] = []
+        """Notices that starting the engine after the answer produced: shown with the next
+        event's answer."""
 
     @property
     def git_dir(self) -> Path | None:
@@ -80,22 +92,40 @@ class BridgeState:
         return self.pending.git_dir if self.pending is not None else None
 
 
-@dataclass(frozen=True)
 class PendingStart:
-    """What the answer to a ``session_start`` found without the engine, to start it with."""
+    """What the answer to a ``session_start`` found without the engine, to start it with
+    (set once, never changed)."""
 
-    cwd: str | None
-    reason: str
-    previous: str | None
-    agent_dir: Path
-    root: Path
-    git_dir: Path
+    __slots__ = ("agent_dir", "cwd", "git_dir", "previous", "reason", "root")
+
+    def __init__(
+        self,
+        cwd: str | None,
+        reason: str,
+        previous: str | None,
+        agent_dir: Path,
+        root: Path,
+        git_dir: Path,
+    ) -> None:
+        self.cwd = cwd
+        self.reason = reason
+        self.previous = previous
+        self.agent_dir = agent_dir
+        self.root = root
+        self.git_dir = git_dir
 
 
-@dataclass
 class Outcome:
     """What one event produced, before it is put on the wire."""
 
-    result: dict[str, Any] = field(default_factory=dict)
-    notices: list[dict[str, str]] = field(default_factory=list)
-    panel: list[str] | None = None
+    __slots__ = ("notices", "panel", "result")
+
+    def __init__(
+        self,
+        result: dict[str, Any] | None = None,
+        notices: list[dict[str, str]] | None = None,
+        panel: list[str] | None = None,
+    ) -> None:
+        self.result: dict[str, Any] = {} if result is None else result
+        self.notices: list[dict[str, str]] = [] if notices is None else notices
+        self.panel = panel

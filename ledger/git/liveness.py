@@ -28,11 +28,11 @@ import fcntl
 import functools
 import os
 import re
-import socket
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from ledger.plain import FrozenPlain
 
 
 def take_lock(path: Path) -> int | None:
@@ -169,15 +169,19 @@ def pid_exists(pid: int) -> bool | None:
 _TOKEN = re.compile(r"[^\x21-\x7e]")
 
 
-@dataclass(frozen=True)
-class Owner:
-    """Who made a file: enough to tell, later and from another process, whether it still runs."""
+class Owner(FrozenPlain):
+    """Who made a file: enough to tell, later and from another process, whether it still runs.
+    Not a dataclass: created before a spawned bridge's first answer (ledger/plain.py)."""
 
+    __slots__ = ("boot", "host", "pid", "start")
     pid: int
     start: int | None
     """``/proc/<pid>/stat`` field 22 (clock ticks after boot); ``None`` without a process table."""
     boot: str | None
     host: str
+
+    def __init__(self, pid: int, start: int | None, boot: str | None, host: str) -> None:
+        self._init(pid=pid, start=start, boot=boot, host=host)
 
     @staticmethod
     def current() -> Owner:
@@ -226,7 +230,15 @@ def _current(pid: int) -> Owner:
 
 
 def _host() -> str:
-    return _TOKEN.sub("_", socket.gethostname()) or "-"
+    return _TOKEN.sub("_", host_name()) or "-"
+
+
+def host_name() -> str:
+    """``socket.gethostname()`` without importing ``socket`` (~5 ms of a spawned bridge's start,
+    issue 34): on Linux and macOS both read the kernel's node name (glibc's ``gethostname`` is
+    ``uname``'s ``nodename``); a unit test holds the two equal, as identities written by other
+    processes (journals, the turn gate) are compared with ``socket.gethostname()``."""
+    return os.uname().nodename
 
 
 def parse_fields(text: str) -> dict[str, str]:
@@ -238,6 +250,7 @@ def parse_fields(text: str) -> dict[str, str]:
 __all__ = [
     "Owner",
     "boot_id",
+    "host_name",
     "lock_held",
     "parse_fields",
     "pid_exists",

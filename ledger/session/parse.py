@@ -21,13 +21,16 @@ docs/formats.md#line-format):
 from __future__ import annotations
 
 import gc
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
+from ledger.plain import FrozenPlain, Plain
+
+# Plain classes, not dataclasses: a spawned bridge imports this module before its first answer.
+# orjson (and hashlib) are imported where used: importing orjson loads ``uuid``, ``platform``
+# and its own init (~7-10 ms), and a spawned bridge answers Pi's session_start without parsing
+# any file (issue 34, ledger/bridge/quick_start.py). Once loaded, an import is a dict look-up.
 
 CURRENT_VERSION = 3
 
@@ -61,6 +64,8 @@ class Entry:
     def raw(self) -> dict[str, Any]:
         """The parsed JSON object of the line, untouched (unknown fields included)."""
         if self._raw is None:
+            import orjson
+
             assert self._bytes is not None
             self._raw = orjson.loads(self._bytes)
         return self._raw
@@ -88,23 +93,36 @@ class Entry:
         return f"Entry(id={self.id!r}, type={self.type!r}, parent={self.parent_id!r}, line={self.line})"
 
 
-@dataclass(frozen=True)
-class SkippedLine:
+class SkippedLine(FrozenPlain):
     """A line the reader did not use, with its 1-based line number and the reason."""
 
+    __slots__ = ("excerpt", "line", "reason")
     line: int
     reason: str
-    excerpt: str = ""
+    excerpt: str
+
+    def __init__(self, line: int, reason: str, excerpt: str = "") -> None:
+        self._init(line=line, reason=reason, excerpt=excerpt)
 
 
-@dataclass
-class ParsedSession:
-    header: dict[str, Any]
-    entries: list[Entry]
-    skipped: list[SkippedLine] = field(default_factory=list)
-    migrated_from: int | None = None
-    ends_with_newline: bool = True
-    size: int = 0
+class ParsedSession(Plain):
+    __slots__ = ("ends_with_newline", "entries", "header", "migrated_from", "size", "skipped")
+
+    def __init__(
+        self,
+        header: dict[str, Any],
+        entries: list[Entry],
+        skipped: list[SkippedLine] | None = None,
+        migrated_from: int | None = None,
+        ends_with_newline: bool = True,
+        size: int = 0,
+    ) -> None:
+        self.header = header
+        self.entries = entries
+        self.skipped: list[SkippedLine] = [] if skipped is None else skipped
+        self.migrated_from = migrated_from
+        self.ends_with_newline = ends_with_newline
+        self.size = size
 
 
 class NoHeaderError(ValueError):
@@ -134,6 +152,8 @@ def parse_session_bytes(data: bytes) -> ParsedSession:
 
 
 def _parse(data: bytes) -> ParsedSession:
+    import orjson
+
     header: dict[str, Any] | None = None
     migrate = False
     entries: list[Entry] = []
@@ -216,6 +236,8 @@ def parse_header_only(data: bytes, max_lines: int = 5) -> dict[str, Any]:
 
     Only those lines are looked at: ``data`` may be a whole file, and splitting all of it to
     read five lines would copy every byte."""
+    import orjson
+
     seen = 0
     for line in _first_lines(data):
         if not line.strip():
@@ -266,6 +288,8 @@ class _RawLine:
 
 def _parse_lenient(line: bytes) -> Any:
     """Pi reads files as UTF-8 with replacement; a line whose only fault is bad bytes still parses."""
+    import orjson
+
     try:
         text = line.decode("utf-8", errors="replace")
         if "\ufffd" not in text:
@@ -324,6 +348,8 @@ def _migrate_v2_to_v3(header: dict[str, Any], lines: list[_RawLine]) -> dict[str
 
 
 def _stable_id(session_id: str, position: int, taken: set[str]) -> str:
+    import hashlib
+
     salt = 0
     while True:
         digest = hashlib.sha1(f"{session_id}\0{position}\0{salt}".encode()).hexdigest()[:8]

@@ -36,11 +36,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
 from ledger.clock import Clock, IdSource, RandomIds, SystemClock, iso_from_ms
 from ledger.errors import SessionAppendError, SessionFileError
-from ledger.records import custom_entry, serialize_entry
+from ledger.record_envelope import custom_entry, serialize_entry
 from ledger.safe_read import (
     MAX_SESSION_BYTES,
     NotRegularFileError,
@@ -321,6 +319,8 @@ class SessionAppender:
         self._fingerprint = data[max(0, self._offset - _FINGERPRINT) : self._offset]
 
     def _note_line(self, line: bytes) -> None:
+        import orjson  # here: a spawned bridge's first answer reads no file (issue 34)
+
         if not line.strip():
             return
         try:

@@ -37,11 +37,18 @@ def _send(self, message):
     original(self, message)
 server.BridgeServer._send = _send
 from ledger.cli import main
-sys.exit(main(["serve", "--stdio"]))
+sys.argv = ["rewind", "serve", "--stdio"]  # as the extension runs it (the serve fast path)
+sys.exit(main())
 """
 
 HEAVY = ("pygit2", "ledger.engine", "ledger.git.repo", "ledger.git.capture", "ledger.retention")
 """What the usual answer does without: pygit2 (~65-130 ms with ssl) and the engine's graph."""
+
+SHARED = ("orjson", "uuid", "platform", "secrets", "socket", "hashlib", "subprocess")
+"""What the rest of rewind imports and the usual answer does without either (issue 34, stop
+42: ~25-30 ms of it): orjson (with uuid and platform; the wire speaks the standard library's
+json until orjson is loaded: ledger/bridge/wire_json.py), secrets and socket (presence),
+hashlib (session ids, shadow keys), subprocess (git is spawned by ledger/git/locate.py)."""
 
 
 @pytest.fixture
@@ -82,6 +89,25 @@ def test_a_spawned_bridge_answers_session_start_before_loading_pygit2_or_the_eng
         assert (reply.status, reply.notices) == ("◆ 0 points / 0 snapshots", [])
         assert _heavy(out) == []
         # The engine is up for the first prompt: its turn is recorded.
+        pi.prompt("one", lambda: (repo / "one.txt").write_text("1\n"))
+        assert len(pi.custom(TURN)) == 1
+        assert pi.event("ping").status == "◆ 2 points / 2 snapshots"
+    finally:
+        pi.close()
+
+
+def test_a_spawned_bridge_answers_session_start_before_loading_orjson_subprocess_or_sockets(
+    repo: Path, agent: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "modules.json"
+    pi = _observed(repo, agent, out)
+    try:
+        reply = pi.event("session_start", {"reason": "startup"})
+        assert (reply.error, reply.status, reply.notices) == (None, "◆ 0 points / 0 snapshots", [])
+        modules: list[str] = json.loads(out.read_text())
+        assert "ledger.bridge.server" in modules
+        assert [m for m in modules if m.split(".")[0] in SHARED] == []
+        # Later lines go through orjson, once the engine loaded it: a prompt is recorded.
         pi.prompt("one", lambda: (repo / "one.txt").write_text("1\n"))
         assert len(pi.custom(TURN)) == 1
         assert pi.event("ping").status == "◆ 2 points / 2 snapshots"
