@@ -128,3 +128,33 @@ def test_a_watcher_stops_without_waiting_out_its_poll_interval(repo: Path) -> No
         times.append(time.monotonic() - started)
         assert not watcher.alive()
     assert min(times) < 0.1, times
+
+
+def test_the_start_up_walk_skips_listing_leaf_directories_and_still_sees_what_comes_later(
+    repo: Path,
+) -> None:
+    """On a file system whose directories count their subdirectories in their link count
+    (ext4, xfs, tmpfs), the start-up walk watches a directory without listing it when that
+    count is 2 (most of the walk's time at 100k files); a subdirectory made in it after its
+    watch is seen as an event, as in any watched directory."""
+    for i in range(30):
+        (repo / "a" / f"leaf{i}").mkdir(parents=True)
+        (repo / "a" / f"leaf{i}" / "f.txt").write_text(f"{i}\n")
+    watcher = InotifyWatcher(str(repo), background=False)
+    watcher.start()
+    try:
+        _ready(watcher)
+        if not watcher._leaves_by_links:
+            pytest.skip("this file system's link counts do not count subdirectories")
+        watched = set(watcher._path_wd)
+        assert {f"a/leaf{i}" for i in range(30)} <= watched and "a" in watched
+        (repo / "a" / "leaf7" / "inner").mkdir()
+        (repo / "a" / "leaf7" / "inner" / "new.txt").write_text("n\n")
+        deadline = time.monotonic() + 10
+        while "a/leaf7/inner/new.txt" not in watcher.dirty and time.monotonic() < deadline:
+            watcher.sync()
+            time.sleep(0.01)
+        assert "a/leaf7/inner" in watcher._path_wd, "the new subdirectory is watched"
+        assert {"a/leaf7/inner", "a/leaf7/inner/new.txt"} <= watcher.dirty
+    finally:
+        watcher.stop()
