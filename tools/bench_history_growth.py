@@ -21,7 +21,7 @@ changes) and run through ``PYTHONPATH``. It gets its own world, built by its own
 same edits, because the new ledger appends index records the old one does not know. Both worlds
 are built in child processes (``_build``) so that each ledger builds its own.
 
-The floor: ``python -c "import ledger.cli"`` (interpreter and imports) and ``rewind status
+The floor: ``python -c "import ledger.cli.app"`` (interpreter and imports) and ``rewind status
 SESSION`` (a CLI process that opens the session and captures the work tree, no plan).
 
 Between building and timing, ``rewind sweep SESSION`` runs once (untimed) in each world, so the
@@ -152,7 +152,7 @@ class World:
     def startup(self) -> float:
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-c", "import ledger.cli"], cwd=self.repo, env=self.env, check=True
+            [sys.executable, "-c", "import ledger.cli.app"], cwd=self.repo, env=self.env, check=True
         )
         return (time.perf_counter() - started) * 1000
 
@@ -391,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                 old = results[f"{ledgers[1][0]} @{point}"]["both"]
                 print(f"  prompt {point}: restore+undo new / old = {new / old:.2f}")
         print(
-            "\nfloor: 'python' = python -c 'import ledger.cli'; 'status' = rewind status "
+            "\nfloor: 'python' = python -c 'import ledger.cli.app'; 'status' = rewind status "
             "(session opened, work tree captured, no plan)"
         )
         if args.profile:

@@ -246,7 +246,7 @@ def main() -> int:
         cli_ms = median_ms(cli, args.runs)
         startup = median_ms(
             lambda: subprocess.run(
-                [sys.executable, "-c", "import ledger.cli"], check=True, env=env
+                [sys.executable, "-c", "import ledger.cli.app"], check=True, env=env
             ),
             args.runs,
         )

@@ -91,7 +91,7 @@ def serve_command(conn: socket.socket, hello: Mapping[str, object]) -> str:
     happened (``"served"`` or the reason), for the counts."""
     from pathlib import Path
 
-    from ledger.cli import run_served_command
+    from ledger.cli.app import run_served_command
     from ledger.cli.context import RunLocally
 
     given = hello["argv"]

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
     from ledger.git.repo import GitRepo
+    from ledger.git.shadow.open import OpenedWorkTree
 
 
 class CliContext:
@@ -100,8 +101,19 @@ class CliContext:
         error: LedgerError | None = None
         opened = None
         for start in starts:
+            pending = None
+            if self.served:  # the watcher keeps what it opened while discovery's files stay
+                from ledger.cli import served_repos
+
+                held = served_repos.kept(start, self.agent_dir())
+                if held is not None and not isinstance(held, served_repos.Pending):
+                    opened = _reopened(held, self.agent_dir(), writer)
+                    break
+                pending = held
             try:
                 opened = open_work_tree(start, self.agent_dir(), create=False, migrate=writer)
+                if pending is not None and not opened.notices:
+                    served_repos.keep(pending, opened.repo)
                 break
             except LedgerError as exc:
                 error = exc
@@ -171,6 +183,15 @@ class RunLocally(BaseException):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def _reopened(repo: GitRepo, agent_dir: Path, writer: bool) -> OpenedWorkTree:
+    """A kept repository as :func:`~ledger.git.shadow.open.open_work_tree` would open it again:
+    for a writer, with the shadow migration check it makes (:mod:`ledger.cli.served_repos`)."""
+    from ledger.git.shadow.open import OpenedWorkTree
+    from ledger.git.shadow.upkeep import migrate_if_needed
+
+    return OpenedWorkTree(repo, migrate_if_needed(repo, agent_dir) if writer else [])
 
 
 def tolerate_raw_bytes(stream: IO[str]) -> None:

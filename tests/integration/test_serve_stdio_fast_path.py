@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ledger.cli import SERVE_STDIO, _parse, _serve_stdio_args
+from ledger.cli.app import SERVE_STDIO, _parse, _serve_stdio_args
 from tests.bridgekit import FakePi
 from tests.gitkit import ROOT
 
@@ -23,13 +23,14 @@ _LAUNCHER = """
 import json, sys
 out = sys.argv.pop(1)
 import ledger.cli as cli
+import ledger.cli.app as app
 import ledger.bridge.server as server
 builds = []
-build = cli.build_parser
+build = app.build_parser
 def counted(*args, **kwargs):
     builds.append(1)
     return build(*args, **kwargs)
-cli.build_parser = counted
+app.build_parser = counted
 original = server.BridgeServer._send
 def _send(self, message):
     if message.get("type") == "result" and not getattr(server, "_seen", False):
