@@ -183,6 +183,14 @@ def set_mtime(path: Path, seconds_ago: float) -> None:
     os.utime(path, (t, t), follow_symlinks=False)
 
 
+def dead_pid() -> int:
+    """The pid of a process that has ended (reaped), as an older version's temporary names
+    its killed writer."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 def lock_holder(path: Path, *, cwd: Path) -> subprocess.Popen[bytes]:
     """A real process holding ``path`` as a writer holds its temporary (created and ``flock``'ed
     by :func:`ledger.git.liveness.take_lock`), started and holding when this returns; the

@@ -122,6 +122,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             on_first_event=setup.first_event if setup is not None else None,
         )
     finally:
+        if setup is not None and setup.watcher_later is not None:
+            # A pi -p run's watcher, for the runs after it, starts once this run is over (also
+            # when serving failed): started with the run, its imports, walk and first scan took
+            # the 2 cores the run's captures and Pi needed (issue 34). Detached, not waited.
+            _start_watcher_for_later_runs(*setup.watcher_later)
         # Only what was set up: the first event (its answer, then the captures' set-up) may
         # never have come, and importing the feed just to say so would load pygit2 at exit.
         delegate = sys.modules.get("ledger.bridge.delegate")
@@ -135,11 +140,6 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         disable = getattr(feed, "disable", None)
         if disable is not None:
             disable()  # joins the watcher and verifier, writes feed-status.json
-    if setup is not None and setup.watcher_later is not None:
-        # A pi -p run's watcher, for the runs after it, starts once this run is over: started
-        # with the run, its imports, walk and first scan took the 2 cores the run's own
-        # captures and Pi needed (the first pi -p of the day, issue 34). Detached, not waited.
-        _start_watcher_for_later_runs(*setup.watcher_later)
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
     # waits for this process to end, so skip the interpreter's teardown.
     ctx.exit_without_teardown = True

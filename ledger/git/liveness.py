@@ -38,7 +38,18 @@ from ledger.plain import FrozenPlain
 def take_lock(path: Path) -> int | None:
     """Create ``path`` and hold an exclusive ``flock`` on it; ``None`` where the file system has
     no ``flock`` (the owner's identity is then the proof). ``O_CLOEXEC``: a git child that
-    outlives a killed owner must not keep the lock (and so the owner) alive."""
+    outlives a killed owner must not keep the lock (and so the owner) alive. A remover that
+    judged the new file abandoned between its creation and its ``flock`` (it holds no lock yet)
+    removed the name: the lock is then on no name, so the file is created again."""
+    for _attempt in range(5):
+        fd = _create_and_lock(path)
+        if fd is None or same_file(fd, path):
+            return fd
+        os.close(fd)  # locked a file a remover already unlinked: take the name again
+    raise OSError(errno.EAGAIN, "the lock file kept being removed", str(path))
+
+
+def _create_and_lock(path: Path) -> int | None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     deadline = time.monotonic() + 0.05
     while True:

@@ -42,6 +42,7 @@ from ledger.git.liveness import (
     Owner,
     lock_held,
     parse_fields,
+    pid_exists,
     remove_if_unlocked,
     same_file,
     take_lock,
@@ -196,36 +197,42 @@ def _judged(lock: Path) -> Iterator[bool]:
 
 
 TEMP_SUFFIX = ".tmp"
+PID_MAX = 1 << 22
+"""Linux's largest ``pid_max``: a longer number in a temporary's name is no pid."""
 
 
 def replace_private_file(target: Path, data: bytes) -> bool:
     """Replace ``target`` (a file of a private dir) whole with ``data`` through
     ``<name>.<hex>.tmp``, a temporary that is its own lock (see the module): one a ``kill -9``
     leaves is named and removed by the leftovers sweep once its ``flock`` is free. ``False``
-    when a sweep judged the temporary abandoned before this process locked it (nothing saved
-    this time: every such file is a cache or a status that the next write renews). Raises
-    ``OSError`` when the write fails (the temporary is removed)."""
-    tmp = target.with_name(f"{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
-    fd = take_lock(tmp)
-    if fd is None:  # no flock here: a plain temporary (named, never removed by the sweep)
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-    renamed = False
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if same_file(fd, tmp):
-            os.replace(tmp, target)
-            renamed = True
-    finally:
-        os.close(fd)  # after the rename: the lock is held for the temporary's whole life
-        if not renamed:
-            with contextlib.suppress(OSError):
-                if lock_held(tmp) is False:
+    only when a sweep kept judging the temporary abandoned before this process locked it
+    (:func:`~ledger.git.liveness.take_lock` takes the name again; nothing saved then: every
+    such file is a cache or a status that the next write renews). Raises ``OSError`` when the
+    write fails (the temporary is removed)."""
+    for _attempt in range(3):
+        tmp = target.with_name(f"{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        fd = take_lock(tmp)
+        if fd is None:  # no flock here: a plain temporary (removed by its writer alone)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(tmp, flags, 0o600)
+        renamed = False
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if same_file(fd, tmp):
+                os.replace(tmp, target)
+                renamed = True
+        finally:
+            # Ours by inode whatever the file system (with or without flock); then closed:
+            # the lock is held for the temporary's whole life.
+            if not renamed and same_file(fd, tmp):
+                with contextlib.suppress(OSError):
                     os.unlink(tmp)
-    return renamed
+            os.close(fd)
+        if renamed:
+            return True
+    return False
 
 
 def private_temporaries(directory: Path) -> list[Path]:
@@ -240,6 +247,12 @@ def private_temporaries(directory: Path) -> list[Path]:
     for name in names:
         path = directory / name
         if not name.endswith(TEMP_SUFFIX) or not path.is_file() or path.is_symlink():
+            continue
+        # Older versions wrote `<name>.<pid>.tmp` without a lock: a free flock proves nothing
+        # there, so such a temporary is kept while a process of that pid runs (an old bridge
+        # still open across an upgrade).
+        tail = name[: -len(TEMP_SUFFIX)].rpartition(".")[2]
+        if tail.isdigit() and int(tail) <= PID_MAX and pid_exists(int(tail)) is not False:
             continue
         if lock_held(path) is False:
             found.append(path)

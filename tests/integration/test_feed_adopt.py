@@ -59,23 +59,51 @@ def test_an_adopted_walking_watcher_feeds_exact_captures_after_a_base_scan(repo:
 def test_a_pi_p_bridges_first_full_scan_waits_for_its_walk_and_is_the_base(repo: Path) -> None:
     """A ``pi -p`` run's first capture came before its walk was over: it scanned fully and was
     no base, so the first turn scanned the whole tree again (~0.4 s at 100k files). It now
-    waits for the walk (bounded: ``WALK_WAIT_S``), a directories-only pass, and is the base."""
-    for i in range(4000):
-        (repo / f"d{i // 100}" / f"e{i}").mkdir(parents=True)
-    (repo / "d0" / "e0" / "f.txt").write_text("x\n")
+    waits for the walk, once, at most what the scan is expected to take (the private index's
+    size says), and is the base."""
+    for i in range(2000):
+        leaf = repo / f"d{i // 100}" / f"e{i}"
+        leaf.mkdir(parents=True)
+        for j in range(10):
+            (leaf / f"f{j}.txt").write_text(f"{i}.{j}\n")
     gitrepo = GitRepo.discover(repo)
+    Capturer(gitrepo, NONE).capture()  # the private index of earlier days (~2 MB: ~60 ms)
+    (repo / "d0" / "e0" / "f0.txt").write_text("since\n")
     watcher = InotifyWatcher(str(gitrepo.root), background=False)
     watcher.start()
     service.enable(verify=False)
     try:
         feed = service.adopt(gitrepo, watcher)
         assert feed is not None
-        assert not watcher.ready, "the walk of 4,000 directories is still running"
+        assert not watcher.ready, "the walk of 2,000 directories is still running"
         assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
         assert watcher.ready and feed.base is not None and feed.counters.full == 1
-        (repo / "d0" / "e0" / "f.txt").write_text("changed\n")
+        (repo / "d0" / "e0" / "f1.txt").write_text("changed\n")
         assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
         assert feed.counters.fed == 1 and feed.counters.full == 1
+    finally:
+        service.disable()
+
+
+def test_a_walk_longer_than_a_scan_is_not_waited_for(repo: Path) -> None:
+    """An ignored tree the walk visits and the scan skips (a ``node_modules``): the wait is
+    bounded by the scan it could save, so a small repository's capture does not wait."""
+    (repo / ".gitignore").write_text("deps/\n")
+    for i in range(8000):
+        (repo / "deps" / f"p{i // 100}" / f"m{i}" / "x").mkdir(parents=True)
+    gitrepo = GitRepo.discover(repo)
+    Capturer(gitrepo, NONE).capture()
+    watcher = InotifyWatcher(str(gitrepo.root), background=False)
+    watcher.start()
+    service.enable(verify=False)
+    try:
+        feed = service.adopt(gitrepo, watcher)
+        assert feed is not None and not watcher.ready
+        started = time.monotonic()
+        assert Capturer(gitrepo, NONE).capture().tree == fresh_tree(repo)
+        waited = time.monotonic() - started
+        assert feed.base is None and feed.counters.full == 1, "it scanned before the walk ended"
+        assert waited < service.WALK_WAIT_S / 2, f"waited {waited:.3f} s for a walk it skips"
     finally:
         service.disable()
 

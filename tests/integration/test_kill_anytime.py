@@ -57,7 +57,7 @@ from ledger.git.store.leftovers import PRUNE_GRACE_S, find_leftovers
 from ledger.record_models import build_op
 from ledger.records import OP
 from ledger.session.store import SessionAppender, create_session_file
-from tests.gitkit import ROOT, git, one_commit_repo
+from tests.gitkit import ROOT, dead_pid, git, one_commit_repo
 
 pytestmark = pytest.mark.slow
 
@@ -695,9 +695,10 @@ def test_doctor_names_a_killed_rewrites_temporary_of_a_private_file(
     the test above in CI, seed 1 shadow kill 7); in a shadow, also its ``HEAD``'s temporary.
     Older versions' unlocked temporaries carry no lock: their writer is gone."""
     site = make_site(kind, tmp_path, agent_dir)
-    left = [site.git_dir / "pi-rewind" / "last-snapshot.json.7564.tmp"]
+    gone = dead_pid()  # older versions named their unlocked temporaries by the writer's pid
+    left = [site.git_dir / "pi-rewind" / f"last-snapshot.json.{gone}.tmp"]
     if kind == "shadow":
-        left += [site.git_dir / "HEAD.7564.tmp", site.git_dir / "info" / "exclude.7564.tmp"]
+        left += [site.git_dir / f"HEAD.{gone}.tmp", site.git_dir / "info" / f"exclude.{gone}.tmp"]
     for path in left:
         path.write_text("{}")
     doctor = rewind(site.root, "doctor", "--json")

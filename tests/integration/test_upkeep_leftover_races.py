@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from ledger.git.store.leftovers import (
 )
 from ledger.git.store.loose import FLOOR_FILE, loose_floor, save_floor
 from ledger.git.store.upkeep import UpkeepReport, pack_ours, try_upkeep_lock
-from tests.gitkit import git, lock_holder, run_python
+from tests.gitkit import dead_pid, git, lock_holder, run_python
 
 
 @pytest.fixture(autouse=True)
@@ -255,7 +256,7 @@ def test_a_killed_upkeeps_floor_temporary_is_named_and_removed_a_live_one_never(
 ) -> None:
     gitrepo = GitRepo.discover(repo)
     home = make_private_dir(repo / ".git")
-    dead = home / f"{FLOOR_FILE}.4242.tmp"  # what a kill inside save_floor left
+    dead = home / f"{FLOOR_FILE}.{dead_pid()}.tmp"  # what a kill inside save_floor left
     dead.write_text("12 3\n")
     live = home / f"{FLOOR_FILE}.cafe0001.tmp"
     children.append(lock_holder(live, cwd=repo))  # a live writer holding its temporary
@@ -277,9 +278,11 @@ def test_a_killed_authorship_rewrites_temporary_is_named_and_removed_a_live_one_
     ever remove; a stopped writer's is never touched."""
     gitrepo = GitRepo.discover(repo)
     home = make_private_dir(repo / ".git")
-    dead = home / "authorship.idx.4242.17.tmp"  # what a kill inside a rewrite left
+    dead = (
+        home / f"authorship.idx.{dead_pid()}.{time.monotonic_ns()}.tmp"
+    )  # what a kill inside a rewrite left
     dead.write_bytes(b"pi-rewind-authorship 1 complete\n")
-    live = home / "authorship.idx.4343.18.tmp"
+    live = home / f"authorship.idx.{os.getpid()}.{time.monotonic_ns()}.tmp"
     children.append(lock_holder(live, cwd=repo))  # a live writer holding its temporary
     named = {i.path for i in find_leftovers(gitrepo) if i.removable}
     assert dead in named and live not in named

@@ -257,15 +257,19 @@ class InotifyWatcher:
             self._close()
         self._walk_over.set()
 
-    def wait_walk(self, timeout_s: float) -> bool:
-        """Whether the watcher is ready, after waiting up to ``timeout_s`` for a start-up walk
-        that a capture soon after may use (``background=False``: a ``pi -p`` bridge's). A full
-        scan is a base only if it starts after the walk is over; without one, a ``pi -p`` run's
-        first turn scans the whole tree a second time (~0.4 s at 100k files), while the walk
-        (directories only) has at most ~0.15 s left there. A background walk is never waited
-        for: it is armed ahead of need, and at 1M files it takes seconds."""
+    def wait_walk(self, timeout_s: float, index: os.PathLike[str]) -> bool:
+        """Whether the watcher is ready, after waiting for a start-up walk that a capture soon
+        after may use (``background=False``: a ``pi -p`` bridge's), at most ``timeout_s`` and
+        at most what the full scan about to run is expected to take: 3 µs per entry of the
+        private index ``index`` (~100 bytes an entry). A full scan is a base only if it starts
+        after the walk is over; without one, a ``pi -p`` run's first turn scans the whole tree
+        again (~0.4 s at 100k files), while the walk (directories only) has ~0.15 s left at
+        most there. Waiting can save one scan, no more: a walk of a large ignored tree (which
+        the scan skips) is not waited for beyond that. A background walk is never waited for:
+        it is armed ahead of need, and at 1M files it takes seconds."""
         if not self.ready and not self.background and self._thread is not None:
-            self._walk_over.wait(timeout_s)
+            with contextlib.suppress(OSError):
+                self._walk_over.wait(min(timeout_s, os.stat(index).st_size * 3e-8))
         return self.ready
 
     def _close(self) -> None:

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
 WALK_WAIT_S = 1.0
-"""How long a full scan waits for a ``pi -p`` bridge's start-up walk (InotifyWatcher.wait_walk)."""
+"""At most this long, once, a full scan waits for a ``pi -p`` walk (InotifyWatcher.wait_walk)."""
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
 
@@ -254,6 +254,7 @@ class Feed:
         self._need_verify = False
         self._last_capture = 0.0
         self._verifier: threading.Thread | None = None
+        self._walk_waited = False
 
     @property
     def base(self) -> _Base | None:
@@ -391,10 +392,12 @@ class Feed:
         # taken here are in no base and no longer in the dirty set, so the old base must not
         # be trusted again (a new generation, too: the verifier's round becomes inconclusive).
         self.base = None
-        if not self.watcher.wait_walk(WALK_WAIT_S):
+        if not self._walk_waited and not self.watcher.ready:
+            self._walk_waited = True  # once: a walk not over by then is long (ignored trees)
+            self.watcher.wait_walk(WALK_WAIT_S, private_dir(self.git_dir) / "index")
+        if not self.watcher.ready:
             # Not the watcher's lock: its walk takes it once per directory and Python's locks
-            # are not fair, so a capture waiting for it would wait for the whole walk (seconds
-            # at 1M files) on the prompt's critical path. Before ready nothing is a base anyway.
+            # are not fair: a capture would wait for the whole walk. Nothing is a base before.
             return None
         with self.watcher.lock:
             self.watcher.sync()

@@ -212,6 +212,8 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
     for directory in _private_dirs(repo):
         # Free flock only (ledger/git/owned.py); without flock here (None) never judged.
         for path in private_temporaries(directory):
+            if directory.name == JOURNAL_DIR and not _journal_gone(path):
+                continue
             size, age = _age(path, now)
             found.append(Leftover(path, _FLOOR_TMP, size, age, True))
     for index in _private_indexes(repo):
@@ -242,6 +244,14 @@ def _private_dirs(repo: GitRepo) -> list[Path]:
         # through the same temporaries (ledger/git/shadow/layout.py).
         dirs += [repo.git_dir, repo.git_dir / "info", shadow.home]
     return list(dict.fromkeys(dirs))
+
+
+def _journal_gone(temporary: Path) -> bool:
+    """A restore journal's temporary (``.<stem>.json.<hex>.tmp``) is also judged by its
+    journal's lock (``<stem>.lock``), which its owner holds for the whole restore, in this
+    version and the older ones whose temporaries held no lock of their own."""
+    stem = temporary.name.lstrip(".").partition(".json.")[0]
+    return lock_held(temporary.parent / f"{stem}.lock") is False
 
 
 def _git_temporaries(objects: Path) -> Iterator[Path]:
