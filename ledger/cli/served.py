@@ -152,7 +152,10 @@ def find_repository(start: str) -> tuple[str, str] | None:
 
 def supported() -> bool:
     """:func:`ledger.facilities.facilities`' ``peer_credentials`` (a unit test holds them equal):
-    the watcher's answer is believed only from a process of this user's."""
+    the watcher's answer is believed only from a process of this user's. ``REWIND_PORTABLE=1``
+    (:data:`ledger.facilities.PORTABLE_ENV`) reports it absent, as there."""
+    if os.environ.get("REWIND_PORTABLE", "") not in ("", "0"):
+        return False
     return sys.platform.startswith("linux") and hasattr(_socket, "SO_PEERCRED")
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,10 +62,20 @@ def _parked_writer(
 
 def _doctor(repo: Path) -> dict[str, dict[str, object]]:
     result = subprocess.run(
-        ["rewind", "doctor", "--json"], cwd=repo, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "ledger", "doctor", "--json"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode in (0, 1), result.stderr
     return {item["path"]: item for item in json.loads(result.stdout)["leftovers"]}
+
+
+def _sweep(repo: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "ledger", "sweep"], cwd=repo, check=True, capture_output=True
+    )
 
 
 @pytest.mark.parametrize("which", ["last-snapshot", "journal"])
@@ -78,7 +89,7 @@ def test_a_killed_writers_temporary_is_named_and_swept(
     named = _doctor(repo)
     assert str(temporary) in named, f"not named: {sorted(named)}"
     assert named[str(temporary)]["removable"] is True
-    subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+    _sweep(repo)
     assert not temporary.exists()
 
 
@@ -90,7 +101,7 @@ def test_a_stopped_writers_temporary_is_neither_named_nor_removed(
     os.kill(live.pid, signal.SIGSTOP)  # stopped, however long: still its owner's
     try:
         assert str(temporary) not in _doctor(repo)
-        subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+        _sweep(repo)
         assert temporary.exists()
     finally:
         os.kill(live.pid, signal.SIGCONT)
@@ -107,7 +118,7 @@ def test_an_older_versions_unlocked_temporary_is_named_and_swept(repo: Path) -> 
     running.write_text("{}")
     named = _doctor(repo)
     assert str(old) in named and str(running) not in named
-    subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+    _sweep(repo)
     assert not old.exists() and running.exists()
 
 
@@ -157,7 +168,7 @@ def test_a_sweep_between_a_journal_temporarys_creation_and_its_flock_fails_no_re
     assert child.stdout is not None
     temporary = Path(child.stdout.readline().decode().strip())
     assert temporary.name.endswith(".tmp")
-    subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+    _sweep(repo)
     go.touch()
     assert child.stdout.readline().decode().strip() == "opened"
 
@@ -179,5 +190,5 @@ def test_a_journals_temporary_is_judged_by_its_journals_lock_too(
     children.append(lock_holder(directory / "2-bbbbbbbb.lock", cwd=repo))
     named = _doctor(repo)
     assert str(dead) in named and str(live) not in named
-    subprocess.run(["rewind", "sweep"], cwd=repo, check=True, capture_output=True)
+    _sweep(repo)
     assert not dead.exists() and live.exists()
