@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from ledger.bridge.hosted import HostedSessions
     from ledger.bridge.protocol import EventMessage
     from ledger.bridge.snapshot_socket import SnapshotService
-    from ledger.git.feed.service import Feed
-    from ledger.git.repo import GitRepo
 
 
 def register(
@@ -238,7 +236,7 @@ def _set_up_captures(
         with contextlib.suppress(Exception):
             seconds = _auto_watch_seconds(found[0], ctx)
     if print_mode and located is not None:
-        _print_mode_feed(start, located[0], ctx.agent_dir())
+        _print_mode_feed(start, located[0])
         if found is not None and seconds > 0:
             setup.watcher_later = (found[0], seconds)  # started at the end: see run()
         return
@@ -258,16 +256,19 @@ def _set_up_captures(
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
 
 
-def _print_mode_feed(start: Path, root: Path, agent_dir: Path) -> None:
+def _print_mode_feed(start: Path, root: Path) -> None:
     """A ``pi -p`` bridge's own change feed, its inotify walk started now, in the background.
 
     Print mode has no idle time: Pi sends the prompt's events right after ``session_start``,
-    and every capture of the run was a full scan (~0.2 s each at 100k files). The walk starts
-    here, before the engine's and pygit2's imports, which run meanwhile; a thread loads the
-    feed module, adopts the walking watcher (:func:`ledger.git.feed.service.adopt`) and, once
-    the walk is over, takes the base scan ahead of the prompt (:func:`_base_scan_ahead`).
-    Exact as any feed: a capture is fed only from a scan that started once the walk was over.
-    No snapshot service here; the watcher started at this run's end serves the later runs."""
+    and every capture of the run (one before the prompt, one after each turn) was a full scan
+    (~0.2 s each at 100k files), the repository's watcher being still on its way up in the
+    first run of the day (its first capture is a full scan too). The walk (~0.16 s at 100k
+    files, 1k directories) starts here, before the engine's and pygit2's imports, which run
+    meanwhile; the feed module is loaded in a thread, and adopts the walking watcher
+    (:func:`ledger.git.feed.service.adopt`). Exact as any feed: a capture is fed only from a
+    base scan that started once the watcher was ready; until then captures scan fully, as
+    before. No snapshot service here: the watcher this run starts (with autoWatchSeconds)
+    serves the repository and the later runs."""
     import threading
 
     from ledger.git.feed.inotify import InotifyWatcher  # standard library only: no pygit2
@@ -282,36 +283,11 @@ def _print_mode_feed(start: Path, root: Path, agent_dir: Path) -> None:
 
             repo = GitRepo.discover(start)
             feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-            adopted = feed.adopt(repo, watcher)  # stops the watcher when it cannot be used
+            feed.adopt(repo, watcher)  # stops the watcher when it cannot be used
         except Exception:  # a speed-up only: the captures then scan fully, as before
             watcher.stop()
-            return
-        if adopted is not None:
-            with contextlib.suppress(Exception):  # a speed-up only, as above
-                _base_scan_ahead(repo, adopted, agent_dir)
 
     threading.Thread(target=adopt, name="rewind-feed-start", daemon=True).start()
-
-
-BASE_AHEAD_WALK_S = 2.0
-"""How long the print-mode feed's thread waits for its walk before giving up the scan ahead."""
-
-
-def _base_scan_ahead(repo: GitRepo, feed: Feed, agent_dir: Path) -> None:
-    """A ``pi -p`` run's base scan, taken as soon as its walk is over and while the engine is
-    still loading (~0.25 s of imports that the prompt's first event waits for): an ordinary
-    capture through the feed, with the settings the engine's captures use (no snapshot commit:
-    only the private index and a tree object are written), so the pre-prompt capture is fed.
-    Skipped when a capture came first (it scanned: nothing to gain) or the walk is long."""
-    from ledger.git.capture.scan import Capturer
-    from ledger.settings import load_settings
-
-    if not feed.watcher.walk_over(BASE_AHEAD_WALK_S) or not feed.watcher.ready:
-        return
-    if feed.base is not None or feed.counters.full or feed.counters.fed:
-        return
-    settings = load_settings(agent_dir, repo.root)[0].snapshot
-    Capturer(repo, settings).capture()
 
 
 def _start_watcher_for_later_runs(root: Path, seconds: int) -> None:

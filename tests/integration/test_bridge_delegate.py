@@ -159,25 +159,6 @@ def test_in_print_mode_a_bridge_without_a_watcher_feeds_its_turns_from_its_own_w
     assert status["fed"] >= 2 and status["mode"] == "fed", status
 
 
-def test_in_print_mode_the_base_scan_is_taken_before_the_prompt_and_every_capture_is_fed(
-    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Once its walk is over, a ``pi -p`` bridge takes the base scan while the engine loads
-    (no snapshot, no record): the pre-prompt capture is then fed too, exact."""
-    monkeypatch.setenv("REWIND_SERVED", "0")
-    status_file = repo / ".git" / "pi-rewind" / "feed-status.json"
-    state = repo / ".git" / "pi-rewind" / "capture-state.json"
-    pi = FakePi(repo, isolated_env / ".pi" / "agent")
-    pi.has_ui = False
-    assert pi.event("session_start", {"reason": "startup"}).error is None
-    _wait(state.exists, "the base scan ahead of the prompt", timeout=20)
-    assert not pi.custom("rewind-turn") and not pi.custom("rewind-op"), "it records nothing"
-    prompts_stay_exact(pi, 3, "ahead")
-    assert pi.close() == 0
-    status = json.loads(status_file.read_text())
-    assert status["full"] == 1 and status["fed"] == 6, status
-
-
 def test_the_first_print_mode_bridge_of_the_day_starts_the_watcher_and_feeds_its_own_turns(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -257,11 +257,6 @@ class InotifyWatcher:
             self._close()
         self._walk_over.set()
 
-    def walk_over(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for the start-up walk to be over (ready, failed or stopped);
-        whether it is."""
-        return self._walk_over.wait(timeout_s)
-
     def wait_walk(self, timeout_s: float, index: os.PathLike[str]) -> bool:
         """Whether the watcher is ready, after waiting for a start-up walk that a capture soon
         after may use (``background=False``: a ``pi -p`` bridge's), at most ``timeout_s`` and
