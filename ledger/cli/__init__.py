@@ -55,7 +55,28 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
             _exit_now(served)
     from ledger.cli.app import main_here
 
-    return main_here(argv, cwd=cwd)
+    code = main_here(argv, cwd=cwd)
+    if argv is None:
+        _flush_or_drop_stdout()
+    return code
+
+
+def _flush_or_drop_stdout() -> None:
+    """``rewind diff … | head``: a reader gone before the buffered output was flushed is no
+    error. Without this, the interpreter's last flush printed "Exception ignored …
+    BrokenPipeError" and the process ended with status 120 (unless ``PYTHONUNBUFFERED`` was
+    set, as in CI): the rest of the output now goes to ``/dev/null``."""
+    import os
+
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
 
 
 def _exit_now(code: int) -> NoReturn:

@@ -156,7 +156,7 @@ def attempt(*, restore: bool) -> str:
             write("new.py", NEW),
         ],
         [bash("rm run.sh && chmod 644 check.sh && printf 'x\\n' > README.md")],
-        [bash("python3 -c 'import new' || exit 1")],
+        [bash("python3 -B -c 'import new' || exit 1")],
     ]
     if restore:
         steps += [[rewind("diff", point="before")], [rewind("restore", point="before")]]
