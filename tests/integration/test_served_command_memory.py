@@ -15,6 +15,8 @@ from ledger.bridge import hosted as hosted_module
 from ledger.bridge.hosted import HostedSessions
 from ledger.cli.served import run_by_watcher
 
+pytestmark = pytest.mark.needs("peer_credentials")  # no served commands without them
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets")
 def test_commands_in_a_row_release_their_memory_once_after_the_last(
