@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -73,7 +74,7 @@ from typing import Any
 
 from ledger.errors import GitError
 from ledger.git.capture.index import VERIFY_DIR, PrivateIndex, VerifyIndex
-from ledger.git.liveness import lock_held, remove_if_unlocked
+from ledger.git.liveness import lock_held, pid_exists, remove_if_unlocked
 from ledger.git.owned import private_temporaries, remove_scratch, scratch_leftovers
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
@@ -103,6 +104,15 @@ _UPKEEP_DIR = "interrupted rewind upkeep"
 _MOVED_PACK = "pack without index (interrupted rewind upkeep)"
 _SCRATCH = "scratch work tree of an interrupted restore"
 _FLOOR_TMP = "temporary of an interrupted rewind write"
+_RESTORE_INDEX = "temporary index of an interrupted restore"
+_SEED_COPY = "verifier's copy of the capture index, left by a killed process"
+_RESTORE_INDEX_NAME = re.compile(r"restore-[0-9]+-[0-9a-f]+\.index(?:\.lock)?")
+"""What :meth:`ledger.git.restore.apply.Executor._checkout` writes (and git's lock on it)."""
+_SEED_NAME = re.compile(r"seed-(?:index|state)\.([0-9]+)\.[0-9]+")
+"""What :meth:`ledger.git.capture.index.VerifyIndex.copy_of` writes, named by pid and thread."""
+SEED_GRACE_S = 3600.0
+"""A seed copy lives for the moment between its copy and its install: one older than this is
+dead whoever has its pid now."""
 
 
 def objects_dir(repo: GitRepo) -> Path:
@@ -216,6 +226,7 @@ def find_leftovers(repo: GitRepo, *, now: float | None = None) -> list[Leftover]
                 continue
             size, age = _age(path, now)
             found.append(Leftover(path, _FLOOR_TMP, size, age, True))
+    found += _restore_temporaries(repo, now)
     for index in _private_indexes(repo):
         lock = index.dir / "index.lock"
         if lock.exists():
@@ -244,6 +255,39 @@ def _private_dirs(repo: GitRepo) -> list[Path]:
         # through the same temporaries (ledger/git/shadow/layout.py).
         dirs += [repo.git_dir, repo.git_dir / "info", shadow.home]
     return list(dict.fromkeys(dirs))
+
+
+def _restore_temporaries(repo: GitRepo, now: float) -> list[Leftover]:
+    """A restore's temporary index (and git's lock on it) and the verifier's seed copies, which
+    a kill leaves behind. A restore writes its index only under the capture lock
+    (:func:`ledger.git.restore.run.restore_commit`), so one found while that lock is free is
+    dead, and is removed under that lock (:func:`clean_leftovers`). A seed copy is removable
+    once its pid is gone or it is older than :data:`SEED_GRACE_S`: losing one costs nothing
+    but a hashing scan (``install`` resets on a missing copy)."""
+    main, verify = _private_indexes(repo)
+    found = []
+    names = _names(main.dir)
+    if any(_RESTORE_INDEX_NAME.fullmatch(name) for name in names):
+        free = _capture_lock_free(main)
+        for name in names:
+            if _RESTORE_INDEX_NAME.fullmatch(name):
+                size, age = _age(main.dir / name, now)
+                found.append(Leftover(main.dir / name, _RESTORE_INDEX, size, age, free))
+    for name in _names(verify.dir):
+        seed = _SEED_NAME.fullmatch(name)
+        if seed is None:
+            continue
+        size, age = _age(verify.dir / name, now)
+        gone = pid_exists(int(seed.group(1))) is False or age >= SEED_GRACE_S
+        found.append(Leftover(verify.dir / name, _SEED_COPY, size, age, gone))
+    return found
+
+
+def _names(directory: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:
+        return []
 
 
 def _journal_gone(temporary: Path) -> bool:
@@ -389,6 +433,17 @@ def clean_leftovers(
             if remove_if_unlocked(item.path):
                 removed.append(item)
             continue
+        if item.what == _RESTORE_INDEX:
+            # Under the capture lock, which every restore holds while its index exists.
+            try:
+                with _private_indexes(repo)[0].locked(timeout_s=0.0):
+                    os.unlink(item.path)
+            except FileNotFoundError:
+                pass
+            except (GitError, OSError):
+                continue
+            removed.append(item)
+            continue
         if item.path.name == "index.lock" and item.path.parent.name in (
             private_dir(repo.git_dir).name,
             VERIFY_DIR,
@@ -434,6 +489,7 @@ __all__ = [
     "MOVE_FILE",
     "OWNER_FILE",
     "PRUNE_GRACE_S",
+    "SEED_GRACE_S",
     "UPKEEP_PREFIX",
     "Leftover",
     "clean_leftovers",
