@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from ledger.git.store.leftovers import SEED_GRACE_S
-from tests.gitkit import ROOT, dead_pid, one_commit_repo
+from tests.gitkit import dead_pid, one_commit_repo
 from tests.integration.test_kill_anytime import kill_when_present
+from tests.integration.test_kill_anytime import rewind as _rewind
 
 FILES = 400
 FILE_BYTES = 48 << 10
@@ -41,21 +42,6 @@ fcntl.flock(fd, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(120)
 """
-
-
-def _rewind(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "REWIND_SERVED": "0", "REWIND_AUTO_WATCH": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "ledger", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
 
 
 def _leftovers(repo: Path) -> dict[str, dict[str, object]]:
