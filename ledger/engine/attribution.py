@@ -70,7 +70,13 @@ class Whose(FrozenPlain):
         producer: Record | None = None,
         since: str | None = None,
     ) -> None:
-        self._init(attribution=attribution, neighbour=neighbour, producer=producer, since=since)
+        object.__setattr__(self, "attribution", attribution)
+        object.__setattr__(self, "neighbour", neighbour)
+        object.__setattr__(self, "producer", producer)
+        object.__setattr__(self, "since", since)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.attribution, self.neighbour, self.producer, self.since)
 
     @property
     def warns(self) -> bool:

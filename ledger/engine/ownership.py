@@ -77,7 +77,12 @@ class OwnWork(FrozenPlain):
         change: Literal["overwritten", "deleted", "recreated"],
         since: str | None = None,
     ) -> None:
-        self._init(path=path, change=change, since=since)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "change", change)
+        object.__setattr__(self, "since", since)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.change, self.since)
 
     def to_json(self) -> dict[str, str | None]:
         return {"path": self.path, "change": self.change, "since": self.since}

@@ -69,7 +69,12 @@ class Staged(FrozenPlain):
     data: bytes
 
     def __init__(self, path: str, mode: int, data: bytes) -> None:
-        self._init(path=path, mode=mode, data=data)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "data", data)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.mode, self.data)
 
 
 def _global_attribute_files(repo: GitRepo, view: ConfigView) -> list[str] | None:
