@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ledger.clock import ms_from_iso
+from ledger.plain import FrozenPlain
 from ledger.records import (
     FORK_PENDING,
     OP,
@@ -42,14 +43,22 @@ _CACHE = "_ledger_view"
 """Where :meth:`LedgerView.of` keeps a session's folded ledger (with its entry count)."""
 
 
-@dataclass(frozen=True)
-class Reference:
+class Reference(FrozenPlain):
     """One snapshot named by one record.
 
     ``entry_id`` is the bound entry for a binding, and the entry the record hangs under (its
     ``parentId``) for ``current``, ``undo`` and ``fork-pending``.
     """
 
+    __slots__ = (
+        "entry_id",
+        "kind",
+        "record_id",
+        "record_type",
+        "snapshot",
+        "timestamp",
+        "timestamp_ms",
+    )
     entry_id: str | None
     kind: ReferenceKind
     snapshot: str
@@ -58,6 +67,35 @@ class Reference:
     timestamp: str | None
     timestamp_ms: int
 
+    def __init__(
+        self,
+        entry_id: str | None,
+        kind: ReferenceKind,
+        snapshot: str,
+        record_id: str,
+        record_type: str,
+        timestamp: str | None,
+        timestamp_ms: int,
+    ) -> None:
+        object.__setattr__(self, "entry_id", entry_id)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "snapshot", snapshot)
+        object.__setattr__(self, "record_id", record_id)
+        object.__setattr__(self, "record_type", record_type)
+        object.__setattr__(self, "timestamp", timestamp)
+        object.__setattr__(self, "timestamp_ms", timestamp_ms)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.entry_id,
+            self.kind,
+            self.snapshot,
+            self.record_id,
+            self.record_type,
+            self.timestamp,
+            self.timestamp_ms,
+        )
+
     @property
     def is_retention_reference(self) -> bool:
         """Fork-pending records are a hand-off, not a reference that keeps a snapshot
@@ -65,14 +103,19 @@ class Reference:
         return self.kind != "fork-pending"
 
 
-@dataclass(frozen=True)
-class BranchState:
+class BranchState(FrozenPlain):
     """The file state recorded along one branch: what the files are, and what Undo returns to."""
 
+    __slots__ = ("current", "current_from", "undo", "undo_from")
     current: str | None
     current_from: str | None
     undo: str | None
     undo_from: str | None
+
+    def __init__(
+        self, current: str | None, current_from: str | None, undo: str | None, undo_from: str | None
+    ) -> None:
+        self._init(current=current, current_from=current_from, undo=undo, undo_from=undo_from)
 
 
 @dataclass

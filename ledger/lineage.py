@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.errors import LedgerError, SessionFileError
 from ledger.ledgerview import LedgerView
+from ledger.plain import FrozenPlain, Plain
 from ledger.session.model import Session
 from ledger.session.parse import NoHeaderError, parse_header_only, parse_session_bytes
 from ledger.session.store import probe_header, read_bytes
@@ -35,10 +35,10 @@ from ledger.session.store import probe_header, read_bytes
 REWIND_MARKER = b'"rewind-'
 
 
-@dataclass(frozen=True)
-class LedgerFile:
+class LedgerFile(FrozenPlain):
     """One session file of a lineage, reduced to what rewind needs."""
 
+    __slots__ = ("cwd", "fast_path", "parent_session", "path", "session", "session_id", "view")
     path: Path
     session_id: str
     cwd: str | None
@@ -47,13 +47,37 @@ class LedgerFile:
     session: Session | None
     fast_path: bool
 
+    def __init__(
+        self,
+        path: Path,
+        session_id: str,
+        cwd: str | None,
+        parent_session: str | None,
+        view: LedgerView,
+        session: Session | None,
+        fast_path: bool,
+    ) -> None:
+        self._init(
+            path=path,
+            session_id=session_id,
+            cwd=cwd,
+            parent_session=parent_session,
+            view=view,
+            session=session,
+            fast_path=fast_path,
+        )
 
-@dataclass
-class Lineage:
+
+class Lineage(Plain):
     """A session and its ancestors, nearest first."""
 
+    __slots__ = ("links", "warnings")
     links: list[LedgerFile]
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str]
+
+    def __init__(self, links: list[LedgerFile], warnings: list[str] | None = None) -> None:
+        self.links = links
+        self.warnings = [] if warnings is None else warnings
 
     @property
     def current(self) -> LedgerFile:

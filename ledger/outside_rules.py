@@ -16,9 +16,9 @@ directory there). Paths are repository-relative, ``/``-separated, sorted as they
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ledger.plain import FrozenPlain
 from ledger.quoting import display_name
 
 ChangeKind = Literal["added", "modified", "deleted", "mode", "symlink"]
@@ -65,18 +65,29 @@ class LeafChange(Protocol):
     def new(self) -> Side | None: ...
 
 
-@dataclass(frozen=True)
-class OutsideChange:
+class OutsideChange(FrozenPlain):
     """One path changed since the latest rewind point, and how."""
 
+    __slots__ = ("change", "detail", "path", "since")
     path: str
     change: ChangeKind
-    detail: str | None = None
+    detail: str | None
     """``+x``/``-x`` for a mode change; ``target`` (the link points elsewhere) or ``type`` (a
     file became a symlink or back) for a symlink change; otherwise ``None``."""
-    since: str | None = None
+    since: str | None
     """For older own work: the entry (a prompt) whose point first kept it; ``None`` for a
     change since the latest rewind point."""
+
+    def __init__(
+        self, path: str, change: ChangeKind, detail: str | None = None, since: str | None = None
+    ) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "change", change)
+        object.__setattr__(self, "detail", detail)
+        object.__setattr__(self, "since", since)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.change, self.detail, self.since)
 
     @property
     def letter(self) -> str:

@@ -46,12 +46,13 @@ import secrets
 import shlex
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger.git.liveness import remove_if_unlocked
 from ledger.git.private import make_private_dir, private_dir
+from ledger.plain import Plain
 from ledger.quoting import display_name
 from ledger.safe_read import open_regular
 from ledger.session_names import clean_line
@@ -312,12 +313,16 @@ def post(git_dir: Path, session_id: str, notice: OverwriteNotice) -> bool:
     return True
 
 
-@dataclass
-class Taken:
+class Taken(Plain):
     """What one :func:`take` found: the notices (oldest first) and how many were damaged."""
 
-    notices: list[OverwriteNotice] = field(default_factory=list)
-    damaged: int = 0
+    __slots__ = ("damaged", "notices")
+    notices: list[OverwriteNotice]
+    damaged: int
+
+    def __init__(self, notices: list[OverwriteNotice] | None = None, damaged: int = 0) -> None:
+        self.notices = [] if notices is None else notices
+        self.damaged = damaged
 
 
 def take(git_dir: Path, session_id: str, *, now: float | None = None) -> Taken:

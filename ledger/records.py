@@ -16,8 +16,9 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from ledger.plain import FrozenPlain
 
 # The names and the envelope live in ledger.record_envelope (no dataclasses: a spawned bridge
 # imports them before its first answer, issue 34); re-exported here, where callers look.
@@ -32,10 +33,19 @@ from ledger.record_envelope import serialize_entry as serialize_entry
 # --- reading ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DecodedRecord:
+class DecodedRecord(FrozenPlain):
     """A valid record with positions resolved to SHAs (a fork-pending record has no bindings)."""
 
+    __slots__ = (
+        "bindings",
+        "current",
+        "custom_type",
+        "parent_id",
+        "problems",
+        "record_id",
+        "timestamp",
+        "undo",
+    )
     custom_type: str
     record_id: str
     parent_id: str | None
@@ -43,18 +53,53 @@ class DecodedRecord:
     bindings: tuple[tuple[str, str], ...]
     current: str | None
     undo: str | None
-    problems: tuple[str, ...] = ()
+    problems: tuple[str, ...]
+
+    def __init__(
+        self,
+        custom_type: str,
+        record_id: str,
+        parent_id: str | None,
+        timestamp: Any,
+        bindings: tuple[tuple[str, str], ...],
+        current: str | None,
+        undo: str | None,
+        problems: tuple[str, ...] = (),
+    ) -> None:
+        object.__setattr__(self, "custom_type", custom_type)
+        object.__setattr__(self, "record_id", record_id)
+        object.__setattr__(self, "parent_id", parent_id)
+        object.__setattr__(self, "timestamp", timestamp)
+        object.__setattr__(self, "bindings", bindings)
+        object.__setattr__(self, "current", current)
+        object.__setattr__(self, "undo", undo)
+        object.__setattr__(self, "problems", problems)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (
+            self.custom_type,
+            self.record_id,
+            self.parent_id,
+            self.timestamp,
+            self.bindings,
+            self.current,
+            self.undo,
+            self.problems,
+        )
 
     @property
     def last_binding_sha(self) -> str | None:
         return self.bindings[-1][1] if self.bindings else None
 
 
-@dataclass(frozen=True)
-class InvalidRecord:
+class InvalidRecord(FrozenPlain):
+    __slots__ = ("custom_type", "reason", "record_id")
     custom_type: str
     record_id: str
     reason: str
+
+    def __init__(self, custom_type: str, record_id: str, reason: str) -> None:
+        self._init(custom_type=custom_type, record_id=record_id, reason=reason)
 
 
 def _is_v2(data: dict[str, Any]) -> bool:

@@ -33,7 +33,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +47,7 @@ from ledger.git.restore.journal import (
     settle,
 )
 from ledger.ledgerview import LedgerView
+from ledger.plain import FrozenPlain, Plain
 from ledger.session.model import Session
 from ledger.session.store import read_session
 
@@ -57,15 +57,18 @@ if TYPE_CHECKING:
     from ledger.engine.context import EngineContext
 
 
-@dataclass(frozen=True)
-class HeldSession:
+class HeldSession(FrozenPlain):
     """A session as its host holds it now. Pi keeps its entries in memory and writes the file
     lazily, so the op record of a restore made through the bridge may be there before it is in
     the file; the journals of this session are found recorded in either."""
 
+    __slots__ = ("path", "read")
     path: str
     """The session file's real path, as journals name their session."""
     read: Callable[[], Session]
+
+    def __init__(self, path: str, read: Callable[[], Session]) -> None:
+        self._init(path=path, read=read)
 
 
 def held_session(engine: EngineContext) -> HeldSession | None:
@@ -188,18 +191,53 @@ def _session_name(journal: Journal) -> str | None:
     return str(journal.session) if journal.session else None
 
 
-@dataclass
-class RecoveryReport:
+class RecoveryReport(Plain):
+    __slots__ = (
+        "added",
+        "changed",
+        "deleted",
+        "interrupted_target",
+        "journal",
+        "modified",
+        "record",
+        "restored_to",
+        "session",
+        "undo",
+    )
     journal: str
     session: str | None
     restored_to: str
     interrupted_target: str
     changed: bool
-    added: list[str] = field(default_factory=list)
-    modified: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    undo: str | None = None
-    record: str | None = None
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    undo: str | None
+    record: str | None
+
+    def __init__(
+        self,
+        journal: str,
+        session: str | None,
+        restored_to: str,
+        interrupted_target: str,
+        changed: bool,
+        added: list[str] | None = None,
+        modified: list[str] | None = None,
+        deleted: list[str] | None = None,
+        undo: str | None = None,
+        record: str | None = None,
+    ) -> None:
+        self.journal = journal
+        self.session = session
+        self.restored_to = restored_to
+        self.interrupted_target = interrupted_target
+        self.changed = changed
+        self.added = [] if added is None else added
+        self.modified = [] if modified is None else modified
+        self.deleted = [] if deleted is None else deleted
+        self.undo = undo
+        self.record = record
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -246,15 +284,18 @@ def recover(engine: EngineContext, journal: Journal) -> RecoveryReport:
     )
 
 
-@dataclass(frozen=True)
-class Interrupted:
+class Interrupted(FrozenPlain):
     """The interrupted restores an undo of one session sees (:func:`interrupted_of`)."""
 
+    __slots__ = ("mine", "newest")
     mine: Journal | None
     """The one an undo of this session finishes (following an interrupted recovery back to the
     restore it was recovering); None when this session has none."""
     newest: Journal | None
     """The newest interrupted restore of the work tree, of any session."""
+
+    def __init__(self, mine: Journal | None, newest: Journal | None) -> None:
+        self._init(mine=mine, newest=newest)
 
 
 def interrupted_of(

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from ledger.plain import Plain
 from ledger.safe_read import read_regular_file
 
 MIB = 1024 * 1024
@@ -178,15 +179,23 @@ def load_settings(
     return effective.settings, effective.warnings
 
 
-@dataclass
-class EffectiveSettings:
+class EffectiveSettings(Plain):
     """The settings in force, and where each value came from (``rewind config``)."""
 
+    __slots__ = ("files", "settings", "sources", "warnings")
     settings: Settings
     warnings: list[str]
     files: list[Path]
     sources: dict[str, str]
     """``rewind.retention.maxSnapshots`` → the file that set it; missing keys are defaults."""
+
+    def __init__(
+        self, settings: Settings, warnings: list[str], files: list[Path], sources: dict[str, str]
+    ) -> None:
+        self.settings = settings
+        self.warnings = warnings
+        self.files = files
+        self.sources = sources
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """``(key, effective value, source)`` for every setting, in a stable order."""

@@ -53,11 +53,11 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.gate_errors import OtherRestoreRunningError, OtherTurnRunningError
 from ledger.git.private import make_private_dir, private_dir
+from ledger.plain import FrozenPlain, Plain
 from ledger.session_names import session_label
 from ledger.work_tree_scope import Member, gate_order, live_here, root_of, scope, where
 
@@ -71,31 +71,56 @@ MAX_HOLDER_BYTES = 4096
 # --- who holds a gate ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BusySession:
+class BusySession(FrozenPlain):
     """Another live session whose turn is in flight (the registry's word)."""
 
+    __slots__ = ("pid", "session_id", "title", "where")
     session_id: str
     pid: int
     """The Pi process's (as its presence entry records it; older entries: its bridge's)."""
-    where: str | None = None
+    where: str | None
     """Its directory when it works in a nested or enclosing one (not this work tree's own)."""
-    title: str | None = None
+    title: str | None
     """Its name or first prompt's words (:mod:`ledger.session_names`), from its entry."""
 
+    def __init__(
+        self, session_id: str, pid: int, where: str | None = None, title: str | None = None
+    ) -> None:
+        self._init(session_id=session_id, pid=pid, where=where, title=title)
 
-@dataclass(frozen=True)
-class GateHolder:
+
+class GateHolder(FrozenPlain):
     """The restore that holds a gate exclusively, as it wrote itself into the gate file."""
 
+    __slots__ = ("boot_id", "host", "pid", "pid_start", "root", "session_id", "started_ms")
     pid: int
     pid_start: int | None
     boot_id: str | None
     host: str
     session_id: str | None
     started_ms: int
-    root: str | None = None
+    root: str | None
     """The work tree it restores (a gate of a nested scope may be another directory's)."""
+
+    def __init__(
+        self,
+        pid: int,
+        pid_start: int | None,
+        boot_id: str | None,
+        host: str,
+        session_id: str | None,
+        started_ms: int,
+        root: str | None = None,
+    ) -> None:
+        self._init(
+            pid=pid,
+            pid_start=pid_start,
+            boot_id=boot_id,
+            host=host,
+            session_id=session_id,
+            started_ms=started_ms,
+            root=root,
+        )
 
     @classmethod
     def this_process(cls, session_id: str | None, root: Path | None) -> GateHolder:
@@ -211,14 +236,19 @@ def held_exclusive(git_dir: Path) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Blocker:
+class Blocker(FrozenPlain):
     """What a failed attempt on the gates met: a restore (by its record), or turns (by the
     registry's words, which may name nobody: the hold is proof enough)."""
 
+    __slots__ = ("member", "restore", "turns")
     member: Member
     restore: GateHolder | None
-    turns: tuple[BusySession, ...] = ()
+    turns: tuple[BusySession, ...]
+
+    def __init__(
+        self, member: Member, restore: GateHolder | None, turns: tuple[BusySession, ...] = ()
+    ) -> None:
+        self._init(member=member, restore=restore, turns=turns)
 
     def who(self) -> str:
         """``a turn of session 01a2… (pid N)`` / ``another restore (pid N, …)``."""
@@ -499,16 +529,26 @@ class TurnGate:
             lock.close()
 
 
-@dataclass
-class TurnPolicy:
+class TurnPolicy(Plain):
     """How one engine's restores meet other sessions' turns: through its session's own
     :class:`TurnGate` (a Pi session, whose turns hold it) or a gate per restore (the command
     line); waiting ``wait_s`` (0 inside Pi: a refusal; the CLI waits, telling ``notify`` how
     long and what it waits for, e.g. ``a turn of session 01a2… (pid N)``)."""
 
-    gate: TurnGate | None = None
-    wait_s: float = 0.0
-    notify: Callable[[float, str], None] | None = None
+    __slots__ = ("gate", "notify", "wait_s")
+    gate: TurnGate | None
+    wait_s: float
+    notify: Callable[[float, str], None] | None
+
+    def __init__(
+        self,
+        gate: TurnGate | None = None,
+        wait_s: float = 0.0,
+        notify: Callable[[float, str], None] | None = None,
+    ) -> None:
+        self.gate = gate
+        self.wait_s = wait_s
+        self.notify = notify
 
     @contextlib.contextmanager
     def restoring(self, git_dir: Path, own_session_id: str | None) -> Iterator[None]:

@@ -31,12 +31,12 @@ import bisect
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, cast
 
 import orjson
 
 from ledger.authorship.model import Author, AuthorKind, Key, Record
+from ledger.plain import FrozenPlain, Plain
 
 VERSION = 1
 HEADER_WORD = b"pi-rewind-authorship"
@@ -52,12 +52,15 @@ _KINDS: frozenset[str] = frozenset({"agent", "user", "rewind"})
 State = Literal["complete", "partial"]
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(FrozenPlain):
+    __slots__ = ("length", "state", "version")
     version: int
     state: State
     length: int
     """Bytes of the header line; the first frame starts there."""
+
+    def __init__(self, version: int, state: State, length: int) -> None:
+        self._init(version=version, state=state, length=length)
 
 
 def encode_header(state: State = "complete", version: int = VERSION) -> bytes:
@@ -170,20 +173,34 @@ def decode_payload(payload: bytes) -> Record | None:
     return Record(snapshot, author, tuple(zip(path_list, mode_list, blob_list, strict=True)))
 
 
-@dataclass
-class Decoded:
+class Decoded(Plain):
     """What one read of a stretch of the file gave."""
 
-    records: list[Record] = field(default_factory=list)
-    end: int = 0
+    __slots__ = ("end", "last_snapshot", "pending", "records", "skipped")
+    records: list[Record]
+    end: int
     """Where the next read starts: after the last whole frame, or before an incomplete one."""
-    skipped: int = 0
+    skipped: int
     """Bytes of frames that did not check (torn or damaged) before ``end``."""
-    pending: bool = False
+    pending: bool
     """An incomplete frame is at ``end`` (being written now, or torn by a writer that died)."""
-    last_snapshot: str | None = None
+    last_snapshot: str | None
     """The snapshot of the last whole frame read (parsed even when a sparse read left the
     frame out): the work tree as last captured by anyone, the base of the next capture."""
+
+    def __init__(
+        self,
+        records: list[Record] | None = None,
+        end: int = 0,
+        skipped: int = 0,
+        pending: bool = False,
+        last_snapshot: str | None = None,
+    ) -> None:
+        self.records = [] if records is None else records
+        self.end = end
+        self.skipped = skipped
+        self.pending = pending
+        self.last_snapshot = last_snapshot
 
 
 _FILTERED = Record("", Author("user", ""))

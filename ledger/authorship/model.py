@@ -31,8 +31,9 @@ index only grows by :meth:`AuthorshipIndex.add` in record order, so "latest" is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ledger.plain import FrozenPlain, Plain
 
 AuthorKind = Literal["agent", "user", "rewind"]
 Attribution = Literal["this-session", "fork-parent", "other-session", "rewind", "user"]
@@ -51,8 +52,7 @@ def absent(path: bytes) -> Key:
     return (path, ABSENT_MODE, "")
 
 
-@dataclass(frozen=True, slots=True)
-class Author:
+class Author(FrozenPlain):
     """Who produced a record's changes.
 
     ``agent``: the agent of ``session`` in the turn whose assistant entry is ``entry``;
@@ -60,34 +60,64 @@ class Author:
     entry or record the capture belongs to, when known); ``rewind``: a restore, undo or fork
     restore (``op``) of ``session``, recorded by the op record ``entry``."""
 
+    __slots__ = ("entry", "kind", "op", "session")
     kind: AuthorKind
     session: str
-    entry: str | None = None
-    op: str | None = None
+    entry: str | None
+    op: str | None
+
+    def __init__(
+        self, kind: AuthorKind, session: str, entry: str | None = None, op: str | None = None
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "session", session)
+        object.__setattr__(self, "entry", entry)
+        object.__setattr__(self, "op", op)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.kind, self.session, self.entry, self.op)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(FrozenPlain):
     """One capture: the snapshot it made, who produced its changes, and the changed paths'
     new states (an absence for a deleted path). A record may list no path: it still says the
     work tree was captured as ``snapshot`` (the base of the next capture's comparison)."""
 
+    __slots__ = ("author", "entries", "snapshot")
     snapshot: str
     author: Author
-    entries: tuple[Key, ...] = ()
+    entries: tuple[Key, ...]
+
+    def __init__(self, snapshot: str, author: Author, entries: tuple[Key, ...] = ()) -> None:
+        object.__setattr__(self, "snapshot", snapshot)
+        object.__setattr__(self, "author", author)
+        object.__setattr__(self, "entries", entries)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.snapshot, self.author, self.entries)
 
 
-@dataclass(frozen=True, slots=True)
-class Lineage:
+class Lineage(FrozenPlain):
     """The asking conversation, as values: its own session id, the sessions it was forked from
     (parent first) and, when known, the entry ids its file holds (a fork copies the parent's
     branch with its ids). A parent's agent record counts as this conversation's when its entry
     was copied (``inherited`` ``None``: every record of the ancestors counts); a parent's turn
     after the fork, or on a branch the fork did not copy, is another session's work."""
 
+    __slots__ = ("ancestors", "inherited", "session")
     session: str
-    ancestors: tuple[str, ...] = ()
-    inherited: frozenset[str] | None = None
+    ancestors: tuple[str, ...]
+    inherited: frozenset[str] | None
+
+    def __init__(
+        self, session: str, ancestors: tuple[str, ...] = (), inherited: frozenset[str] | None = None
+    ) -> None:
+        object.__setattr__(self, "session", session)
+        object.__setattr__(self, "ancestors", ancestors)
+        object.__setattr__(self, "inherited", inherited)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.session, self.ancestors, self.inherited)
 
     def owns(self, record: Record) -> Attribution | None:
         author = record.author
@@ -102,13 +132,20 @@ class Lineage:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(FrozenPlain):
     """Whose work one key is: the attribution and the record that decided it (``None``: nothing
     recorded the content, the user's)."""
 
+    __slots__ = ("attribution", "producer")
     attribution: Attribution
-    producer: Record | None = None
+    producer: Record | None
+
+    def __init__(self, attribution: Attribution, producer: Record | None = None) -> None:
+        object.__setattr__(self, "attribution", attribution)
+        object.__setattr__(self, "producer", producer)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.attribution, self.producer)
 
     @property
     def warns(self) -> bool:
@@ -132,17 +169,29 @@ _REWIND_AT = 4
 """The positions (record numbers) of ``_LATEST`` and ``_REWIND``: which came last."""
 
 
-@dataclass
-class AuthorshipIndex:
+class AuthorshipIndex(Plain):
     """The rule over a sequence of records (see the module); O(1) per lookup."""
 
-    _slots: dict[Key, list[Any]] = field(default_factory=dict)
-    records: int = 0
+    __slots__ = ("_slots", "entries", "last_snapshot", "records")
+    _slots: dict[Key, list[Any]]
+    records: int
     """How many records were added."""
-    entries: int = 0
+    entries: int
     """How many ``(record, key)`` pairs were added (the size of what a load parses)."""
-    last_snapshot: str | None = None
+    last_snapshot: str | None
     """The snapshot of the latest record: the work tree as last captured by anyone."""
+
+    def __init__(
+        self,
+        _slots: dict[Key, list[Any]] | None = None,
+        records: int = 0,
+        entries: int = 0,
+        last_snapshot: str | None = None,
+    ) -> None:
+        self._slots = {} if _slots is None else _slots
+        self.records = records
+        self.entries = entries
+        self.last_snapshot = last_snapshot
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> AuthorshipIndex:

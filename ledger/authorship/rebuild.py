@@ -27,46 +27,69 @@ from git and a test from dictionaries.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Literal
 
 from ledger.authorship.model import Author, Key, Record
+from ledger.plain import FrozenPlain, Plain
 
 PointKind = Literal["capture", "agent", "rewind"]
 Changes = Callable[[str | None, str], Iterable[Key]]
 """``changes(base snapshot or None, snapshot)``: the keys a capture of ``snapshot`` records."""
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+class Point(FrozenPlain):
     """One recorded file state of one session, as its ledger (or the live engine) knows it."""
 
+    __slots__ = ("at", "entry", "kind", "op", "session", "snapshot")
     snapshot: str
     kind: PointKind
     session: str
-    entry: str | None = None
+    entry: str | None
     """The assistant entry of an agent point; the op record of a rewind; the entry or record a
     capture belongs to, when known."""
-    op: str | None = None
+    op: str | None
     """A rewind's operation: ``restore``, ``undo`` or ``fork-restore``."""
-    at: float = 0.0
+    at: float
     """When it was recorded (seconds): the order of a rebuild across sessions."""
+
+    def __init__(
+        self,
+        snapshot: str,
+        kind: PointKind,
+        session: str,
+        entry: str | None = None,
+        op: str | None = None,
+        at: float = 0.0,
+    ) -> None:
+        object.__setattr__(self, "snapshot", snapshot)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "session", session)
+        object.__setattr__(self, "entry", entry)
+        object.__setattr__(self, "op", op)
+        object.__setattr__(self, "at", at)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.snapshot, self.kind, self.session, self.entry, self.op, self.at)
 
     def author(self) -> Author:
         kind = "user" if self.kind == "capture" else self.kind
         return Author(kind, self.session, self.entry, self.op if self.kind == "rewind" else None)
 
 
-@dataclass
-class Chain:
+class Chain(Plain):
     """The bases of the next comparisons: the work tree's latest point and each session's.
 
     Seed it with the index's :attr:`~ledger.authorship.model.AuthorshipIndex.last_snapshot` in a
     process that appends to an existing index (and the session's own latest point, which its
     engine holds)."""
 
-    last: str | None = None
-    sessions: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("last", "sessions")
+    last: str | None
+    sessions: dict[str, str]
+
+    def __init__(self, last: str | None = None, sessions: dict[str, str] | None = None) -> None:
+        self.last = last
+        self.sessions = {} if sessions is None else sessions
 
     def base_of(self, point: Point) -> str | None:
         if point.kind == "capture":

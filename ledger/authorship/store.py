@@ -36,7 +36,6 @@ import fcntl
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -51,6 +50,7 @@ from ledger.authorship.codec import (
 )
 from ledger.authorship.model import AuthorshipIndex, Key, Record, compact
 from ledger.errors import AuthorshipIndexError
+from ledger.plain import Plain
 
 INDEX_NAME = "authorship.idx"
 TMP_SUFFIX = ".tmp"
@@ -72,20 +72,38 @@ format version (left alone); ``too-large``: over :data:`MAX_FILE_BYTES`. Every s
 means: rebuild (``newer``: in memory only, never written)."""
 
 
-@dataclass
-class Loaded:
+class Loaded(Plain):
     """A whole read of the file."""
 
+    __slots__ = ("end", "last_snapshot", "pending", "records", "skipped", "status", "version")
     status: Status
-    records: list[Record] = field(default_factory=list)
-    skipped: int = 0
-    pending: bool = False
+    records: list[Record]
+    skipped: int
+    pending: bool
     """An incomplete frame is at the end (a writer at work, or torn)."""
-    version: int | None = None
-    end: int = 0
+    version: int | None
+    end: int
     """Where a tailing reader goes on: after the last whole frame, or before an incomplete one."""
-    last_snapshot: str | None = None
+    last_snapshot: str | None
     """The snapshot of the file's last whole record (a sparse read too)."""
+
+    def __init__(
+        self,
+        status: Status,
+        records: list[Record] | None = None,
+        skipped: int = 0,
+        pending: bool = False,
+        version: int | None = None,
+        end: int = 0,
+        last_snapshot: str | None = None,
+    ) -> None:
+        self.status = status
+        self.records = [] if records is None else records
+        self.skipped = skipped
+        self.pending = pending
+        self.version = version
+        self.end = end
+        self.last_snapshot = last_snapshot
 
 
 def _no_flock(exc: OSError) -> bool:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ledger.authorship.model import Attribution as Verdict_
@@ -35,6 +34,7 @@ from ledger.authorship.model import AuthorshipIndex, Key, Lineage, Record, absen
 from ledger.clock import ms_from_iso
 from ledger.errors import LedgerError
 from ledger.git.trees import Change
+from ledger.plain import FrozenPlain, Plain
 
 if TYPE_CHECKING:
     from ledger.engine.context import EngineContext as Engine
@@ -51,36 +51,69 @@ def key_of(change: Change) -> Key:
     return absent(path) if now is None else (path, now.mode, now.oid)
 
 
-@dataclass(frozen=True)
-class Whose:
+class Whose(FrozenPlain):
     """The answer for one changed file."""
 
+    __slots__ = ("attribution", "neighbour", "producer", "since")
     attribution: Verdict_
-    neighbour: Neighbour | None = None
+    neighbour: Neighbour | None
     """The other session, for ``other-session``."""
-    producer: Record | None = None
+    producer: Record | None
     """The record that decided (``None``: nothing recorded the content)."""
-    since: str | None = None
+    since: str | None
     """For the user's content: the entry whose point first kept it (a prompt), if known."""
+
+    def __init__(
+        self,
+        attribution: Verdict_,
+        neighbour: Neighbour | None = None,
+        producer: Record | None = None,
+        since: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "attribution", attribution)
+        object.__setattr__(self, "neighbour", neighbour)
+        object.__setattr__(self, "producer", producer)
+        object.__setattr__(self, "since", since)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.attribution, self.neighbour, self.producer, self.since)
 
     @property
     def warns(self) -> bool:
         return self.attribution in ("user", "other-session")
 
 
-@dataclass
-class Attribution:
+class Attribution(Plain):
     """Whose work the current side of each change is, for one plan or list (see the module)."""
 
+    __slots__ = ("_live", "_named", "bound", "engine", "index", "lineage", "nested")
     engine: Engine
     index: AuthorshipIndex
     lineage: Lineage
     bound: dict[str, str]
     """Snapshot → the first entry of this conversation bound to it (for ``since``)."""
-    nested: Sequence[Neighbour] = ()
+    nested: Sequence[Neighbour]
     """Sessions in nested or enclosing shadows, asked by their agent steps."""
-    _named: dict[str, Neighbour] = field(default_factory=dict)
-    _live: dict[str, Neighbour] | None = None
+    _named: dict[str, Neighbour]
+    _live: dict[str, Neighbour] | None
+
+    def __init__(
+        self,
+        engine: Engine,
+        index: AuthorshipIndex,
+        lineage: Lineage,
+        bound: dict[str, str],
+        nested: Sequence[Neighbour] = (),
+        _named: dict[str, Neighbour] | None = None,
+        _live: dict[str, Neighbour] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.index = index
+        self.lineage = lineage
+        self.bound = bound
+        self.nested = nested
+        self._named = {} if _named is None else _named
+        self._live = _live
 
     @classmethod
     def of(cls, engine: Engine, changes: Iterable[Change] | None = None) -> Attribution:

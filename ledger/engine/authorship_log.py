@@ -34,7 +34,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.authorship.model import AuthorshipIndex, Key, Record, absent
@@ -47,6 +46,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.trees import leaf_changes
 from ledger.ledgerview import LedgerView
 from ledger.lineage import LineageReader
+from ledger.plain import Plain
 from ledger.records import FORK_PENDING, OP, TURN
 from ledger.session.model import Session
 
@@ -262,22 +262,32 @@ class AuthorshipLog:
 # --- the ledgers a rebuild replays ------------------------------------------------------------
 
 
-@dataclass
-class Replayed:
+class Replayed(Plain):
     """What a rebuild replayed so far, across the sessions it reads (:func:`session_points`)."""
 
-    records: set[str] = field(default_factory=set)
+    __slots__ = ("handoffs", "open_in", "records")
+    records: set[str]
     """Record ids: a fork copies its parent's records with their ids (the parent's are
     replayed, the copies skipped)."""
-    handoffs: dict[tuple[str, str | None], str] = field(default_factory=dict)
+    handoffs: dict[tuple[str, str | None], str]
     """Fork hand-offs (a ``rewind-fork-pending``'s ``(current, undo)``) not yet matched, with
     the session that recorded them. Exactly one op repeats each: the child's import (its first
     record of its own), or the parent's own op for a fork that did not happen (the parent's
     next op, before any turn). That op repeats the hand-off's points and is not replayed; any
     other op is, even with the same pair (a restore done again from the same state to the same
     point: a restore, its undo, the same restore)."""
-    open_in: set[str] = field(default_factory=set)
+    open_in: set[str]
     """Sessions whose latest record is a hand-off (their next op may be its own record)."""
+
+    def __init__(
+        self,
+        records: set[str] | None = None,
+        handoffs: dict[tuple[str, str | None], str] | None = None,
+        open_in: set[str] | None = None,
+    ) -> None:
+        self.records = set() if records is None else records
+        self.handoffs = {} if handoffs is None else handoffs
+        self.open_in = set() if open_in is None else open_in
 
 
 def session_points(session: Session, replayed: Replayed) -> list[Point]:

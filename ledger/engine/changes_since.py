@@ -25,7 +25,6 @@ Nothing here appends records or raises for a missing point: no point means no ch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledger.engine.attribution import Attribution
@@ -41,6 +40,7 @@ from ledger.outside_rules import (
     outside_skipped,
     prompt_note,
 )
+from ledger.plain import FrozenPlain
 from ledger.records import OP, TURN
 from ledger.session.model import is_restorable
 
@@ -51,10 +51,10 @@ if TYPE_CHECKING:
 MENU_UNDO = '"Undo last file rewind"'
 
 
-@dataclass(frozen=True)
-class LatestPoint:
+class LatestPoint(FrozenPlain):
     """The file state the ledger records for the branch: a snapshot and where it comes from."""
 
+    __slots__ = ("commit", "entry", "record", "timestamp", "tree")
     commit: str
     tree: str
     entry: str | None
@@ -65,6 +65,11 @@ class LatestPoint:
     timestamp: str | None
     """When that record (or the bound entry) was written, as in the session file."""
 
+    def __init__(
+        self, commit: str, tree: str, entry: str | None, record: str | None, timestamp: str | None
+    ) -> None:
+        self._init(commit=commit, tree=tree, entry=entry, record=record, timestamp=timestamp)
+
     def to_json(self) -> dict[str, str | None]:
         return {
             "entry": self.entry,
@@ -74,10 +79,13 @@ class LatestPoint:
         }
 
 
-@dataclass(frozen=True)
-class OutsideReport:
+class OutsideReport(FrozenPlain):
+    __slots__ = ("changes", "point")
     point: LatestPoint | None
-    changes: tuple[OutsideChange, ...] = ()
+    changes: tuple[OutsideChange, ...]
+
+    def __init__(self, point: LatestPoint | None, changes: tuple[OutsideChange, ...] = ()) -> None:
+        self._init(point=point, changes=changes)
 
 
 def latest_point(engine: Engine) -> LatestPoint | None:
@@ -133,13 +141,18 @@ def changed_since(
     return OutsideReport(point, outside_skipped(classify(changes), skipped))
 
 
-@dataclass(frozen=True)
-class Authors:
+class Authors(FrozenPlain):
     """Who wrote what a restore would overwrite, besides this session's agent: the user's own
     work and each other session's agent's (docs/design.md#attribution)."""
 
-    own: tuple[OutsideChange, ...] = ()
-    others: tuple[WrittenByOther, ...] = ()
+    __slots__ = ("others", "own")
+    own: tuple[OutsideChange, ...]
+    others: tuple[WrittenByOther, ...]
+
+    def __init__(
+        self, own: tuple[OutsideChange, ...] = (), others: tuple[WrittenByOther, ...] = ()
+    ) -> None:
+        self._init(own=own, others=others)
 
     def to_json(self) -> list[dict[str, Any]]:
         """The ``writtenByOtherSessions`` list of a plan's JSON."""

@@ -13,15 +13,22 @@ the restore changed none), and then no undo is recorded. The value is immutable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ledger.plain import FrozenPlain
 
 
-@dataclass(frozen=True)
-class FileState:
+class FileState(FrozenPlain):
     """The files after a rewind action: ``current``, and what undoes the action (``undo``)."""
 
+    __slots__ = ("current", "undo")
     current: str
-    undo: str | None = None
+    undo: str | None
+
+    def __init__(self, current: str, undo: str | None = None) -> None:
+        object.__setattr__(self, "current", current)
+        object.__setattr__(self, "undo", undo)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.current, self.undo)
 
 
 __all__ = ["FileState"]

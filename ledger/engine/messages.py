@@ -7,10 +7,10 @@ verbatim. Keeping them in one place pins them for golden tests and for the bridg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from ledger.outside_rules import plan_counts, plan_files
+from ledger.plain import FrozenPlain
 
 MENU_TITLE = "Restore Options"
 
@@ -109,12 +109,15 @@ def panel_state(plan: object, state: str, *, stay: str) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(FrozenPlain):
     """Something the host should show the user (``ctx.ui.notify`` in Pi)."""
 
+    __slots__ = ("level", "text")
     level: Level
     text: str
+
+    def __init__(self, level: Level, text: str) -> None:
+        self._init(level=level, text=text)
 
 
 def tree_options(*, has_target: bool, has_undo: bool) -> list[str]:

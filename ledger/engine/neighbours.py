@@ -42,7 +42,6 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +50,7 @@ from ledger.engine.ownership import AgentWork, recorded_changes
 from ledger.errors import LedgerError
 from ledger.git.trees import Change, Entry, entry_at, leaf_changes
 from ledger.ledgerview import LedgerView
+from ledger.plain import FrozenPlain
 from ledger.records import OP
 from ledger.session.model import Session, is_restorable
 from ledger.session_names import head_title, session_label, session_title
@@ -70,10 +70,19 @@ MAX_SIBLINGS_LISTED = 4096
 """Names looked at in this session's directory (a listing, never the files themselves)."""
 
 
-@dataclass(frozen=True)
-class Neighbour:
+class Neighbour(FrozenPlain):
     """Another session of this work tree and what its agent wrote."""
 
+    __slots__ = (
+        "busy",
+        "forked_from",
+        "pid",
+        "running",
+        "session_file",
+        "session_id",
+        "title",
+        "work",
+    )
     session_id: str
     session_file: str
     running: bool
@@ -85,10 +94,32 @@ class Neighbour:
     work: StepsWork | None
     """Its agent steps, for a session recording into another shadow (nested or enclosing);
     ``None`` for a session of this repository, which the authorship index answers for."""
-    title: str | None = None
+    title: str | None
     """Its name, else its first prompt's first words (:mod:`ledger.session_names`)."""
-    forked_from: bool = False
+    forked_from: bool
     """The session this conversation was forked from (its turns after the fork)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        session_file: str,
+        running: bool,
+        busy: bool,
+        pid: int | None,
+        work: StepsWork | None,
+        title: str | None = None,
+        forked_from: bool = False,
+    ) -> None:
+        self._init(
+            session_id=session_id,
+            session_file=session_file,
+            running=running,
+            busy=busy,
+            pid=pid,
+            work=work,
+            title=title,
+            forked_from=forked_from,
+        )
 
     @property
     def label(self) -> str:
@@ -99,12 +130,15 @@ class Neighbour:
         return f"{who} {session_label(self.session_id, self.title)} ({state})"
 
 
-@dataclass(frozen=True)
-class WrittenByOther:
+class WrittenByOther(FrozenPlain):
     """The files a restore would change whose current state one neighbour's agent wrote."""
 
+    __slots__ = ("neighbour", "paths")
     neighbour: Neighbour
     paths: tuple[str, ...]
+
+    def __init__(self, neighbour: Neighbour, paths: tuple[str, ...]) -> None:
+        self._init(neighbour=neighbour, paths=paths)
 
     def to_json(self) -> dict[str, Any]:
         n = self.neighbour

@@ -31,6 +31,7 @@ from ledger.engine.undo_target import require_undo, undo_files
 from ledger.errors import LedgerError, NoRewindPointError
 from ledger.git.restore.journal import recording
 from ledger.outside_rules import OutsideChange
+from ledger.plain import Plain
 from ledger.session.model import is_restorable
 from ledger.session.parse import Entry
 
@@ -233,13 +234,27 @@ def undo(
     return report
 
 
-@dataclass
-class ForkReport:
+class ForkReport(Plain):
+    __slots__ = ("child", "entry", "mode", "restore", "warnings")
     mode: str
     entry: str
     child: Path
     restore: RestoreReport | None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str]
+
+    def __init__(
+        self,
+        mode: str,
+        entry: str,
+        child: Path,
+        restore: RestoreReport | None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.mode = mode
+        self.entry = entry
+        self.child = child
+        self.restore = restore
+        self.warnings = [] if warnings is None else warnings
 
     def to_json(self) -> dict[str, Any]:
         files = (
@@ -301,11 +316,16 @@ def fork(engine: Engine, entry_id: str, mode: ForkMode = "conversation") -> Fork
     return report
 
 
-@dataclass
-class CheckpointReport:
+class CheckpointReport(Plain):
+    __slots__ = ("commit", "entry", "record")
     entry: str
     commit: str
     record: str
+
+    def __init__(self, entry: str, commit: str, record: str) -> None:
+        self.entry = entry
+        self.commit = commit
+        self.record = record
 
     def to_json(self) -> dict[str, Any]:
         return {"entry": self.entry, "commit": self.commit, "record": self.record}
@@ -336,14 +356,30 @@ def checkpoint(engine: Engine, entry_id: str | None = None) -> CheckpointReport:
     return CheckpointReport(entry.id, commit, record)
 
 
-@dataclass
-class DiffReport:
+class DiffReport(Plain):
+    __slots__ = ("added", "deleted", "entry", "modified", "patch", "target")
     entry: str
     target: str
     added: list[str]
     modified: list[str]
     deleted: list[str]
-    patch: str | None = None
+    patch: str | None
+
+    def __init__(
+        self,
+        entry: str,
+        target: str,
+        added: list[str],
+        modified: list[str],
+        deleted: list[str],
+        patch: str | None = None,
+    ) -> None:
+        self.entry = entry
+        self.target = target
+        self.added = added
+        self.modified = modified
+        self.deleted = deleted
+        self.patch = patch
 
     def to_json(self) -> dict[str, Any]:
         payload: dict[str, Any] = {

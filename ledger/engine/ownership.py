@@ -18,12 +18,12 @@ Invariants: read-only; no capture of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ledger.engine.kept_diffs import kept_for
 from ledger.git.private import private_dir
 from ledger.git.trees import Change, leaf_changes
+from ledger.plain import FrozenPlain, Plain
 from ledger.session.model import is_restorable
 
 if TYPE_CHECKING:
@@ -35,14 +35,20 @@ _CACHE_LIMIT = 4096
 """Tree pairs whose diff an engine keeps (each a few paths: the agent's changes of one turn)."""
 
 
-@dataclass
-class AgentWork:
+class AgentWork(Plain):
     """What the agent's steps on the branch produced."""
 
-    made: set[tuple[str, int, str]] = field(default_factory=set)
+    __slots__ = ("deleted", "made")
+    made: set[tuple[str, int, str]]
     """``(path, mode, blob)`` written by an agent step."""
-    deleted: set[str] = field(default_factory=set)
+    deleted: set[str]
     """Paths an agent step deleted."""
+
+    def __init__(
+        self, made: set[tuple[str, int, str]] | None = None, deleted: set[str] | None = None
+    ) -> None:
+        self.made = set() if made is None else made
+        self.deleted = set() if deleted is None else deleted
 
     def wrote(self, change: Change) -> bool:
         """Whether the current side of ``change`` (its ``old``: a diff from now to a target)
@@ -53,17 +59,30 @@ class AgentWork:
         return (change.path, now.mode, now.oid) in self.made
 
 
-@dataclass(frozen=True)
-class OwnWork:
+class OwnWork(FrozenPlain):
     """A file whose current state a restore would overwrite or delete, not made by the agent."""
 
+    __slots__ = ("change", "path", "since")
     path: str
     change: Literal["overwritten", "deleted", "recreated"]
     """What the restore does to it: writes other content, deletes it, or brings back a file the
     user deleted."""
-    since: str | None = None
+    since: str | None
     """The entry whose point first holds this content (a prompt the user's work was kept
     before); ``None`` when it appeared after the latest point, i.e. right now."""
+
+    def __init__(
+        self,
+        path: str,
+        change: Literal["overwritten", "deleted", "recreated"],
+        since: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "change", change)
+        object.__setattr__(self, "since", since)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.change, self.since)
 
     def to_json(self) -> dict[str, str | None]:
         return {"path": self.path, "change": self.change, "since": self.since}

@@ -8,10 +8,10 @@ Invariants: plain values, no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ledger.engine import messages as M
+from ledger.plain import Plain
 
 
 class RetentionHooks(Protocol):
@@ -29,25 +29,51 @@ FORK_PREFERENCE_SOURCES = frozenset({"fork-from-first"})
 CHECKPOINT_SOURCES = frozenset({"pi-custom-compaction"})
 
 
-@dataclass
-class EventResult:
+class EventResult(Plain):
     """What a handler tells the host: notices to show, and for ``before_*`` events the answer."""
 
-    notices: list[M.Notice] = field(default_factory=list)
-    cancel: bool = False
-    skip_conversation_restore: bool = False
-    panel: list[str] | None = None
+    __slots__ = (
+        "cancel",
+        "data",
+        "notices",
+        "panel",
+        "panel_is_problem",
+        "skip_conversation_restore",
+        "status_note",
+    )
+    notices: list[M.Notice]
+    cancel: bool
+    skip_conversation_restore: bool
+    panel: list[str] | None
     """What a rewind action did, for a host to keep on screen until the next prompt (Pi redraws
     its chat right after ``/tree`` and ``/fork``, so a notice alone is not seen). ``None`` = leave
     the panel as it is, ``[]`` = clear it."""
-    panel_is_problem: bool = False
+    panel_is_problem: bool
     """The panel reports an error or a refusal (shown even with ``silentCheckpoints``)."""
-    status_note: str | None = None
+    status_note: str | None
     """A short note for the host's status line until the next prompt (an info: dropped with
     ``silentCheckpoints``), e.g. that the pre-prompt snapshot keeps changes made outside the
     agent (docs/design.md#outside-changes)."""
-    data: dict[str, Any] | None = None
+    data: dict[str, Any] | None
     """For a query (``/rewind``'s list, preview, diff): the answer, as plain values."""
+
+    def __init__(
+        self,
+        notices: list[M.Notice] | None = None,
+        cancel: bool = False,
+        skip_conversation_restore: bool = False,
+        panel: list[str] | None = None,
+        panel_is_problem: bool = False,
+        status_note: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        self.notices = [] if notices is None else notices
+        self.cancel = cancel
+        self.skip_conversation_restore = skip_conversation_restore
+        self.panel = panel
+        self.panel_is_problem = panel_is_problem
+        self.status_note = status_note
+        self.data = data
 
     def info(self, text: str) -> None:
         self.notices.append(M.Notice("info", text))
@@ -68,16 +94,28 @@ class EventResult:
         self.show(f"Rewind: {text}", problem=True)
 
 
-@dataclass
-class Collector:
+class Collector(Plain):
     """The snapshots of one prompt, from ``turn_start`` to ``agent_end``."""
 
+    __slots__ = ("kept", "leaf_at_start", "pairs", "pending_user_commit")
     leaf_at_start: str | None
     pending_user_commit: str | None
-    pairs: list[tuple[str, str]] = field(default_factory=list)
-    kept: set[str] = field(default_factory=set)
+    pairs: list[tuple[str, str]]
+    kept: set[str]
     """Entries a checkpoint bound during this prompt (the agent's ``rewind`` tool): their turn
     does not rebind them to its post-turn snapshot."""
+
+    def __init__(
+        self,
+        leaf_at_start: str | None,
+        pending_user_commit: str | None,
+        pairs: list[tuple[str, str]] | None = None,
+        kept: set[str] | None = None,
+    ) -> None:
+        self.leaf_at_start = leaf_at_start
+        self.pending_user_commit = pending_user_commit
+        self.pairs = [] if pairs is None else pairs
+        self.kept = set() if kept is None else kept
 
     @property
     def bound(self) -> set[str]:

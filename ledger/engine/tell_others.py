@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.overwrite_notices import OverwriteNotice, make_notice, post
+from ledger.plain import FrozenPlain
 
 if TYPE_CHECKING:
     from ledger.engine.context import EngineContext as Engine
@@ -38,16 +38,24 @@ if TYPE_CHECKING:
     from ledger.work_tree_scope import Member
 
 
-@dataclass(frozen=True)
-class Overwritten:
+class Overwritten(FrozenPlain):
     """Whose agents' files one restore overwrote, computed right after it (see the module)."""
 
+    __slots__ = ("groups", "members", "restored")
     groups: tuple[WrittenByOther, ...]
     """Per live other session, the files its agent wrote that the restore changed."""
     restored: tuple[str, ...]
     """Every path the restore changed (relative to this work tree)."""
     members: Mapping[str, Member]
     """Where each of those sessions records: session id → its member of the scope."""
+
+    def __init__(
+        self,
+        groups: tuple[WrittenByOther, ...],
+        restored: tuple[str, ...],
+        members: Mapping[str, Member],
+    ) -> None:
+        self._init(groups=groups, restored=restored, members=members)
 
 
 def notices_for(

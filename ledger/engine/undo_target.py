@@ -30,12 +30,12 @@ Invariants (docs/design.md#crash-safe-restore):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ledger.engine import messages as M
 from ledger.errors import LedgerError, NothingToUndoError
 from ledger.git.restore.journal import recording
+from ledger.plain import FrozenPlain
 from ledger.recovery import Interrupted, held_session, interrupted_of, interruption_error, recover
 
 if TYPE_CHECKING:
@@ -47,21 +47,26 @@ if TYPE_CHECKING:
     from ledger.git.restore.plan import RestorePlan
 
 
-@dataclass(frozen=True)
-class UndoTarget:
+class UndoTarget(FrozenPlain):
     """What an undo brings back: ``snapshot`` (the files), the ``entry`` the undone rewind went
     to, and the ``interrupted`` restore it finishes (None: the branch's recorded undo)."""
 
+    __slots__ = ("entry", "interrupted", "snapshot")
     snapshot: str
-    entry: str | None = None
-    interrupted: Journal | None = None
+    entry: str | None
+    interrupted: Journal | None
+
+    def __init__(
+        self, snapshot: str, entry: str | None = None, interrupted: Journal | None = None
+    ) -> None:
+        self._init(snapshot=snapshot, entry=entry, interrupted=interrupted)
 
 
-@dataclass(frozen=True)
-class UndoDone:
+class UndoDone(FrozenPlain):
     """An undo that ran: the paths it changed, the snapshot of the files it replaced (``undo``,
     None when none changed) and its op record; ``notes`` for the panel."""
 
+    __slots__ = ("added", "changed", "deleted", "modified", "record", "target", "undo")
     target: UndoTarget
     changed: bool
     added: tuple[str, ...]
@@ -69,6 +74,26 @@ class UndoDone:
     deleted: tuple[str, ...]
     undo: str | None
     record: str
+
+    def __init__(
+        self,
+        target: UndoTarget,
+        changed: bool,
+        added: tuple[str, ...],
+        modified: tuple[str, ...],
+        deleted: tuple[str, ...],
+        undo: str | None,
+        record: str,
+    ) -> None:
+        self._init(
+            target=target,
+            changed=changed,
+            added=added,
+            modified=modified,
+            deleted=deleted,
+            undo=undo,
+            record=record,
+        )
 
     @property
     def notes(self) -> list[str]:

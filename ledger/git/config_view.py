@@ -27,12 +27,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner, resolve_executable
+from ledger.plain import Plain
 
 _T = TypeVar("_T")
 
@@ -89,18 +89,32 @@ def candidate_files(repo: GitRepo) -> list[str]:
     return files
 
 
-@dataclass
-class ConfigView:
+class ConfigView(Plain):
     """The effective configuration, last value of each key (lower-cased names; a key written
     without ``=`` has the value ``None``), and the signature it is valid under."""
 
+    __slots__ = ("complete", "keys", "memo", "signature", "values")
     values: dict[str, str | None]
     signature: Signature
-    keys: frozenset[str] = field(default_factory=frozenset)
-    complete: bool = True
+    keys: frozenset[str]
+    complete: bool
     """False when git could not be asked: nothing may be concluded from the view."""
-    memo: dict[str, object] = field(default_factory=dict)
+    memo: dict[str, object]
     """Answers derived from this view (the committer identity), dropped with it."""
+
+    def __init__(
+        self,
+        values: dict[str, str | None],
+        signature: Signature,
+        keys: frozenset[str] | None = None,
+        complete: bool = True,
+        memo: dict[str, object] | None = None,
+    ) -> None:
+        self.values = values
+        self.signature = signature
+        self.keys = frozenset() if keys is None else keys
+        self.complete = complete
+        self.memo = {} if memo is None else memo
 
     def has_prefix(self, prefix: str) -> bool:
         return any(k.startswith(prefix) for k in self.keys)

@@ -26,11 +26,11 @@ import os
 import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from ledger.errors import GitError
+from ledger.plain import FrozenPlain
 
 # Variables that can point git at another repository, index, object store or ref namespace, or
 # change how it parses pathspecs and prints: never inherited.
@@ -90,11 +90,14 @@ ZERO_SHA = "0" * 40
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
-@dataclass(frozen=True)
-class GitResult:
+class GitResult(FrozenPlain):
+    __slots__ = ("returncode", "stderr", "stdout")
     returncode: int
     stdout: bytes
     stderr: bytes
+
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes) -> None:
+        self._init(returncode=returncode, stdout=stdout, stderr=stderr)
 
     @property
     def text(self) -> str:

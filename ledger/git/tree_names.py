@@ -15,9 +15,10 @@ first names the refusal; nothing is acted on here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from pygit2.enums import FileMode
+
+from ledger.plain import FrozenPlain
 
 VALID_MODES = frozenset(
     {FileMode.BLOB, FileMode.BLOB_EXECUTABLE, FileMode.LINK, FileMode.TREE, FileMode.COMMIT}
@@ -32,10 +33,17 @@ _HFS_IGNORABLE = frozenset(
 _NO_SYMLINK_NAMES = (".gitmodules", ".gitattributes", ".gitignore", ".mailmap")
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(FrozenPlain):
+    __slots__ = ("path", "reason")
     reason: str
     path: str
+
+    def __init__(self, reason: str, path: str) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "path", path)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.reason, self.path)
 
 
 # --- names --------------------------------------------------------------------------------

@@ -30,7 +30,6 @@ import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import pygit2
 from pygit2.enums import FileMode
@@ -40,22 +39,38 @@ from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
 from ledger.git.tree_names import EntryCheck, Problem
 from ledger.git.tree_records import Record, differing, plainly_safe, records, unique_names
+from ledger.plain import FrozenPlain
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(FrozenPlain):
+    __slots__ = ("mode", "oid")
     mode: int
     oid: str
 
+    def __init__(self, mode: int, oid: str) -> None:
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "oid", oid)
 
-@dataclass(frozen=True)
-class Change:
+    def _fields(self) -> tuple[object, ...]:
+        return (self.mode, self.oid)
+
+
+class Change(FrozenPlain):
     """One leaf path that differs. ``old``/``new`` are ``None`` where the side has no leaf
     (absent, or a directory there: a file↔directory change is a delete plus adds)."""
 
+    __slots__ = ("new", "old", "path")
     path: str
     old: Entry | None
     new: Entry | None
+
+    def __init__(self, path: str, old: Entry | None, new: Entry | None) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "old", old)
+        object.__setattr__(self, "new", new)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.old, self.new)
 
     @property
     def kind(self) -> str:

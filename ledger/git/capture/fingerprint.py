@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
@@ -29,6 +28,7 @@ import pygit2
 from ledger.git.capture.state import file_signature
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
+from ledger.plain import FrozenPlain
 from ledger.settings import SnapshotSettings
 
 FORMAT_VERSION = "capture-2"  # 2: git directories in the work tree are left out
@@ -37,12 +37,15 @@ _ENV_KEYS = ("HOME", "XDG_CONFIG_HOME", "GIT_ATTR_NOSYSTEM", "GIT_CONFIG_NOSYSTE
 _SYSTEM_ATTRIBUTES = Path("/etc/gitattributes")
 
 
-@dataclass(frozen=True)
-class GitFacts:
+class GitFacts(FrozenPlain):
     """The few configuration values the capture itself acts on."""
 
+    __slots__ = ("filemode", "ignore_case")
     ignore_case: bool
     filemode: bool
+
+    def __init__(self, ignore_case: bool, filemode: bool) -> None:
+        self._init(ignore_case=ignore_case, filemode=filemode)
 
 
 def git_bool(value: str | None, default: bool) -> bool:

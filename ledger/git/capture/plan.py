@@ -30,11 +30,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ledger.errors import GitError
 from ledger.git.runner import decode_path
+from ledger.plain import FrozenPlain, Plain
 from ledger.settings import SnapshotSettings
 
 _GITLINK = b"160000"  # the mode of a gitlink (pygit2.enums.FileMode.COMMIT), as status prints it
@@ -43,54 +43,117 @@ MANY_UNTRACKED = 2000
 ``lstat`` per untracked path (a first capture, a big checkout)."""
 
 
-@dataclass(frozen=True)
-class SkippedPath:
+class SkippedPath(FrozenPlain):
     """A path a capture left out on purpose (directories end with ``/``)."""
 
+    __slots__ = ("path", "reason", "size")
     path: str
     reason: str  # "protected-dir" | "too-large" | "embedded-repo-without-commit" | "git-dir"
-    size: int | None = None
+    size: int | None
+
+    def __init__(self, path: str, reason: str, size: int | None = None) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "size", size)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.reason, self.size)
 
     def fields(self) -> dict[str, object]:
         """Plain values (a snapshot report; a capture answered over the snapshot socket)."""
         return {"path": self.path, "reason": self.reason, "size": self.size}
 
 
-@dataclass(frozen=True)
-class Changed:
+class Changed(FrozenPlain):
     """A path the private index holds whose work-tree state differs (status record ``1``)."""
 
+    __slots__ = ("deleted", "gitlink", "path")
     path: str
     deleted: bool
-    gitlink: Literal["gone", "changed"] | None = None
+    gitlink: Literal["gone", "changed"] | None
     """``gone``: a gitlink that is no longer one; ``changed``: a gitlink still."""
 
+    def __init__(
+        self, path: str, deleted: bool, gitlink: Literal["gone", "changed"] | None = None
+    ) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "deleted", deleted)
+        object.__setattr__(self, "gitlink", gitlink)
 
-@dataclass(frozen=True)
-class Status:
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.deleted, self.gitlink)
+
+
+class Status(FrozenPlain):
+    __slots__ = ("changed", "untracked")
     changed: list[Changed]
     untracked: list[str]
     """As git lists them: a directory (an embedded repository) ends with ``/``."""
 
+    def __init__(self, changed: list[Changed], untracked: list[str]) -> None:
+        object.__setattr__(self, "changed", changed)
+        object.__setattr__(self, "untracked", untracked)
 
-@dataclass
-class CapturePlan:
-    update: list[str] = field(default_factory=list)  # update-index --add --remove
-    add: list[str] = field(default_factory=list)  # new paths (files or gitlinks)
-    force_remove: list[str] = field(default_factory=list)
-    skipped: dict[str, SkippedPath] = field(default_factory=dict)
-    new_gitlinks: list[str] = field(default_factory=list)
-    gone_gitlinks: set[str] = field(default_factory=set)
-    gitlinks_changed: list[str] = field(default_factory=list)
-    kept_protected: list[str] = field(default_factory=list)
+    def _fields(self) -> tuple[object, ...]:
+        return (self.changed, self.untracked)
+
+
+class CapturePlan(Plain):
+    __slots__ = (
+        "add",
+        "force_remove",
+        "git_dirs",
+        "gitlinks_changed",
+        "gone_gitlinks",
+        "kept_protected",
+        "new_gitlinks",
+        "sizes",
+        "skipped",
+        "update",
+        "user_tracked",
+    )
+    update: list[str]  # update-index --add --remove
+    add: list[str]  # new paths (files or gitlinks)
+    force_remove: list[str]
+    skipped: dict[str, SkippedPath]
+    new_gitlinks: list[str]
+    gone_gitlinks: set[str]
+    gitlinks_changed: list[str]
+    kept_protected: list[str]
     """Protected directories captured because the user tracks something there."""
-    git_dirs: list[str] = field(default_factory=list)
+    git_dirs: list[str]
     """Git directories inside the work tree left out of this capture."""
-    sizes: dict[str, int] = field(default_factory=dict)
+    sizes: dict[str, int]
     """Sizes of the untracked regular files read for the size limit (reused by the first-capture
     check, :mod:`ledger.git.capture.limits`, so that no file is ``lstat``-ed twice)."""
-    user_tracked: frozenset[str] | None = None
+    user_tracked: frozenset[str] | None
     """The user's tracked files, when classify listed them all (many untracked paths)."""
+
+    def __init__(
+        self,
+        update: list[str] | None = None,
+        add: list[str] | None = None,
+        force_remove: list[str] | None = None,
+        skipped: dict[str, SkippedPath] | None = None,
+        new_gitlinks: list[str] | None = None,
+        gone_gitlinks: set[str] | None = None,
+        gitlinks_changed: list[str] | None = None,
+        kept_protected: list[str] | None = None,
+        git_dirs: list[str] | None = None,
+        sizes: dict[str, int] | None = None,
+        user_tracked: frozenset[str] | None = None,
+    ) -> None:
+        self.update = [] if update is None else update
+        self.add = [] if add is None else add
+        self.force_remove = [] if force_remove is None else force_remove
+        self.skipped = {} if skipped is None else skipped
+        self.new_gitlinks = [] if new_gitlinks is None else new_gitlinks
+        self.gone_gitlinks = set() if gone_gitlinks is None else gone_gitlinks
+        self.gitlinks_changed = [] if gitlinks_changed is None else gitlinks_changed
+        self.kept_protected = [] if kept_protected is None else kept_protected
+        self.git_dirs = [] if git_dirs is None else git_dirs
+        self.sizes = {} if sizes is None else sizes
+        self.user_tracked = user_tracked
 
     @property
     def paths(self) -> list[str]:
@@ -317,14 +380,24 @@ def _without_git_dirs(
     return Status(changed, untracked)
 
 
-@dataclass
-class RuleChanges:
+class RuleChanges(Plain):
     """Known directories whose rules changed, by kind (compared by the capture before status)."""
 
-    ignore: list[str] = field(default_factory=list)
-    attributes: list[str] = field(default_factory=list)
-    repos: list[str] = field(default_factory=list)
+    __slots__ = ("attributes", "ignore", "repos")
+    ignore: list[str]
+    attributes: list[str]
+    repos: list[str]
     """Directories that now hold a ``.git``."""
+
+    def __init__(
+        self,
+        ignore: list[str] | None = None,
+        attributes: list[str] | None = None,
+        repos: list[str] | None = None,
+    ) -> None:
+        self.ignore = [] if ignore is None else ignore
+        self.attributes = [] if attributes is None else attributes
+        self.repos = [] if repos is None else repos
 
     def __bool__(self) -> bool:
         return bool(self.ignore or self.attributes or self.repos)

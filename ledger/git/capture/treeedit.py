@@ -25,23 +25,33 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 import pygit2
 from pygit2.enums import FileMode
 
 from ledger.git.runner import GitRunner
+from ledger.plain import Plain
 
 
 class LazyUnsupported(Exception):
     """This change set needs the ordinary update-index path."""
 
 
-@dataclass
-class _Node:
-    clear: bool = False
-    entry: tuple[int, pygit2.Oid] | None = None
-    children: dict[str, _Node] = field(default_factory=dict)
+class _Node(Plain):
+    __slots__ = ("children", "clear", "entry")
+    clear: bool
+    entry: tuple[int, pygit2.Oid] | None
+    children: dict[str, _Node]
+
+    def __init__(
+        self,
+        clear: bool = False,
+        entry: tuple[int, pygit2.Oid] | None = None,
+        children: dict[str, _Node] | None = None,
+    ) -> None:
+        self.clear = clear
+        self.entry = entry
+        self.children = {} if children is None else children
 
 
 def current_entries(

@@ -41,7 +41,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import pygit2
 from pygit2.enums import FileMode
@@ -49,6 +48,7 @@ from pygit2.enums import FileMode
 from ledger.git.config_view import ConfigView, config_view, git_prefix, path_value
 from ledger.git.repo import GitRepo
 from ledger.git.restore.nofollow import NotADirectoryOnPath, open_dir
+from ledger.plain import FrozenPlain
 
 DIRECT_BYTES = 64 << 20
 """The most bytes written (or hashed) in-process per restore; beyond it git streams them."""
@@ -60,13 +60,21 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEX
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
-@dataclass(frozen=True)
-class Staged:
+class Staged(FrozenPlain):
     """One file to write: its path, tree mode and bytes (a symlink's: its target)."""
 
+    __slots__ = ("data", "mode", "path")
     path: str
     mode: int
     data: bytes
+
+    def __init__(self, path: str, mode: int, data: bytes) -> None:
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "data", data)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.path, self.mode, self.data)
 
 
 def _global_attribute_files(repo: GitRepo, view: ConfigView) -> list[str] | None:

@@ -62,6 +62,7 @@ from ledger.errors import LedgerError
 from ledger.git.liveness import boot_id, lock_held, proc_start, take_lock
 from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
+from ledger.plain import FrozenPlain
 
 JOURNAL_VERSION = 1
 JOURNAL_DIR_NAME = "journal"
@@ -324,10 +325,13 @@ def release_unless_held(journal: Journal) -> None:
         journal.release()
 
 
-@dataclass(frozen=True)
-class UnreadableJournal:
+class UnreadableJournal(FrozenPlain):
+    __slots__ = ("path", "reason")
     path: Path
     reason: str
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self._init(path=path, reason=reason)
 
 
 def open_journals(repo: GitRepo) -> tuple[list[Journal], list[UnreadableJournal]]:

@@ -42,7 +42,6 @@ import os
 import stat
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from pygit2.enums import FileMode
@@ -53,6 +52,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.restore.direct_write import blob_id, conversion_free, read_file
 from ledger.git.runner import GitRunner
 from ledger.git.trees import Change, Entry
+from ledger.plain import FrozenPlain
 from ledger.settings import SnapshotSettings
 
 SUSPECT_MARGIN_NS = 2_000_000_000
@@ -71,10 +71,10 @@ def scan_clock_ns() -> int:
     return time.time_ns()
 
 
-@dataclass(frozen=True)
-class Stamp:
+class Stamp(FrozenPlain):
     """What ``lstat`` said of a path (``None`` in a stamp map: nothing there)."""
 
+    __slots__ = ("ctime_ns", "dev", "ino", "mode", "mtime_ns", "size")
     mode: int
     size: int
     mtime_ns: int
@@ -82,19 +82,40 @@ class Stamp:
     ino: int
     dev: int
 
+    def __init__(
+        self, mode: int, size: int, mtime_ns: int, ctime_ns: int, ino: int, dev: int
+    ) -> None:
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "mtime_ns", mtime_ns)
+        object.__setattr__(self, "ctime_ns", ctime_ns)
+        object.__setattr__(self, "ino", ino)
+        object.__setattr__(self, "dev", dev)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.mode, self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
+
     @classmethod
     def of(cls, st: os.stat_result) -> Stamp:
         return cls(st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-@dataclass(frozen=True)
-class PlanScan:
+class PlanScan(FrozenPlain):
     """The scan a plan was made from, kept so that the restore can reuse it under its lock."""
 
+    __slots__ = ("captured", "settings", "stamps")
     captured: CaptureResult
     settings: SnapshotSettings
     stamps: Mapping[str, Stamp | None]
     """Every path the plan touches (and the directories it replaces), as found after the plan."""
+
+    def __init__(
+        self,
+        captured: CaptureResult,
+        settings: SnapshotSettings,
+        stamps: Mapping[str, Stamp | None],
+    ) -> None:
+        self._init(captured=captured, settings=settings, stamps=stamps)
 
 
 class PlanShape(Protocol):

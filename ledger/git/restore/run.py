@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 
 import pygit2
 
@@ -78,11 +77,12 @@ from ledger.git.store.snapshot import (
     load_last_exact,
     save_last_exact,
 )
+from ledger.plain import FrozenPlain
 from ledger.settings import SnapshotSettings
 
 
-@dataclass(frozen=True)
-class RestoreOutcome:
+class RestoreOutcome(FrozenPlain):
+    __slots__ = ("changed", "current_commit", "ms", "plan", "tree", "undo_commit", "undo_reused")
     plan: RestorePlan
     changed: bool
     undo_commit: str | None
@@ -90,10 +90,30 @@ class RestoreOutcome:
     current_commit: str
     """The commit the work tree now matches: the target."""
     ms: float
-    tree: str = ""
+    tree: str
     """The verified capture after the restore (the target tree unless paths were skipped)."""
-    undo_reused: bool = False
+    undo_reused: bool
     """The undo snapshot reused the latest exact snapshot (no new commit)."""
+
+    def __init__(
+        self,
+        plan: RestorePlan,
+        changed: bool,
+        undo_commit: str | None,
+        current_commit: str,
+        ms: float,
+        tree: str = "",
+        undo_reused: bool = False,
+    ) -> None:
+        self._init(
+            plan=plan,
+            changed=changed,
+            undo_commit=undo_commit,
+            current_commit=current_commit,
+            ms=ms,
+            tree=tree,
+            undo_reused=undo_reused,
+        )
 
     @property
     def exact(self) -> bool:

@@ -23,7 +23,6 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +32,7 @@ from ledger.errors import GitError, LockTimeoutError, StoreUpdateError
 from ledger.git.repo import GitRepo
 from ledger.git.runner import EMPTY_TREE, ZERO_SHA, GitRunner
 from ledger.git.store.refswap import RefLock, SwapOutcome, ref_lock, remove_if_gone, swap_loose_ref
+from ledger.plain import FrozenPlain
 
 _T = TypeVar("_T")
 
@@ -42,14 +42,17 @@ SNAPSHOT_SUBJECT = "pi rewind snapshot"
 DEFAULT_ATTEMPTS = 25
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(FrozenPlain):
     """Author/committer for snapshot and keepalive commits."""
 
+    __slots__ = ("email", "fallback", "name")
     name: str
     email: str
-    fallback: bool = False
+    fallback: bool
     """True when git had no identity and the fixed one was used (D16)."""
+
+    def __init__(self, name: str, email: str, fallback: bool = False) -> None:
+        self._init(name=name, email=email, fallback=fallback)
 
     def signature(self, when_s: int, offset_min: int) -> pygit2.Signature:
         return pygit2.Signature(self.name, self.email, when_s, offset_min)
@@ -417,16 +420,34 @@ def gone_lock_remedy(lock: RefLock) -> str:
     )
 
 
-@dataclass(frozen=True)
-class RewriteResult:
+class RewriteResult(FrozenPlain):
+    __slots__ = ("arrived", "attempts", "kept", "new_head", "old_head", "preserved")
     old_head: str | None
     new_head: str | None
     kept: list[str]
     preserved: bool
     """True when the live set was empty and the ref was left as it was."""
     attempts: int
-    arrived: list[str] = field(default_factory=list)
+    arrived: list[str]
     """Snapshots appended by others during the sweep, kept although the plan did not list them."""
+
+    def __init__(
+        self,
+        old_head: str | None,
+        new_head: str | None,
+        kept: list[str],
+        preserved: bool,
+        attempts: int,
+        arrived: list[str] | None = None,
+    ) -> None:
+        self._init(
+            old_head=old_head,
+            new_head=new_head,
+            kept=kept,
+            preserved=preserved,
+            attempts=attempts,
+            arrived=[] if arrived is None else arrived,
+        )
 
 
 __all__ = [

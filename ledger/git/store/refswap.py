@@ -55,11 +55,11 @@ import secrets
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ledger.git.liveness import Owner, lock_held, parse_fields, same_file
+from ledger.plain import FrozenPlain
 
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 LOCK_TAG = "pi-rewind-lock"
@@ -246,10 +246,10 @@ def _packed_value(common_dir: Path, ref: str) -> str | _Unknown | None:
 LockState = Literal["live", "gone", "unknown", "foreign"]
 
 
-@dataclass(frozen=True)
-class RefLock:
+class RefLock(FrozenPlain):
     """The lock found on a ref."""
 
+    __slots__ = ("age_s", "owner", "path", "state")
     path: Path
     age_s: float
     state: LockState
@@ -257,7 +257,12 @@ class RefLock:
     (removable); ``unknown``: ours, but nothing here can tell (another host, no ``flock`` and no
     process table); ``foreign``: not ours (git's own ``update-ref``, or unknown): never
     removed by rewind."""
-    owner: Owner | None = None
+    owner: Owner | None
+
+    def __init__(
+        self, path: Path, age_s: float, state: LockState, owner: Owner | None = None
+    ) -> None:
+        self._init(path=path, age_s=age_s, state=state, owner=owner)
 
     def describe(self) -> str:
         who = f"pid {self.owner.pid}" if self.owner else "no rewind process"

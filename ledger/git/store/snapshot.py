@@ -25,7 +25,6 @@ import errno
 import json
 import sys
 import time
-from dataclasses import dataclass
 from typing import Final
 
 import pygit2
@@ -38,6 +37,7 @@ from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.shadow.layout import ShadowRepo
 from ledger.git.store.chain import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes
+from ledger.plain import FrozenPlain
 from ledger.safe_read import read_regular_file
 from ledger.settings import SnapshotSettings
 
@@ -50,12 +50,15 @@ if TYPE_CHECKING:
 LAST_SNAPSHOT_FILE = "last-snapshot.json"
 
 
-@dataclass(frozen=True)
-class LastExact:
+class LastExact(FrozenPlain):
     """The latest exact snapshot: its commit and that commit's tree."""
 
+    __slots__ = ("commit", "tree")
     commit: str
     tree: str
+
+    def __init__(self, commit: str, tree: str) -> None:
+        self._init(commit=commit, tree=tree)
 
 
 class Persisted:
@@ -69,8 +72,18 @@ PERSISTED: Final = Persisted()
 """``last_exact=PERSISTED``: use (and update) the record in the private dir."""
 
 
-@dataclass(frozen=True)
-class SnapshotReport:
+class SnapshotReport(FrozenPlain):
+    __slots__ = (
+        "capture_ms",
+        "commit",
+        "identity_fallback",
+        "ms",
+        "rebuilt",
+        "reused",
+        "skipped",
+        "store_head",
+        "tree",
+    )
     commit: str
     tree: str
     reused: bool
@@ -83,6 +96,30 @@ class SnapshotReport:
     """The private capture index was built from nothing (first capture, changed config …)."""
     identity_fallback: bool
     store_head: str | None
+
+    def __init__(
+        self,
+        commit: str,
+        tree: str,
+        reused: bool,
+        skipped: tuple[SkippedPath, ...],
+        ms: float,
+        capture_ms: float,
+        rebuilt: bool,
+        identity_fallback: bool,
+        store_head: str | None,
+    ) -> None:
+        self._init(
+            commit=commit,
+            tree=tree,
+            reused=reused,
+            skipped=skipped,
+            ms=ms,
+            capture_ms=capture_ms,
+            rebuilt=rebuilt,
+            identity_fallback=identity_fallback,
+            store_head=store_head,
+        )
 
     def to_json(self) -> dict[str, object]:
         """The ``rewind snapshot --json`` payload."""
@@ -163,13 +200,24 @@ def _snapshot_message(repo: GitRepo) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class SnapshotCommit:
+class SnapshotCommit(FrozenPlain):
+    __slots__ = ("commit", "identity_fallback", "reused", "store_head", "tree")
     commit: str
     tree: str
     reused: bool
     identity_fallback: bool
     store_head: str | None
+
+    def __init__(
+        self, commit: str, tree: str, reused: bool, identity_fallback: bool, store_head: str | None
+    ) -> None:
+        self._init(
+            commit=commit,
+            tree=tree,
+            reused=reused,
+            identity_fallback=identity_fallback,
+            store_head=store_head,
+        )
 
 
 def commit_snapshot(
