@@ -183,7 +183,9 @@ def test_one_server_per_repository_and_none_outside_git(
 
 
 def test_watch_exits_by_itself_when_idle(repo: Path) -> None:
-    proc = start_watch(repo, "--idle-exit", "1")
+    # The snapshot's process must reach the watcher before its first idle check: 3 s, not 1,
+    # leaves room for a slow process start under load (else the snapshot is taken locally).
+    proc = start_watch(repo, "--idle-exit", "3")
     _snapshot(repo)
     started = time.monotonic()
     _, err = proc.communicate(timeout=30)
