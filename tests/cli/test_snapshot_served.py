@@ -206,7 +206,10 @@ def test_find_repository_follows_a_worktree_git_file(repo: Path, tmp_path: Path)
 def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
     repo: Path,
 ) -> None:
-    _auto_watch(3)
+    # Each command below must reach the watcher before it has been idle this long: 6 s, not 3,
+    # leaves room for slow process starts under load (a watcher that ended in between is
+    # started again, and says so).
+    _auto_watch(6)
     found = find_repository(repo)
     assert found is not None
     first = _run_snapshot(repo, "--json", env={"REWIND_FEED_VERIFY": "0"})
