@@ -183,7 +183,9 @@ def test_one_server_per_repository_and_none_outside_git(
 
 
 def test_watch_exits_by_itself_when_idle(repo: Path) -> None:
-    proc = start_watch(repo, "--idle-exit", "1")
+    # The snapshot's process must reach the watcher before its first idle check: 3 s, not 1,
+    # leaves room for a slow process start under load (else the snapshot is taken locally).
+    proc = start_watch(repo, "--idle-exit", "3")
     _snapshot(repo)
     started = time.monotonic()
     _, err = proc.communicate(timeout=30)
@@ -204,7 +206,10 @@ def test_find_repository_follows_a_worktree_git_file(repo: Path, tmp_path: Path)
 def test_auto_watch_setting_starts_a_watcher_that_serves_the_next_snapshots(
     repo: Path,
 ) -> None:
-    _auto_watch(3)
+    # Each command below must reach the watcher before it has been idle this long: 6 s, not 3,
+    # leaves room for slow process starts under load (a watcher that ended in between is
+    # started again, and says so).
+    _auto_watch(6)
     found = find_repository(repo)
     assert found is not None
     first = _run_snapshot(repo, "--json", env={"REWIND_FEED_VERIFY": "0"})

@@ -22,7 +22,14 @@ from ledger.ledgerview import LedgerView
 from ledger.records import TURN
 from ledger.session.store import read_session
 from tests.e2e.pikit import RpcPi, bash, turns, write
-from tests.e2e.test_pi_rpc_session import alive, counted_bridge, pids, turn_count, wait_for
+from tests.e2e.test_pi_rpc_session import (
+    alive,
+    counted_bridge,
+    pids,
+    reaped,
+    turn_count,
+    wait_for,
+)
 from tests.gitkit import git
 
 StartRpc = Callable[..., RpcPi]
@@ -58,7 +65,8 @@ def test_a_bridge_killed_between_prompts_is_restarted_and_the_next_prompt_is_rec
     (first,) = pids(pid_file)
     os.kill(first, signal.SIGKILL)
     wait_for(lambda: not alive(first), "the bridge to die")
-    time.sleep(0.5)  # Pi reaps it (else the next event is the one that finds it dead)
+    wait_for(lambda: reaped(first), "Pi to reap the bridge")
+    time.sleep(0.5)  # Pi has seen it end (else the next event is the one that finds it dead)
 
     rpc.prompt("two " + turns([write("b.txt", "2\n")], [bash("echo 3 > c.txt")]))
     rpc.prompt("three " + turns([write("d.txt", "4\n")]))

@@ -182,7 +182,11 @@ def test_a_bridge_killed_between_prompts_is_restarted_and_the_screen_says_so(
     tui.wait_for("◆ 3 points")
     (pid,) = [int(x) for x in pid_file.read_text().split()]
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.5)  # Pi reaps it
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and Path("/proc/self").exists():  # until Pi reaps it
+        assert time.monotonic() < deadline, "Pi never reaped the killed bridge"
+        time.sleep(0.05)
+    time.sleep(0.5)  # Pi has seen it end (else the next event is the one that finds it dead)
     tui.prompt(SECOND, "Done: second-ok")
     screen = tui.wait_for(
         "Rewind: the bridge stopped (killed, SIGKILL) between prompts; restarted — rewind is "

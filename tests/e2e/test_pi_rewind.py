@@ -53,19 +53,36 @@ def open_rewind(tui: TmuxPi, *, key: str | None = None) -> str:
     return tui.wait_for("Rewind: choose a point")
 
 
+def _arrow(tui: TmuxPi) -> str:
+    """The row the overlay's arrow is on ("" when none is)."""
+    selected = [line for line in tui.settled_screen().splitlines() if "→ " in line]
+    return selected[0] if selected else ""
+
+
 def select(tui: TmuxPi, text: str) -> None:
     """Move the overlay's arrow to the row holding ``text`` (from the top, one row at a time,
-    reading the screen after each key, as a person would)."""
+    reading the screen after each key, as a person would). Each read waits for the key to be
+    handled (not a fixed time: a loaded machine handles keys late, and a row read before the
+    key's redraw could be taken for the arrow's place: Enter would then choose another row)."""
     for _ in range(12):
-        tui.keys("Up")
+        tui.keys("Up")  # Up stops at the first row
         time.sleep(0.05)
-    time.sleep(0.3)  # let the overlay redraw before reading it
+    row, since = _arrow(tui), time.monotonic()
+    while time.monotonic() - since < 1.0:  # every Up handled: the arrow stays put a while
+        time.sleep(0.1)
+        again = _arrow(tui)
+        if again != row:
+            row, since = again, time.monotonic()
     for _ in range(30):
-        selected = [line for line in tui.screen().splitlines() if "→ " in line]
-        if selected and text in selected[0]:
+        if text in row:
             return
         tui.keys("Down")
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while (again := _arrow(tui)) == row and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if again == row:
+            break  # the last row: Down moves no further
+        row = again
     raise AssertionError(f"{text!r} never selected\n{tui.screen()}")
 
 

@@ -34,6 +34,13 @@ def pids(pid_file: Path) -> list[int]:
     return [int(line) for line in pid_file.read_text().split()] if pid_file.exists() else []
 
 
+def reaped(pid: int) -> bool:
+    """Whether the parent has reaped ``pid`` (its ``/proc`` entry goes then; where there is no
+    ``/proc``, as good as reaped). Node reaps a child in the callback that tells the extension
+    it ended: what a test waits for before the next event, which must not find it dead first."""
+    return not Path(f"/proc/{pid}").exists() or not Path("/proc/self").exists()
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -88,9 +88,10 @@ def test_two_pi_sessions_see_each_other_attribute_files_and_never_restore_mid_tu
     ), text
 
     # The second session's agent runs a tool that sleeps: a restore now is refused, nothing
-    # written; once the turn ends the same restore goes through.
+    # written; once the turn ends the same restore goes through. (10 s: the listing, the refused
+    # run and the start of the waiting one must all fit in that turn, on slow loaded cores too.)
     second.command(
-        {"type": "prompt", "message": "slow " + turns([bash("sleep 6"), write("c.txt", "c\n")])}
+        {"type": "prompt", "message": "slow " + turns([bash("sleep 10"), write("c.txt", "c\n")])}
     )
     wait_for(
         lambda: any(
@@ -139,7 +140,8 @@ def test_the_interactive_rewind_screen_names_the_other_sessions_files_and_greys_
     tui.prompt(FIRST, "Done: first-ok")
     second = start_rpc()
     second.prompt("make b " + turns([write("b.txt", "b by the second agent\n")]))
-    second_id = read_session(Path(second.state()["sessionFile"])).header["id"]
+    second_file = Path(second.state()["sessionFile"])
+    second_id = read_session(second_file).header["id"]
 
     screen = open_rewind(tui)
     first_row = next(line for line in screen.splitlines() if '"first' in line)
@@ -154,7 +156,14 @@ def test_the_interactive_rewind_screen_names_the_other_sessions_files_and_greys_
 
     # B's agent runs a slow tool: A's preview offers no file restore, and says why.
     second.command({"type": "prompt", "message": "slow " + turns([bash("sleep 8")])})
-    time.sleep(1.5)
+    # Until its turn is in flight (not a fixed 1.5 s: a prompt that starts slowly under load
+    # would not be running yet, and the restore would rightly be offered).
+    wait_for(
+        lambda: any(
+            e["busy"] for e in _live(agent_dir, project, second_file) if e["sessionId"] == second_id
+        ),
+        "the second session's turn to be in flight",
+    )
     open_rewind(tui)
     screen = preview_of(tui, "first")
     assert "Restore files only (keep the conversation) (not offered: a turn of session" in screen, (

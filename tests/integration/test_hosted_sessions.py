@@ -136,9 +136,12 @@ def test_fakepi_refuses_to_run_where_the_watcher_declines(repo: Path, isolated_e
 def test_the_watcher_does_not_end_idle_while_a_session_is_connected(
     repo: Path, isolated_env: Path
 ) -> None:
-    watcher = start_watch(repo, "--idle-exit", "1", env=_agent_env(isolated_env))
+    # The session must connect before the watcher's first idle check (--idle-exit after its
+    # start): 3 s, not 1, leaves room for a slow start under load; then connected for longer
+    # than that.
+    watcher = start_watch(repo, "--idle-exit", "3", env=_agent_env(isolated_env))
     pi = _hosted(repo, isolated_env)
-    time.sleep(2.5)
+    time.sleep(4.5)
     assert watcher.poll() is None, "ended while a session was connected"
     pi.prompt("still here", lambda: (repo / "late.txt").write_text("x\n"))
     assert len(pi.custom(TURN)) == 1

@@ -153,18 +153,34 @@ def test_a_cli_restore_in_the_outer_directory_waits_for_the_inner_sessions_turn(
     assert "hint: nothing was changed" in err
     assert work.read_text() == "v2 by B\n" and (nested.scratch / "a.txt").exists()
 
-    # The turn ends a moment later: the same restore waits for it, then restores.
-    def end_turn_soon() -> None:
-        time.sleep(1.5)
+    # The turn ends a moment later: the same restore waits for it, then restores. The turn
+    # ends once the command says it waits (not after a fixed time: a command that starts
+    # slowly under load would find the turn over already and never wait), and a while after.
+    args = ("restore", str(nested.outer.session_file), nested.outer_point, "--mode", "files")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(nested.agent_dir), *args, "--yes"],
+        cwd=nested.scratch,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "REWIND_TURN_WAIT": "60"},
+    )
+    try:
+        assert waiting.stderr is not None
+        said = b""
+        while b"waiting for it to end" not in said:
+            line = waiting.stderr.readline()
+            assert line, said.decode()
+            said += line
+        time.sleep(1.0)
+        assert waiting.poll() is None, "it waited for the inner turn"
+        assert work.read_text() == "v2 by B\n", "nothing written while it waits"
         _end_turn(nested.inner)
-
-    ender = threading.Thread(target=end_turn_soon)
-    ender.start()
-    started = time.monotonic()
-    waited = nested.restore_outer("--yes", wait="60")
-    ender.join()
-    assert waited.returncode == 0, waited.stderr.decode()
-    assert time.monotonic() - started >= 1.4, "it waited for the inner turn"
+        _, rest = waiting.communicate(timeout=120)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert waiting.returncode == 0, (said + rest).decode()
     assert work.read_text() == "v1 by B\n" and not (nested.scratch / "a.txt").exists()
 
 

@@ -31,7 +31,18 @@ def test_commands_in_a_row_release_their_memory_once_after_the_last(
     monkeypatch.chdir(repo)
     released: list[float] = []
     monkeypatch.setattr(hosted_module, "release_memory", lambda: released.append(time.monotonic()))
-    monkeypatch.setattr(hosted_module, "RELEASE_AFTER_S", 0.6)
+    monkeypatch.setattr(hosted_module, "RELEASE_AFTER_S", 1.0)
+    # When each command's end asks for the release (its timer starts right after): the delay
+    # is measured from there, not from when this thread, perhaps slowed by a loaded machine,
+    # got to look.
+    asked: list[float] = []
+    release_soon = HostedSessions._release_soon
+
+    def noted(self: HostedSessions) -> None:
+        asked.append(time.monotonic())
+        release_soon(self)
+
+    monkeypatch.setattr(HostedSessions, "_release_soon", noted)
     hosted = HostedSessions(repo, repo / ".git")
     assert hosted.start(), hosted.refusal
     try:
@@ -39,12 +50,14 @@ def test_commands_in_a_row_release_their_memory_once_after_the_last(
             assert run_by_watcher(["--json", "status"]) is not None
             for thread in [t for t in threading.enumerate() if t.name == "rewind-hosted-session"]:
                 thread.join(timeout=30)
-        last = time.monotonic()
         assert released == []  # none right after a command: the next one would wait for it
-        assert hosted.commands == {"served": 3}
-        time.sleep(1.5)
-        assert len(released) == 1
-        assert released[0] >= last + 0.5
+        assert hosted.commands == {"served": 3} and len(asked) == 3
+        deadline = time.monotonic() + 30
+        while not released and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        assert len(released) == 1, "once, after the last"
+        assert released[0] >= asked[-1] + 1.0
     finally:
         hosted.close()
     capsys.readouterr()
@@ -69,8 +82,10 @@ def test_a_watcher_stopping_releases_nothing_more_later(
             thread.join(timeout=30)
     finally:
         hosted.close()
+    closed = time.monotonic()
     time.sleep(0.8)
-    assert released == []
+    # (One due before the stop, on a machine slow to get there, is no release "later".)
+    assert [at for at in released if at > closed] == []
     assert not [
         t for t in threading.enumerate() if t.name == "rewind-release-memory" and t.is_alive()
     ]

@@ -111,8 +111,8 @@ def test_shutdown_waits_for_the_sweep_in_flight(
     scheduler = scheduler_for(repo, retention(), lambda: path)
     scheduler.on_session_start()
     assert scheduler.running
+    started = time.monotonic()  # before the timer starts: its 0.3 s are all after this
     threading.Timer(0.3, release.set).start()
-    started = time.monotonic()
     scheduler.on_shutdown()
     assert time.monotonic() - started >= 0.25 and not scheduler.running
     assert [reason for reason, _ in scheduler.reports] == ["startup"]

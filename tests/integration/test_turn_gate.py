@@ -21,6 +21,13 @@ from ledger.turngate import GATE_NAME, TurnGate
 def _holder(git_dir: Path, mode: str, hold_s: float = 60.0) -> subprocess.Popen[bytes]:
     """Another process holding the gate (``turn`` or ``restore``) for ``hold_s``; it prints one
     line once it holds it."""
+    return _holding(git_dir, mode, hold_s)[0]
+
+
+def _holding(git_dir: Path, mode: str, hold_s: float) -> tuple[subprocess.Popen[bytes], float]:
+    """:func:`_holder`, and when it took the gate (its ``time.monotonic()``: the clock is the
+    system's, the same in every process), so that a wait is measured from then, not from when
+    this process, perhaps slowed down by a loaded machine, read its line."""
     code = textwrap.dedent(
         f"""
         import sys, time
@@ -29,17 +36,19 @@ def _holder(git_dir: Path, mode: str, hold_s: float = 60.0) -> subprocess.Popen[
         gate = TurnGate(Path({str(git_dir)!r}))
         if {mode!r} == "turn":
             assert gate.begin_turn(timeout_s=10)
-            print("held", flush=True)
+            print("held", time.monotonic(), flush=True)
             time.sleep({hold_s})
         else:
             with gate.restoring(timeout_s=10):
-                print("held", flush=True)
+                print("held", time.monotonic(), flush=True)
                 time.sleep({hold_s})
         """
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
-    return proc
+    assert proc.stdout is not None
+    said, at = proc.stdout.readline().split()
+    assert said == b"held"
+    return proc, float(at)
 
 
 @pytest.fixture
@@ -79,12 +88,11 @@ def test_turns_run_side_by_side_and_a_killed_turn_frees_the_gate_at_once(git_dir
 
 
 def test_a_turn_waits_for_a_restore_in_progress(git_dir: Path) -> None:
-    restore = _holder(git_dir, "restore", hold_s=1.0)
+    restore, held_at = _holding(git_dir, "restore", hold_s=1.0)
     try:
         gate = TurnGate(git_dir)
-        started = time.monotonic()
         assert gate.begin_turn(timeout_s=30)
-        assert time.monotonic() - started >= 0.5, "it waited for the restore to end"
+        assert time.monotonic() >= held_at + 1.0, "it waited for the restore to end"
         assert restore.wait(timeout=30) == 0
         gate.close()
     finally:

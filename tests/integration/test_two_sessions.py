@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,21 +209,36 @@ def test_the_cli_waits_for_the_other_turn_and_restores_once_it_ends(
     assert "hint: nothing was changed" in err
     assert (repo / "b.txt").exists()
 
-    def end_turn_soon() -> None:
-        time.sleep(1.5)
+    # The turn ends once the command says it waits (not after a fixed time: a command that
+    # starts slowly under load would find the turn over already and never wait), and a while
+    # after that, during which it must still be waiting.
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "--agent-dir", str(first.agent_dir), *args],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "REWIND_TURN_WAIT": "60"},
+    )
+    try:
+        assert waiting.stderr is not None
+        said = b""
+        while b"waiting for it to end" not in said:
+            line = waiting.stderr.readline()
+            assert line, said.decode()
+            said += line
+        time.sleep(1.0)
+        assert waiting.poll() is None, "it waited for the turn"
+        assert (repo / "b.txt").exists(), "nothing written while it waits"
         second.user("long task")
         second.assistant("done")
         second.event("turn_end", {"turnIndex": 0, "role": "assistant"})
         second.event("agent_end", {})
-
-    ender = threading.Thread(target=end_turn_soon)
-    ender.start()
-    started = time.monotonic()
-    waited = _rewind(first.agent_dir, repo, *args, env={"REWIND_TURN_WAIT": "60"})
-    ender.join()
-    assert waited.returncode == 0, waited.stderr.decode()
-    assert time.monotonic() - started >= 1.4, "it waited for the turn"
-    assert "waiting for it to end" in waited.stderr.decode()
+        _, rest = waiting.communicate(timeout=120)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert waiting.returncode == 0, (said + rest).decode()
     assert not (repo / "b.txt").exists()
 
     # B's next prompt keeps what the restore changed as a change made outside its agent.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from ledger import overwrite_notices as N
@@ -103,10 +104,12 @@ def _poster(git_dir: str, who: int, count: int) -> None:
             time.sleep(0.001)  # the pending limit: wait for the takers
 
 
-def _taker(git_dir: str, seconds: float, out: multiprocessing.Queue[list[str]]) -> None:
+def _taker(git_dir: str, stop: Event, out: multiprocessing.Queue[list[str]]) -> None:
+    """Takes until told to stop (not for a fixed time: posters slowed down by a loaded machine
+    would find the pending limit reached once the takers had ended, and wait for ever)."""
     got: list[str] = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    end = time.monotonic() + 120
+    while not stop.is_set() and time.monotonic() < end:
         got.extend(n.op for n in N.take(Path(git_dir), "b").notices)
     out.put(got)
 
@@ -115,13 +118,17 @@ def test_concurrent_posts_and_takes_lose_nothing_and_show_nothing_twice(tmp_path
     git_dir = _git_dir(tmp_path)
     ctx = multiprocessing.get_context("spawn")
     out: multiprocessing.Queue[list[str]] = ctx.Queue()
+    stop = ctx.Event()
     posters = [ctx.Process(target=_poster, args=(str(git_dir), w, 60)) for w in range(3)]
-    takers = [ctx.Process(target=_taker, args=(str(git_dir), 4.0, out)) for _ in range(2)]
+    takers = [ctx.Process(target=_taker, args=(str(git_dir), stop, out)) for _ in range(2)]
     for p in [*posters, *takers]:
         p.start()
-    for p in posters:
-        p.join(60)
-        assert p.exitcode == 0
+    try:
+        for p in posters:
+            p.join(60)
+            assert p.exitcode == 0
+    finally:
+        stop.set()
     got = [op for _ in takers for op in out.get(timeout=60)]
     for p in takers:
         p.join(60)
