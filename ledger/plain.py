@@ -5,7 +5,10 @@ Why it exists: a spawned bridge answers Pi's ``session_start`` within ~100 ms at
 ``__repr__``, ``__eq__``, ``__hash__`` are generated as source and compiled per class). A class
 deriving from :class:`Plain` or :class:`FrozenPlain` lists its fields in ``__slots__`` and
 writes its ``__init__`` (the constructor's order is the dataclass's); the methods here are
-compiled once, with this module.
+compiled once, with this module. The engine's import path uses them too (69 classes: every
+cold command and the first ``pi -p`` of the day import it; 75-132 ms less than as dataclasses).
+A class made per file or per record sets its fields with ``object.__setattr__`` and spells out
+:meth:`Plain._fields` (``tests/unit/test_plain_fields.py`` holds that tuple to the slots).
 
 Invariants (each what ``@dataclass`` / ``@dataclass(frozen=True)`` does):
 - ``==`` compares the field tuples of two objects of the very same class (else
