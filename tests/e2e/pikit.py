@@ -175,6 +175,8 @@ class PiRunner:
 
     def __init__(self, cli: Path, repo: Path, agent_dir: Path, *, extension: bool = True) -> None:
         self.cli, self.repo, self.agent_dir, self.extension = cli, repo, agent_dir, extension
+        self.stderrs: list[str] = []
+        """Each run's standard error (the extension's warnings in print mode), for failures."""
 
     def run(
         self, prompt: str, *extra: str, timeout: float = 180, env: dict[str, str] | None = None
@@ -188,6 +190,7 @@ class PiRunner:
             text=True,
             timeout=timeout,
         )
+        self.stderrs.append(result.stderr)
         if result.returncode != 0:
             raise AssertionError(f"pi failed ({result.returncode}): {result.stderr[-3000:]}")
         return result

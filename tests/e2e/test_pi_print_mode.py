@@ -95,6 +95,10 @@ def test_each_prompt_records_one_turn_bound_to_its_own_user_entry(pi: PiRunner) 
     for user, before in zip(users, states[:3], strict=True):
         # D1: the user entry's point is the work tree before **its** prompt (ignored build/ aside).
         expected = {k: v for k, v in before.items() if not k.startswith("build/")}
+        assert user in view.entry_to_commit, (
+            f"the prompt {user} has no point; records {[r.raw['data'] for r in turn_records]};"
+            f" Pi's standard error, run by run: {pi.stderrs}"
+        )
         assert files_at(pi.repo, view.entry_to_commit[user]) == expected
     assistants = [e.id for e in session.entries if e.type == "message" and e.role == "assistant"]
     # Each assistant message is bound to the files after its own turn (its tools' changes).
