@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -397,3 +398,37 @@ def fork_child(parent: FakePi, entries: list[dict[str, Any]]) -> FakePi:
     )
     child._ids = parent._ids + 1000
     return child
+
+
+def restore_that_waits_for_a_turn(
+    argv: list[str], cwd: Path, *, unchanged: Callable[[], bool], end_turn: Callable[[], None]
+) -> tuple[int, str]:
+    """Run a CLI restore (``argv`` after ``python -m ledger``) that must wait for another
+    session's turn: once it says it waits, it must still wait a second later with nothing
+    written (``unchanged``); then ``end_turn``. The turn ends on the command's word, not after
+    a fixed time: a command that starts slowly under load would find the turn over already
+    and never wait. Returns its exit status and standard error."""
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "ledger", *argv],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "REWIND_TURN_WAIT": "60"},
+    )
+    said = b""
+    try:
+        assert waiting.stderr is not None
+        while b"waiting for it to end" not in said:
+            line = waiting.stderr.readline()
+            assert line, said.decode()
+            said += line
+        time.sleep(1.0)
+        assert waiting.poll() is None, "it waited for the other turn"
+        assert unchanged(), "nothing written while it waits"
+        end_turn()
+        _, rest = waiting.communicate(timeout=120)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    return waiting.returncode, (said + rest).decode()

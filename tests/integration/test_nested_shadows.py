@@ -33,7 +33,7 @@ import pytest
 from ledger.git.shadow.layout import shadow_home
 from ledger.session_names import session_label
 from ledger.turngate import TurnGate, held_exclusive, read_holder
-from tests.bridgekit import FakePi
+from tests.bridgekit import FakePi, restore_that_waits_for_a_turn
 
 WAIT_S = 60.0
 
@@ -157,30 +157,13 @@ def test_a_cli_restore_in_the_outer_directory_waits_for_the_inner_sessions_turn(
     # ends once the command says it waits (not after a fixed time: a command that starts
     # slowly under load would find the turn over already and never wait), and a while after.
     args = ("restore", str(nested.outer.session_file), nested.outer_point, "--mode", "files")
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "ledger", "--agent-dir", str(nested.agent_dir), *args, "--yes"],
-        cwd=nested.scratch,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "REWIND_TURN_WAIT": "60"},
+    code, said = restore_that_waits_for_a_turn(
+        ["--agent-dir", str(nested.agent_dir), *args, "--yes"],
+        nested.scratch,
+        unchanged=lambda: work.read_text() == "v2 by B\n",
+        end_turn=lambda: _end_turn(nested.inner),
     )
-    try:
-        assert waiting.stderr is not None
-        said = b""
-        while b"waiting for it to end" not in said:
-            line = waiting.stderr.readline()
-            assert line, said.decode()
-            said += line
-        time.sleep(1.0)
-        assert waiting.poll() is None, "it waited for the inner turn"
-        assert work.read_text() == "v2 by B\n", "nothing written while it waits"
-        _end_turn(nested.inner)
-        _, rest = waiting.communicate(timeout=120)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-            waiting.wait()
-    assert waiting.returncode == 0, (said + rest).decode()
+    assert code == 0, said
     assert work.read_text() == "v1 by B\n" and not (nested.scratch / "a.txt").exists()
 
 

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.bridgekit import FakePi
+from tests.bridgekit import FakePi, restore_that_waits_for_a_turn
 
 
 def _write(path: Path, text: str) -> None:
@@ -212,33 +211,19 @@ def test_the_cli_waits_for_the_other_turn_and_restores_once_it_ends(
     # The turn ends once the command says it waits (not after a fixed time: a command that
     # starts slowly under load would find the turn over already and never wait), and a while
     # after that, during which it must still be waiting.
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "ledger", "--agent-dir", str(first.agent_dir), *args],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "REWIND_TURN_WAIT": "60"},
-    )
-    try:
-        assert waiting.stderr is not None
-        said = b""
-        while b"waiting for it to end" not in said:
-            line = waiting.stderr.readline()
-            assert line, said.decode()
-            said += line
-        time.sleep(1.0)
-        assert waiting.poll() is None, "it waited for the turn"
-        assert (repo / "b.txt").exists(), "nothing written while it waits"
+    def end_turn() -> None:
         second.user("long task")
         second.assistant("done")
         second.event("turn_end", {"turnIndex": 0, "role": "assistant"})
         second.event("agent_end", {})
-        _, rest = waiting.communicate(timeout=120)
-    finally:
-        if waiting.poll() is None:
-            waiting.kill()
-            waiting.wait()
-    assert waiting.returncode == 0, (said + rest).decode()
+
+    code, said = restore_that_waits_for_a_turn(
+        ["--agent-dir", str(first.agent_dir), *args],
+        repo,
+        unchanged=lambda: (repo / "b.txt").exists(),
+        end_turn=end_turn,
+    )
+    assert code == 0, said
     assert not (repo / "b.txt").exists()
 
     # B's next prompt keeps what the restore changed as a change made outside its agent.
