@@ -110,9 +110,6 @@ _RESTORE_INDEX_NAME = re.compile(r"restore-[0-9]+-[0-9a-f]+\.index(?:\.lock)?")
 """What :meth:`ledger.git.restore.apply.Executor._checkout` writes (and git's lock on it)."""
 _SEED_NAME = re.compile(r"seed-(?:index|state)\.([0-9]+)\.[0-9]+")
 """What :meth:`ledger.git.capture.index.VerifyIndex.copy_of` writes, named by pid and thread."""
-SEED_GRACE_S = 3600.0
-"""A seed copy lives for the moment between its copy and its install: one older than this is
-dead whoever has its pid now."""
 
 
 def objects_dir(repo: GitRepo) -> Path:
@@ -262,7 +259,8 @@ def _restore_temporaries(repo: GitRepo, now: float) -> list[Leftover]:
     a kill leaves behind. A restore writes its index only under the capture lock
     (:func:`ledger.git.restore.run.restore_commit`), so one found while that lock is free is
     dead, and is removed under that lock (:func:`clean_leftovers`). A seed copy is removable
-    once its pid is gone or it is older than :data:`SEED_GRACE_S`: losing one costs nothing
+    once no process has its pid (never by age: a stopped verifier may still install it; a
+    reused pid only keeps it until that process ends). Losing one would cost nothing
     but a hashing scan (``install`` resets on a missing copy)."""
     main, verify = _private_indexes(repo)
     found = []
@@ -278,7 +276,7 @@ def _restore_temporaries(repo: GitRepo, now: float) -> list[Leftover]:
         if seed is None:
             continue
         size, age = _age(verify.dir / name, now)
-        gone = pid_exists(int(seed.group(1))) is False or age >= SEED_GRACE_S
+        gone = pid_exists(int(seed.group(1))) is False
         found.append(Leftover(verify.dir / name, _SEED_COPY, size, age, gone))
     return found
 
@@ -489,7 +487,6 @@ __all__ = [
     "MOVE_FILE",
     "OWNER_FILE",
     "PRUNE_GRACE_S",
-    "SEED_GRACE_S",
     "UPKEEP_PREFIX",
     "Leftover",
     "clean_leftovers",
