@@ -40,7 +40,6 @@ import gc
 import importlib
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING
 from ledger.engine.kept_diffs import kept_for
 from ledger.engine.ownership import neighbour_pairs
 from ledger.git.private import private_dir
+from ledger.loaded_modules import finished
 
 if TYPE_CHECKING:
     from ledger.bridge.state import BridgeState
@@ -131,7 +131,7 @@ def _prepare(
     # but not yet published looked like no change; a correct feed was switched off, every
     # capture stayed exact). That race is fixed in ledger/git/feed/service.py (try_fed,
     # before_full; tests/integration/test_feed_races.py, docs/capture.md).
-    feed = sys.modules.get("ledger.git.feed.service")  # imported only where a feed may run
+    feed = finished("ledger.git.feed.service")  # imported only where a feed may run
     if feed is not None and ARM_IN_BACKGROUND:
         with contextlib.suppress(Exception):
             feed.arm(engine.repo.root, settings)

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from ledger.cli.context import CliContext
+from ledger.loaded_modules import finished
 
 SWITCH_INTERVAL_S = 0.0002
 """The GIL switch interval of a ``rewind serve`` process (CPython's default: 5 ms)."""
@@ -129,14 +130,14 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             _start_watcher_for_later_runs(*setup.watcher_later)
         # Only what was set up: the first event (its answer, then the captures' set-up) may
         # never have come, and importing the feed just to say so would load pygit2 at exit.
-        delegate = sys.modules.get("ledger.bridge.delegate")
+        delegate = finished("ledger.bridge.delegate")
         if delegate is not None:
             delegate.install(None)
         for running in service:
             running.close()
-        feed = sys.modules.get("ledger.git.feed.service")
-        # getattr: a print-mode bridge loads this module in a thread (_print_mode_feed), which
-        # a very short session may end in the middle of; nothing is adopted then.
+        feed = finished("ledger.git.feed.service")
+        # finished(): a print-mode bridge loads this module in a thread (_print_mode_feed),
+        # which a very short session may end in the middle of; nothing is adopted then.
         disable = getattr(feed, "disable", None)
         if disable is not None:
             disable()  # joins the watcher and verifier, writes feed-status.json

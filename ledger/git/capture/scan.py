@@ -41,7 +41,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -79,6 +78,7 @@ from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_t
 from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
 from ledger.git.shadow.layout import ShadowRepo, capture_settings
+from ledger.loaded_modules import finished
 from ledger.settings import SnapshotSettings
 
 # Our settings for every command that reads or writes the private index. The user's weakened
@@ -572,7 +572,7 @@ class Capturer:
 def _active_feed(repo: GitRepo) -> Any:
     """The change feed of ``repo`` when this process runs feeds (the module is imported only by
     ``rewind serve``; one-shot commands never pay for it)."""
-    module = sys.modules.get("ledger.git.feed.service")
+    module = finished("ledger.git.feed.service")  # never half-imported
     if module is None or not module.enabled():
         return None
     return module.feed_for(repo)
@@ -581,7 +581,7 @@ def _active_feed(repo: GitRepo) -> Any:
 def _delegated(capturer: Capturer) -> CaptureResult | None:
     """The capture made by the watcher this bridge delegates to (:mod:`ledger.bridge.delegate`,
     looked up, never imported: only ``rewind serve`` delegates), or ``None``: capture here."""
-    module = sys.modules.get("ledger.bridge.delegate")
+    module = finished("ledger.bridge.delegate")
     delegation = module.current() if module is not None else None
     if delegation is None:
         return None

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import sys
 import time
 from typing import Final
 
@@ -37,6 +36,7 @@ from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo
 from ledger.git.shadow.layout import ShadowRepo
 from ledger.git.store.chain import SNAPSHOT_SUBJECT, Identity, Store, git_identity, offset_minutes
+from ledger.loaded_modules import finished
 from ledger.plain import FrozenPlain
 from ledger.safe_read import read_regular_file
 from ledger.settings import SnapshotSettings
@@ -280,7 +280,7 @@ def _feed_identity(repo: GitRepo) -> Identity | None:
     """Inside ``rewind serve``, the committer identity cached by the change feed while git's
     configuration files and the environment are unchanged (saves a ``git var`` per snapshot);
     ``None`` elsewhere (one-shot commands never import the feed)."""
-    module = sys.modules.get("ledger.git.feed.service")
+    module = finished("ledger.git.feed.service")  # never half-imported
     if module is None or not module.enabled():
         return None
     feed = module.feed_for(repo)
