@@ -116,11 +116,69 @@ def test_store_append_gives_up_after_bounded_attempts(repo: Path) -> None:
     lock.write_text("held by someone else\n")
     try:
         with pytest.raises(StoreUpdateError, match="failed to update rewind store ref"):
-            Store(gitrepo, attempts=3, sleep=lambda _: None).append(
+            Store(gitrepo, attempts=3, patience_s=0.0, sleep=lambda _: None).append(
                 commit, Identity("T", "t@e"), 1_700_000_000, 0
             )
     finally:
         lock.unlink()
+
+
+def _store_moved_by_another_writer(repo: Path, store: Store, times: int) -> list[str]:
+    """Every read of ``store``'s head is followed, ``times`` times, by another writer's append
+    (a process that keeps the head moving, as a sweep or many captures on a loaded machine);
+    returns the other writer's snapshots."""
+    gitrepo = GitRepo.discover(repo)
+    others: list[str] = []
+    original_head = store.head
+
+    def racing_head() -> str | None:
+        value = original_head()
+        if len(others) < times:
+            (repo / "other.txt").write_text(f"other {len(others)}\n")
+            other = take_snapshot(gitrepo, last_exact=None).commit  # appends to the store
+            others.append(other)
+        return value
+
+    store.head = racing_head  # type: ignore[method-assign]
+    return others
+
+
+def test_an_append_outlasts_a_writer_that_moves_the_head_past_its_attempt_count(
+    repo: Path,
+) -> None:
+    """25 attempts last about a second; losing them to one busy writer cost a prompt its point.
+    The swap keeps trying for its patience (a fake clock: 40 losses, 10 ms each)."""
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += 0.01
+
+    mine = _snapshot(repo, "mine\n")
+    store = Store(GitRepo.discover(repo), sleep=sleep, clock=lambda: now[0], rng=random.Random(2))
+    others = _store_moved_by_another_writer(repo, store, 40)
+    store.append(mine, Identity("T", "t@example.com"), 1_700_000_000, 0)
+    assert len(others) == 40 and store.attempts == 25
+    kept = Store(GitRepo.discover(repo)).snapshots()
+    assert mine in kept and all(other in kept for other in others)
+
+
+def test_an_append_gives_up_once_both_its_attempts_and_its_patience_are_spent(
+    repo: Path,
+) -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += 1.0  # each lost attempt costs a second: a 10 s patience ends after 10 attempts
+
+    mine = _snapshot(repo, "mine\n")
+    store = Store(
+        GitRepo.discover(repo), attempts=5, patience_s=10.0, sleep=sleep, clock=lambda: now[0]
+    )
+    others = _store_moved_by_another_writer(repo, store, 1_000)
+    with pytest.raises(StoreUpdateError, match="after 10 attempts"):
+        store.append(mine, Identity("T", "t@example.com"), 1_700_000_000, 0)
+    assert len(others) == 10
+    assert all(other in Store(GitRepo.discover(repo)).snapshots() for other in others)
 
 
 def test_concurrent_processes_appending_never_lose_a_snapshot(repo: Path) -> None:

@@ -8,9 +8,10 @@ Several processes share the ref.
 
 Invariants:
 - The only ref this package writes. Updates are compare-and-swap (``git update-ref <new> <old>``,
-  the zero SHA when the ref must not exist yet), retried a bounded number of times with jitter;
-  every attempt builds a new keepalive on the head it just read, so a concurrent append is never
-  lost. Exhausted retries raise :class:`~ledger.errors.StoreUpdateError`.
+  the zero SHA when the ref must not exist yet), retried with jitter at least
+  :data:`DEFAULT_ATTEMPTS` times *and* for at least :data:`DEFAULT_PATIENCE_S` seconds; every
+  attempt builds a new keepalive on the head it just read, so a concurrent append is never lost.
+  Exhausted retries raise :class:`~ledger.errors.StoreUpdateError`.
 - No reflog is written for the ref and no hook runs.
 - pygit2 builds the objects and reads the chain. The swap is git's lock-file protocol done
   in-process (:mod:`ledger.git.store.refswap`, the same ``store.lock`` git takes); any layout it does
@@ -40,6 +41,14 @@ STORE_REF = "refs/pi-rewind/store"
 KEEPALIVE_MESSAGE = "pi rewind store"
 SNAPSHOT_SUBJECT = "pi rewind snapshot"
 DEFAULT_ATTEMPTS = 25
+DEFAULT_PATIENCE_S = 3.0
+"""A swap keeps retrying for at least this long. An attempt is lost only when another writer
+swapped in between (progress for someone), so giving up early costs a user a snapshot (a prompt
+without its point) to save a few seconds: 25 attempts alone last ~1 s, which one busy writer
+(a sweep rewriting the chain, many sessions capturing at once on a loaded machine) can outlast.
+Bounded all the same: a writer stopped (``SIGSTOP``) while holding the lock makes the others wait
+this long, then fail with its pid named; a stale lock not of rewind's ends the retries at once
+(:meth:`Store._clear_or_raise`)."""
 
 
 class Identity(FrozenPlain):
@@ -97,11 +106,15 @@ class Store:
         repo: GitRepo,
         *,
         attempts: int = DEFAULT_ATTEMPTS,
+        patience_s: float = DEFAULT_PATIENCE_S,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.repo = repo
         self.attempts = attempts
+        self.patience_s = patience_s
+        self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._empty_tree: pygit2.Oid | None = None
@@ -285,7 +298,9 @@ class Store:
         read; otherwise back off with jitter and rebuild. A lock left by a dead rewind process
         is removed; an old one not of rewind's ends it at once (:meth:`_clear_or_raise`)."""
         last_detail = ""
-        for attempt in range(self.attempts):
+        give_up_at = self._clock() + self.patience_s
+        attempt = 0
+        while attempt < self.attempts or self._clock() < give_up_at:
             old = self.head()
             built = build(old, attempt)
             if built is None:
@@ -310,8 +325,9 @@ class Store:
             if holder is not None and outcome is SwapOutcome.LOST:
                 last_detail = f"the lock {self.lock_path} is {holder}"
             self._sleep(self._rng.uniform(0.001, min(0.05, 0.002 * (2 ** min(attempt, 5)))))
+            attempt += 1
         raise StoreUpdateError(
-            operation, f"failed to {what} after {self.attempts} attempts: {last_detail}"
+            operation, f"failed to {what} after {attempt} attempts: {last_detail}"
         )
 
     def append(self, snapshot: str, identity: Identity, when_s: int, offset_min: int) -> str:
