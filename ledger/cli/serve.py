@@ -272,6 +272,13 @@ def _print_mode_feed(start: Path, root: Path) -> None:
     serves the repository and the later runs."""
     import threading
 
+    from ledger.facilities import facilities
+
+    if not facilities().change_feed:
+        # No inotify (macOS, REWIND_PORTABLE=1): the feed could only report itself off, and
+        # loading its module in a thread would take the GIL from the prompt's own captures.
+        return
+
     from ledger.git.feed.inotify import InotifyWatcher  # standard library only: no pygit2
 
     watcher = InotifyWatcher(str(root), background=False)
