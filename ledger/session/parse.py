@@ -20,6 +20,7 @@ docs/formats.md#line-format):
 
 from __future__ import annotations
 
+import _thread
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,20 +130,42 @@ class NoHeaderError(ValueError):
     """The first parsed line is not a session header: Pi treats such a file as empty."""
 
 
+# Concurrency: the collector's switch is process-wide, and a bridge parses on several threads
+# at once (the startup sweep's session scan beside the events; a watcher's hosted sessions and
+# served commands). One pause for all of them: the first thread in remembers whether the
+# collector was on and turns it off, the last one out turns it back on, both under this lock.
+# A per-thread "was it on?" could leave it off for good: a thread that read "off" (another's
+# pause) and disabled it just after that other thread re-enabled it never re-enabled it
+# (tests/unit/test_no_cyclic_gc_threads.py). `_thread`, not `threading`: this module is imported
+# before a spawned bridge's first answer, and `threading` costs ~1.7 ms to import.
+_pause_lock = _thread.allocate_lock()
+_pausing = 0
+"""Threads inside :func:`no_cyclic_gc` (nested uses count each)."""
+_resume = False
+"""Whether the collector was on when the first of them came in."""
+
+
 @contextmanager
 def no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic collector while allocating many small dicts.
+    """Pause the cyclic collector while allocating many small dicts; on again once no thread of
+    this process is inside (if it was on when the first came in).
 
     Parsing creates no reference cycles, but 100k fresh containers trigger repeated full
     collections that cost more than the parse itself (measured: 2.3 s → 0.6 s at 100k entries).
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _pausing, _resume
+    with _pause_lock:
+        if _pausing == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pausing += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _pause_lock:
+            _pausing -= 1
+            if _pausing == 0 and _resume:
+                gc.enable()
 
 
 def parse_session_bytes(data: bytes) -> ParsedSession:
