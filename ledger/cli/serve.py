@@ -290,8 +290,9 @@ def _print_mode_feed(start: Path, root: Path) -> None:
             from ledger.git.repo import GitRepo
 
             repo = GitRepo.discover(start)
-            feed.enable(verify=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-            feed.adopt(repo, watcher)  # stops the watcher when it cannot be used
+            # Enabled and adopted in one step (a capture in between would start a second
+            # feed); stops the watcher when it cannot be used.
+            feed.adopt(repo, watcher, enabling=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
         except Exception:  # a speed-up only: the captures then scan fully, as before
             watcher.stop()
 

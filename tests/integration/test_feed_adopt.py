@@ -133,6 +133,47 @@ def test_a_scan_that_starts_before_the_adopted_watcher_is_ready_is_no_base(repo:
         service.disable()
 
 
+def test_a_capture_while_print_mode_turns_its_feed_on_gets_the_walking_watchers_feed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pi -p``: the feed was turned on, and only then the walking watcher adopted. A prompt's
+    capture in between (here: from inside the turning on) started a second feed with a walk of
+    its own; the walk started at the first answer was stopped and every capture of the run
+    scanned fully. Now the feed is on only once the adopted one is registered."""
+    from ledger.cli import serve
+    from ledger.git.feed import inotify
+
+    gitrepo = GitRepo.discover(repo)
+    made: list[InotifyWatcher] = []
+    asked: list[service.Feed | None] = []
+
+    class Recorded(InotifyWatcher):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    bound = service.bound_git_memory
+
+    def capture_meanwhile() -> None:
+        asked.append(service.feed_for(gitrepo))  # what a prompt's capture would use
+        bound()
+
+    monkeypatch.setattr(inotify, "InotifyWatcher", Recorded)
+    monkeypatch.setattr(service, "bound_git_memory", capture_meanwhile)
+    try:
+        serve._print_mode_feed(repo, gitrepo.root)  # adopts in a thread
+        deadline = time.monotonic() + 30
+        while not asked:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (walking,) = made
+        feed = service.feed_for(gitrepo)
+        assert feed is not None and asked == [feed]
+        assert feed.watcher is walking and not walking.stopped
+    finally:
+        service.disable()
+
+
 def test_a_watcher_of_another_root_is_refused_and_stopped(repo: Path, tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     other.mkdir()

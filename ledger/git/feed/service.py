@@ -5,32 +5,25 @@ stat scan of the whole work tree. A process that lives as long as the agent's se
 the tree instead (:mod:`ledger.git.feed.inotify`) and, at each capture, look only at the paths
 reported since the previous one: none → the previous tree; a few → hash them and edit the tree.
 
-How a fed capture stays exact. The *base* is the tree of a capture (full scan or fed) whose
-dirty set was taken at epoch E. Every path changed after that moment is in the watcher's dirty
-set (inotify queues events inside the changing system call, and :meth:`InotifyWatcher.sync`
-reads the queue to the end). If the watcher is still at epoch E (no overflow, no failed watch),
-the current work tree is base + the dirty paths re-read now (:mod:`ledger.git.feed.tree`). Each
-dirty path is classified the way ``git add -A`` into a fresh index would: an entry of the base is not ignored (ignore rules did
-not change: any ``.gitignore``/``.gitattributes`` event, configuration change, settings change or
-user index change with kept protected directories sends the capture to a full scan); a new path
-is asked to ``git check-ignore --no-index``; its bytes come from ``git hash-object`` (attributes
-and clean filters applied) through :func:`ledger.git.capture.treeedit.current_entries`. Anything the feed
-does not model — nested ``.git``, gitlinks, protected directories, too-large files, special
-files, names git reads differently — means a full scan, which then becomes the new base.
+How a fed capture stays exact (docs/capture.md#a-fed-capture). The *base* is the tree of a
+capture whose dirty set was taken at epoch E; every path changed since is in the watcher's dirty
+set (inotify queues events inside the changing system call; :meth:`InotifyWatcher.sync` reads the
+queue to the end). While the watcher is at epoch E, the work tree is base + the dirty paths re-read
+now (:mod:`ledger.git.feed.tree`), each classified as ``git add -A`` into a fresh index would
+(``git check-ignore --no-index``, ``git hash-object`` with attributes and filters). Anything the
+feed does not model (rule-file events, configuration or settings changes, nested ``.git``,
+gitlinks, protected directories, too-large or special files, names git reads differently) means a
+full scan, which becomes the new base.
 
-Trust but verify: after a fed capture, when the process is idle, a verifier thread makes a fed
-capture F (under the capture lock, like any capture) and then a full scan S on its own private
-index (``<git-dir>/pi-rewind/verify/``, seeded from a copy of the main one) *without* the capture
-lock, so that a prompt's capture arriving meanwhile is not held up for a whole scan (seconds at
-1M files). When no event arrived and no capture took changes or changed the base in between, it
-compares them; otherwise the round is inconclusive and retried at the next idle time. "Took
-changes" counts from the moment a capture empties the dirty set, not from when it publishes
-its tree: a fed capture still hashing a file it took is a change in flight, not a miss. A
-difference (mmap writes, hard links written from outside, another mount namespace …) switches
-the feed off for the session: every later capture is a full scan, :func:`report` says so, and
-the evidence (the differing paths) goes to ``<git-dir>/pi-rewind/feed-mismatch.json``.
-``feed-status.json`` next to it carries the mode, and the session's final counts when the feed
-closes.
+Trust but verify (docs/capture.md#verification): when the process is idle after a fed capture, a
+verifier thread makes a fed capture F (under the capture lock) and then a full scan S on its own
+private index (``<git-dir>/pi-rewind/verify/``) *without* the lock, so that a prompt's capture is
+not held up for a whole scan. It compares them only when no event arrived and no capture took
+changes or changed the base in between ("took" from the moment a capture empties the dirty set:
+a capture still hashing a file it took is a change in flight, not a miss). A difference (mmap
+writes, hard links written from outside, another mount namespace …) switches the feed off for the
+session: every later capture is a full scan, :func:`report` says so, and the differing paths go to
+``<git-dir>/pi-rewind/feed-mismatch.json``; ``feed-status.json`` holds the mode and final counts.
 
 Invariants:
 - Nothing here runs unless :func:`enable` was called (``rewind serve`` does); one-shot commands
@@ -76,8 +69,7 @@ if TYPE_CHECKING:
 
 VERIFY_IDLE_S = float(os.environ.get("REWIND_FEED_VERIFY_IDLE_S", "1.0"))
 """Seconds without a capture before the verifier runs."""
-WALK_WAIT_S = 1.0
-"""At most this long, once, a full scan waits for a ``pi -p`` walk (InotifyWatcher.wait_walk)."""
+WALK_WAIT_S = 1.0  # at most this long, once, a full scan waits for a pi -p walk (wait_walk)
 STATUS_FILE = "feed-status.json"
 MISMATCH_FILE = "feed-mismatch.json"
 
@@ -96,7 +88,7 @@ def enable(*, verify: bool = True) -> None:
 
 
 def enabled() -> bool:
-    return _enabled
+    return _enabled  # published after an adopted feed is registered (adopt)
 
 
 def disable() -> None:
@@ -127,17 +119,19 @@ def feed_for(repo: GitRepo) -> Feed | None:
     return feed
 
 
-def adopt(repo: GitRepo, watcher: InotifyWatcher) -> Feed | None:
-    """The feed of ``repo``'s work tree, built around ``watcher``: an :class:`InotifyWatcher`
-    of that root started earlier, before this module (and pygit2) were loaded, so that its walk
-    runs while they load (a ``pi -p`` bridge: ``ledger.cli.serve``). ``None`` when disabled,
-    when the root differs, or when the work tree already has a feed: the watcher is stopped
-    then. Exact all the same: nothing is trusted before the watcher is ready, and only a scan
-    that starts after that can be a base (:meth:`Feed.before_full`)."""
-    key = str(repo.root)
+def adopt(repo: GitRepo, watcher: InotifyWatcher, *, enabling: bool | None = None) -> Feed | None:
+    """The feed of ``repo``'s work tree around ``watcher``, an :class:`InotifyWatcher` of that
+    root started before this module and pygit2 loaded (``pi -p``: ``ledger.cli.serve``), or
+    ``None`` (disabled, another root, a feed exists: the watcher is stopped). Exact: only a scan
+    started once the watcher is ready is a base (:meth:`Feed.before_full`). ``enabling``: turn
+    the feed on too (``verify=enabling``), only once this feed is registered. Concurrency:
+    enabled first, a capture in between started a second feed and this walk was wasted."""
+    global _enabled, _verify
+    key, feed = str(repo.root), None
     with _guard:
+        _verify = _verify if enabling is None else enabling
         if (
-            _enabled
+            (_enabled or enabling is not None)
             and key not in _feeds
             and os.path.realpath(watcher.root) == os.path.realpath(key)
         ):
@@ -146,9 +140,12 @@ def adopt(repo: GitRepo, watcher: InotifyWatcher) -> Feed | None:
             settings = _armed.pop(key, None)
             if settings is not None:
                 feed.arm(settings)
-            return feed
-    watcher.stop()
-    return None
+        _enabled = _enabled or enabling is not None  # published after the feed: see above
+    if enabling is not None:
+        bound_git_memory()
+    if feed is None:
+        watcher.stop()
+    return feed
 
 
 def arm(root: Path | str, settings: Any) -> None:
