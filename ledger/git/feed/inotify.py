@@ -130,6 +130,10 @@ def unsupported(fs_type: str) -> bool:
     return fs_type in UNSUPPORTED_FS or fs_type.startswith("fuse")
 
 
+SCAN_S_PER_INDEX_BYTE = 3e-8
+"""What a full scan is expected to take per byte of the private index (~3 µs an entry of ~100
+bytes): the most a capture waits for a ``pi -p`` walk (:meth:`InotifyWatcher.wait_walk`)."""
+
 BACKGROUND_NICE = 10
 """Niceness of background work (the walk, the verifier): the prompt's captures come first."""
 
@@ -269,7 +273,7 @@ class InotifyWatcher:
         it is armed ahead of need, and at 1M files it takes seconds."""
         if not self.ready and not self.background and self._thread is not None:
             with contextlib.suppress(OSError):
-                self._walk_over.wait(min(timeout_s, os.stat(index).st_size * 3e-8))
+                self._walk_over.wait(min(timeout_s, os.stat(index).st_size * SCAN_S_PER_INDEX_BYTE))
         return self.ready
 
     def _close(self) -> None:
