@@ -162,3 +162,51 @@ def test_a_verification_still_running_when_the_feed_closes_is_no_dead_watcher(
     assert results == [None], "nothing can be compared once the watcher stopped"
     assert feed.watcher.failed is None
     assert feed.describe()["mode"] != "full-scan"
+
+
+def test_a_verification_that_fails_leaves_the_kept_git_processes_to_the_next_capture(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verification round that raised closed the kept git processes from the verifier thread,
+    without the capture lock, possibly under a prompt's fed capture using them (that capture
+    then fell back to a full scan; rarely a git child was left running). They are now dropped
+    by the next capture, under the lock. The round fails only once the fed capture is over, so
+    the order is forced, not timed."""
+    monkeypatch.setattr(service, "VERIFY_IDLE_S", 0.0)
+    (repo / "d0").mkdir()
+    (repo / "d0" / "f.txt").write_text("0\n")
+    gitrepo = GitRepo.discover(repo)
+    feed = Feed(gitrepo.root, gitrepo.git_dir, verify=True)
+    go = threading.Event()
+
+    def failing_round() -> bool | None:
+        assert go.wait(WAIT_S)
+        raise RuntimeError("the verifier's scan failed")
+
+    monkeypatch.setattr(feed, "verify_now", failing_round)
+    feed.start()
+    try:
+        _until(lambda: feed.watcher.ready, "the watcher")
+        assert _capture(feed, gitrepo) == fresh_tree(repo)  # the base
+        (repo / "d0" / "f.txt").write_text("changed\n")
+        assert _capture(feed, gitrepo) == fresh_tree(repo)  # fed: the kept processes hash it
+        assert feed.counters.fed == 1
+        kept = feed._git
+        assert kept is not None
+        closed_by: list[str] = []
+        close = kept.close
+
+        def recorded_close() -> None:
+            closed_by.append(threading.current_thread().name)
+            close()
+
+        monkeypatch.setattr(kept, "close", recorded_close)
+        go.set()
+        _until(lambda: "verification failed to run" in feed.counters.fallbacks, "the round")
+        assert closed_by == [], "the verifier closed the kept git processes without the lock"
+        assert feed.base is None
+        assert _capture(feed, gitrepo) == fresh_tree(repo)  # no base: a full scan
+        assert closed_by == [threading.current_thread().name]
+    finally:
+        go.set()
+        feed.close()

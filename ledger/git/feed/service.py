@@ -429,11 +429,12 @@ class Feed:
         )
         self._settings = capturer.settings
 
-    def _fallback(self, reason: str, kind: str | None = None) -> None:
-        """Count a reason to scan fully (the caller returns ``None``); counted by ``kind``, by
-        default the reason up to its first colon (paths come after it)."""
+    def _fallback(self, reason: str, kind: str | None = None, *, keep: bool = False) -> None:
+        """Count a reason to scan fully (the caller returns ``None``) by ``kind``, or by the reason
+        up to its first colon; ``keep``: leave the kept git processes (no capture lock held)."""
         self.last_reason = reason
-        self._drop_git()
+        if not keep:
+            self._drop_git()
         key = (kind or reason.split(":")[0])[:60]
         self.counters.fallbacks[key] = self.counters.fallbacks.get(key, 0) + 1
 
@@ -510,8 +511,11 @@ class Feed:
             try:
                 self.verify_now()
             except Exception as exc:
-                self._fallback(f"verification failed to run: {type(exc).__name__}: {exc}")
+                # Concurrency: no capture lock here, and the kept git processes may serve a
+                # prompt's fed capture now: the next capture (no base) drops them under it.
                 self.base = None
+                why = f"verification failed to run: {type(exc).__name__}: {exc}"
+                self._fallback(why, keep=True)
             # A round's full scan parsed the whole status (tens of MB at 100k files) in this
             # thread's malloc arena, freed now but kept by glibc: hand it back (idle time).
             trim_heap()
