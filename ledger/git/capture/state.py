@@ -59,6 +59,9 @@ from typing import NamedTuple
 
 STATE_VERSION = 2
 _SIG_FRESH_NS = 2_000_000_000
+RACY_CTIME = -1
+"""The ctime of a rule-file signature read within :data:`_SIG_FRESH_NS` of the file's last
+change: never equal to a file's, so the digest is read again next time."""
 
 UNKNOWN_STAMP: tuple[int, int] = (0, 0)
 """A directory stamp that never matches (unreadable, not a directory, or too recent)."""
@@ -280,21 +283,27 @@ def _rule_sig(value: object) -> RuleSig | None:
 # --- signatures of rule files --------------------------------------------------------------
 
 
-def file_signature(path: Path | str, previous: RuleSig | None = None) -> RuleSig | None:
-    """The signature of a file (not followed if a symlink), or ``None`` when absent. The digest
-    is reused from ``previous`` only when the stat data is identical and was not recorded within
-    two seconds of the file's last change."""
+def file_signature(
+    path: Path | str, previous: RuleSig | None = None, *, reuse: bool = False
+) -> RuleSig | None:
+    """The signature of a file (not followed if a symlink), or ``None`` when absent. ``reuse``
+    (the work tree's rule files; the fingerprint's files are always read): the digest is reused
+    from ``previous`` only when the stat data is identical and was not recorded within two
+    seconds of the file's last change; a signature read that soon gets :data:`RACY_CTIME`."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
     head = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    if (
-        previous is not None
-        and previous[:4] == head
-        and time.time_ns() - st.st_ctime_ns > _SIG_FRESH_NS
-    ):
+    # Exactness (git's racy-timestamp rule): the file may change again within the same tick
+    # of the kernel's coarse clock, same size, leaving all four values as they are. Checking
+    # the age only now, at reuse, let such an edit go unseen: the file was long unchanged by
+    # the time it was compared (tests/integration/test_capture_rules.py).
+    fresh = time.time_ns() - st.st_ctime_ns <= _SIG_FRESH_NS
+    if reuse and previous is not None and previous[:4] == head and not fresh:
         return previous
+    if reuse and fresh:
+        head = (st.st_size, st.st_mtime_ns, RACY_CTIME, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
         digest = "link:" + hashlib.sha1(os.fsencode(os.readlink(path))).hexdigest()
     elif stat.S_ISREG(st.st_mode):
@@ -323,10 +332,10 @@ def dir_signatures(root: str, rel_dir: str, previous: DirRules | None = None) ->
     ignore = base + "/.gitignore"
     attributes = base + "/.gitattributes"
     rules = DirRules(
-        file_signature(ignore, previous.ignore if previous else None)
+        file_signature(ignore, previous.ignore if previous else None, reuse=True)
         if _access(ignore, os.F_OK, follow_symlinks=False)
         else None,
-        file_signature(attributes, previous.attributes if previous else None)
+        file_signature(attributes, previous.attributes if previous else None, reuse=True)
         if _access(attributes, os.F_OK, follow_symlinks=False)
         else None,
         bool(rel_dir) and _access(base + "/.git", os.F_OK, follow_symlinks=False),
