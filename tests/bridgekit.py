@@ -104,11 +104,15 @@ class FakePi:
         session_file: Path | None = None,
         hosted: Path | None = None,
         facts: bool = False,
+        bridge_argv: list[str] | None = None,
     ) -> None:
         """``hosted``: the watcher's bridge socket; the session is served there (as the
         extension does when the watcher accepts it) instead of by a bridge process.
         ``facts``: send the session's new entries with each event and after each append, as
-        the extension does since issue 34 (per prompt); off, as an older extension."""
+        the extension does since issue 34 (per prompt); off, as an older extension.
+        ``bridge_argv``: the bridge's command instead of ``python -m ledger serve --stdio``, e.g.
+        ``[sys.executable, "-c", LAUNCHER, …]``, a script that patches the real bridge to record
+        what it does, then runs it."""
         self.cwd = cwd
         self.facts = facts
         self.mirrored = 0
@@ -139,9 +143,9 @@ class FakePi:
         # spawn another install's bridge, e.g. a regular `pip install`'s `rewind serve --stdio`.
         command = os.environ.get("BRIDGEKIT_BRIDGE_CMD")
         self.proc = subprocess.Popen(
-            json.loads(command)
-            if command
-            else [sys.executable, "-m", "ledger", "serve", "--stdio"],
+            bridge_argv
+            or (json.loads(command) if command else None)
+            or [sys.executable, "-m", "ledger", "serve", "--stdio"],
             cwd=cwd,
             env=env,
             stdin=subprocess.PIPE,

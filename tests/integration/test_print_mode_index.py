@@ -9,10 +9,8 @@ are the ones a bridge with a UI writes.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from ledger.authorship.store import AuthorshipStore
 from tests.bridgekit import FakePi, prompts_stay_exact
@@ -41,18 +39,7 @@ sys.exit(main(["serve", "--stdio"]))
 
 
 def _counted(cwd: Path, agent: Path, out: Path) -> FakePi:
-    real = subprocess.Popen
-
-    def popen(argv: list[str], *args: Any, **kw: Any) -> subprocess.Popen[bytes]:
-        if argv[1:] == ["-m", "ledger", "serve", "--stdio"]:
-            argv = [sys.executable, "-c", _LAUNCHER, str(out)]
-        return real(argv, *args, **kw)
-
-    subprocess.Popen = popen  # type: ignore[assignment,misc]
-    try:
-        return FakePi(cwd, agent)
-    finally:
-        subprocess.Popen = real  # type: ignore[misc]
+    return FakePi(cwd, agent, bridge_argv=[sys.executable, "-c", _LAUNCHER, str(out)])
 
 
 def _records(repo: Path) -> int:

@@ -11,10 +11,8 @@ run with a change feed shows the launcher sees it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -37,18 +35,7 @@ sys.exit(main(["serve", "--stdio"]))
 
 
 def _launched(cwd: Path, agent: Path, out: Path) -> FakePi:
-    real = subprocess.Popen
-
-    def popen(argv: list[str], *args: Any, **kw: Any) -> subprocess.Popen[bytes]:
-        if argv[1:] == ["-m", "ledger", "serve", "--stdio"]:
-            argv = [sys.executable, "-c", _LAUNCHER, str(out)]
-        return real(argv, *args, **kw)
-
-    subprocess.Popen = popen  # type: ignore[assignment,misc]
-    try:
-        return FakePi(cwd, agent)
-    finally:
-        subprocess.Popen = real  # type: ignore[misc]
+    return FakePi(cwd, agent, bridge_argv=[sys.executable, "-c", _LAUNCHER, str(out)])
 
 
 def _print_mode_run(repo: Path, agent: Path, out: Path) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,18 +57,7 @@ def agent(isolated_env: Path) -> Path:
 
 def _observed(cwd: Path, agent: Path, out: Path, **kwargs: Any) -> FakePi:
     """A FakePi whose bridge records the modules loaded when it first answers, into ``out``."""
-    real = subprocess.Popen
-
-    def popen(argv: list[str], *args: Any, **kw: Any) -> subprocess.Popen[bytes]:
-        if argv[1:] == ["-m", "ledger", "serve", "--stdio"]:
-            argv = [sys.executable, "-c", _LAUNCHER, str(out)]
-        return real(argv, *args, **kw)
-
-    subprocess.Popen = popen  # type: ignore[assignment,misc]
-    try:
-        return FakePi(cwd, agent, **kwargs)
-    finally:
-        subprocess.Popen = real  # type: ignore[misc]
+    return FakePi(cwd, agent, **kwargs, bridge_argv=[sys.executable, "-c", _LAUNCHER, str(out)])
 
 
 def _heavy(out: Path) -> list[str]:

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from ledger.cli.app import SERVE_STDIO, _parse, _serve_stdio_args
 from tests.bridgekit import FakePi
@@ -45,18 +44,9 @@ sys.exit(cli.main())
 
 
 def _observed(cwd: Path, agent: Path, out: Path) -> FakePi:
-    real = subprocess.Popen
-
-    def popen(argv: list[str], *args: Any, **kw: Any) -> subprocess.Popen[bytes]:
-        if argv[1:] == ["-m", "ledger", "serve", "--stdio"]:
-            argv = [sys.executable, "-c", _LAUNCHER, str(out), "serve", "--stdio"]
-        return real(argv, *args, **kw)
-
-    subprocess.Popen = popen  # type: ignore[assignment,misc]
-    try:
-        return FakePi(cwd, agent)
-    finally:
-        subprocess.Popen = real  # type: ignore[misc]
+    return FakePi(
+        cwd, agent, bridge_argv=[sys.executable, "-c", _LAUNCHER, str(out), "serve", "--stdio"]
+    )
 
 
 def test_the_spawned_bridge_answers_without_building_the_parser_or_asking_a_watcher(
