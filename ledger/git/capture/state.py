@@ -298,7 +298,7 @@ def file_signature(
     # Exactness (git's racy-timestamp rule): the file may change again within the same tick
     # of the kernel's coarse clock, same size, leaving all four values as they are. Checking
     # the age only now, at reuse, let such an edit go unseen: the file was long unchanged by
-    # the time it was compared (tests/integration/test_capture_rules.py).
+    # the time it was compared (tests/unit/test_rule_signatures.py).
     fresh = time.time_ns() - st.st_ctime_ns <= _SIG_FRESH_NS
     if reuse and previous is not None and previous[:4] == head and not fresh:
         return previous
