@@ -220,11 +220,16 @@ class InterruptedRestoreError(LedgerError):
         self.session = session
         self.entry = entry
         self.state = state
-        what = "recorded" if state == "done" else "finished"
         where = f" of session {session}" if session else ""
+        # A done journal's files were all written and verified: only its record is missing, so
+        # the tree is not between two states (saying so sent users to undo a complete restore).
+        what = (
+            "recorded: its files were written, but no record of it was found"
+            if state == "done"
+            else "finished: the work tree may be between two states"
+        )
         super().__init__(
-            f"a restore{where} (to {target[:12]}, started {started}) was interrupted before it was {what}: "
-            "the work tree may be between two states",
+            f"a restore{where} (to {target[:12]}, started {started}) was interrupted before it was {what}",
             hint=f"'rewind undo {session or 'SESSION'}' brings back every file as it was before that restore "
             f"(snapshot {undo[:12]}); 'rewind doctor' shows the details",
         )

@@ -91,6 +91,8 @@ def _names_undo(view: LedgerView, journal: Journal) -> bool:
 def _recorded(journal: Journal, held: HeldSession | None = None) -> bool:
     if journal.session is None:
         return True  # nothing could record it: the restore closed such journals itself
+    if _session_gone(journal):
+        return True
     if held is not None and os.path.realpath(journal.session) == held.path:
         try:
             if _names_undo(LedgerView.of(held.read()), journal):
@@ -102,6 +104,22 @@ def _recorded(journal: Journal, held: HeldSession | None = None) -> bool:
     except LedgerError:
         return False
     return _names_undo(view, journal)
+
+
+def _session_gone(journal: Journal) -> bool:
+    """A finished restore (``done``: every file written and verified) whose session file no
+    longer exists and whose owner process has ended: nothing can ever record it. It is closed as
+    the journal of a restore without a session is; its undo snapshot stays in the store under
+    the retention policy. Kept open, it refused every later restore of the repository with a
+    hint (``rewind undo SESSION``) that could not work on a deleted session (docs/defects.md).
+    A ``writing`` journal is never closed so: its files may be between two states. An owner
+    still running may hold the record in memory (Pi writes a new session's file lazily)."""
+    assert journal.session is not None
+    return (
+        journal.state == "done"
+        and not os.path.lexists(journal.session)
+        and not journal.owner_process_alive()
+    )
 
 
 RUNNING_WAIT_S = LOCK_TIMEOUT_S

@@ -30,6 +30,7 @@ from ledger.session.store import (
     SessionAppender,
     create_session_file,
     read_session,
+    unreadable_session_error,
 )
 
 
@@ -87,7 +88,10 @@ class FileHost:
         return self.path
 
     def session(self) -> Session:
-        stat = os.stat(self.path)
+        try:
+            stat = os.stat(self.path)
+        except OSError as exc:  # a deleted or unreadable file: the store's words for it
+            raise unreadable_session_error(self.path, exc) from exc
         key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if self._session is None or key != self._key:
             self._session = read_session(self.path)

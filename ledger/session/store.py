@@ -67,9 +67,9 @@ def read_bytes(path: Path) -> bytes:
     try:
         data = read_regular_file(path, MAX_SESSION_BYTES)
     except OSError as exc:
-        raise _unreadable(path, exc) from exc
+        raise unreadable_session_error(path, exc) from exc
     if data is None:
-        raise _unreadable(path, FileNotFoundError(errno.ENOENT, "no such file"))
+        raise unreadable_session_error(path, FileNotFoundError(errno.ENOENT, "no such file"))
     return data
 
 
@@ -127,16 +127,17 @@ def read_head(path: Path) -> tuple[bytes, bool]:
     try:
         fd, _st = open_regular(path)
     except OSError as exc:
-        raise _unreadable(path, exc) from exc
+        raise unreadable_session_error(path, exc) from exc
     try:
         return read_regular_head(fd, HEADER_LINES, MAX_HEADER_BYTES)
     except OSError as exc:
-        raise _unreadable(path, exc) from exc
+        raise unreadable_session_error(path, exc) from exc
     finally:
         os.close(fd)
 
 
-def _unreadable(path: Path, exc: OSError) -> SessionFileError:
+def unreadable_session_error(path: Path, exc: OSError) -> SessionFileError:
+    """The error for a session path that cannot be read, in the words every command uses."""
     if isinstance(exc, FileNotFoundError):
         return SessionFileError(
             path, "no such file", hint="check the path, or list sessions with 'rewind sessions'"

@@ -202,6 +202,12 @@ class Journal:
                 return held
         return self._identity_alive()
 
+    def owner_process_alive(self) -> bool:
+        """Whether the process that wrote this journal still runs (its pid, start time, boot and
+        host; the lock is not asked: an owner lets go of it once its restore is over, yet may
+        still hold the restore's record in memory). False where that cannot be known."""
+        return self._identity_alive()
+
     def _identity_alive(self) -> bool:
         if self.pid_start is None or self.boot_id is None or self.pid <= 0:
             return False
