@@ -53,12 +53,65 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
         served = run_by_watcher(sys.argv[1:])
         if served is not None:
             _exit_now(served)
-    from ledger.cli.app import main_here
+    prefetching = argv is None and cwd is None and _start_status_prefetch(sys.argv[1:])
+    try:
+        from ledger.cli.app import main_here
 
-    code = main_here(argv, cwd=cwd)
+        code = main_here(argv, cwd=cwd)
+    except KeyboardInterrupt:
+        if not prefetching:
+            raise
+        # SIGTERM/SIGHUP while the prefetch ran, before the command could catch it itself.
+        sys.stderr.write("error: interrupted\n")
+        code = 130
+    finally:
+        if prefetching:
+            from ledger.git.capture import prefetch
+
+            prefetch.stop()
     if argv is None:
         _flush_or_drop_stdout()
     return code
+
+
+PREFETCH_ENV = "REWIND_STATUS_PREFETCH"
+"""``0`` turns the status prefetch off (benchmarks compare both)."""
+
+_PREFETCHING = ("restore", "undo")
+"""Commands whose first step, with ``--yes``, is a capture of the work tree."""
+
+
+def _start_status_prefetch(argv: list[str]) -> bool:
+    """A cold ``rewind restore … --yes`` or ``rewind undo … --yes``, run here: start its
+    capture's ``git status`` now, so that it overlaps the imports below
+    (:mod:`ledger.git.capture.prefetch`). Only where the repository is clear from the command
+    line alone (the one containing the working directory or ``--repo``; a session of another
+    repository just leaves the prefetch unused). Anything unusual: no prefetch, which only
+    costs the overlap."""
+    import os
+
+    if os.environ.get(PREFETCH_ENV) == "0":
+        return False
+    from ledger.cli.served import command_of, find_repository
+
+    command, repo = command_of(argv)
+    words = set(argv)
+    if (
+        command not in _PREFETCHING
+        or not {"--yes", "-y"} & words
+        or {"--dry-run", "-h", "--help", "conversation", "--mode=conversation"} & words
+    ):
+        return False
+    try:
+        start = os.getcwd() if repo is None else os.path.join(os.getcwd(), repo)
+    except OSError:
+        return False
+    found = find_repository(start)
+    if found is None:
+        return False
+    from ledger.git.capture import prefetch
+
+    return prefetch.start(*found)
 
 
 def _flush_or_drop_stdout() -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
+from ledger.loaded_modules import finished
 
 # Not `from typing import TYPE_CHECKING` (start-up cost, see ledger/cli/context.py).
 TYPE_CHECKING = False
@@ -347,6 +348,11 @@ def _exit_now(code: int) -> None:
     closed, git objects and refs written by libgit2 as they are made, no thread left with
     work): the interpreter's teardown of pygit2 and ~300 modules costs ~35 ms that Pi waits
     for when its session ends (docs/capture.md#shared-watcher)."""
+    # A prefetched git status must not outlive this process's capture lock (it ends with the
+    # process): stop it first (ledger/git/capture/prefetch.py).
+    running = finished("ledger.git.capture.prefetch")
+    if running is not None:
+        running.stop()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

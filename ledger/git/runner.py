@@ -250,7 +250,7 @@ class GitRunner:
         if check and proc.returncode != 0:
             raise GitError(
                 operation or f"git {args[0]}",
-                _first_lines(proc.stderr) or f"exit status {proc.returncode}",
+                first_lines(proc.stderr) or f"exit status {proc.returncode}",
             )
         return result
 
@@ -285,7 +285,7 @@ def resolve_executable(name: str) -> str:
     return found
 
 
-def _first_lines(stderr: bytes, limit: int = 6) -> str:
+def first_lines(stderr: bytes, limit: int = 6) -> str:
     text = stderr.decode("utf-8", "replace").strip()
     # Lines of a trace2 event stream we asked for on stderr are not git's message.
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith('{"')]

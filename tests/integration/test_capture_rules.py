@@ -30,10 +30,10 @@ class _Recording(Capturer):
         super().__init__(repo, NO_PROTECTION)
         self.quiet: list[bool] = []
 
-    def _status(self) -> tuple[list[bytes], bool]:
-        records, quiet = super()._status()
+    def _status(self, *, prefetch_fits: bool = False) -> tuple[list[bytes], bool, int]:
+        records, quiet, started_ns = super()._status(prefetch_fits=prefetch_fits)
         self.quiet.append(quiet)
-        return records, quiet
+        return records, quiet, started_ns
 
 
 def _capture(repo: Path) -> tuple[str, list[bool]]:

@@ -72,6 +72,10 @@ class PrivateIndex:
         """Whether this thread holds the lock (e.g. a restore, capturing inside it)."""
         return self._lock.held_here()
 
+    def depth_here(self) -> int:
+        """How many nested holds of the lock this thread is inside (0: none)."""
+        return self._lock.depth_here()
+
     # --- state --------------------------------------------------------------------------
 
     def load_state(self) -> CaptureState | None:
@@ -148,7 +152,11 @@ class CaptureLock:
 
     def held_here(self) -> bool:
         """Whether this thread holds the lock (inside a :meth:`held` block)."""
-        return bool(_HELD.__dict__.get("depth", {}).get(str(self.path)))
+        return bool(self.depth_here())
+
+    def depth_here(self) -> int:
+        """How many nested :meth:`held` blocks of this thread are open."""
+        return int(_HELD.__dict__.get("depth", {}).get(str(self.path), 0))
 
     @contextlib.contextmanager
     def held(self, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 from ledger.errors import GitError
+from ledger.git.capture.status_command import TRACE_ENV
 from ledger.git.runner import decode_path
 from ledger.plain import FrozenPlain, Plain
 from ledger.settings import SnapshotSettings
@@ -408,9 +409,6 @@ class RuleChanges(Plain):
         self.repos += other.repos
 
 
-# git reports, on stderr through trace2, what its untracked cache did during status (dir.c,
-# emit_traversal_statistics). Nesting: the counters sit three regions deep.
-TRACE_ENV = {"GIT_TRACE2_EVENT": "2", "GIT_TRACE2_EVENT_NESTING": "9"}
 _QUIET_KEYS = ("node-creation", "gitignore-invalidation", "directory-invalidation", "opendir")
 
 

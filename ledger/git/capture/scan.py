@@ -50,11 +50,11 @@ from typing import Any
 import pygit2
 
 from ledger.errors import CaptureIndexError, DirtySubmoduleError, GitError
+from ledger.git.capture import prefetch
 from ledger.git.capture.fingerprint import global_fingerprint
 from ledger.git.capture.index import IndexUnusable, PrivateIndex
 from ledger.git.capture.limits import check_dirty, check_first_capture
 from ledger.git.capture.plan import (
-    TRACE_ENV,
     CapturePlan,
     RuleChanges,
     SkippedPath,
@@ -62,6 +62,7 @@ from ledger.git.capture.plan import (
     parse_status,
     untracked_cache_quiet,
 )
+from ledger.git.capture.prefetch import status_command
 from ledger.git.capture.racy import guard_racy_entries, old_racy_entries
 from ledger.git.capture.state import (
     CaptureState,
@@ -74,36 +75,13 @@ from ledger.git.capture.state import (
     to_sign,
     topmost,
 )
+from ledger.git.capture.status_command import PRIVATE_CONFIG, STATUS_ARGS, TRACE_ENV
 from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
 from ledger.git.repo import GitRepo, is_git_dir
-from ledger.git.runner import GitRunner, chunks, decode_path, nul_join
+from ledger.git.runner import GitResult, GitRunner, chunks, decode_path, first_lines, nul_join
 from ledger.git.shadow.layout import ShadowRepo, capture_settings
 from ledger.loaded_modules import finished
 from ledger.settings import SnapshotSettings
-
-# Our settings for every command that reads or writes the private index. The user's weakened
-# stat settings would make a kept index miss changes; autocrlf=false keeps bytes exact (D10).
-PRIVATE_CONFIG: tuple[tuple[str, str], ...] = (
-    ("core.autocrlf", "false"),
-    ("core.trustctime", "true"),
-    ("core.checkStat", "default"),
-    ("core.ignoreStat", "false"),
-    ("core.fsmonitor", "false"),
-    ("core.untrackedCache", "true"),
-    ("core.splitIndex", "false"),
-    ("core.preloadIndex", "true"),
-    ("core.sparseCheckout", "false"),
-    ("index.version", "2"),
-    ("index.sparse", "false"),
-    ("index.threads", "true"),
-    ("status.showUntrackedFiles", "all"),
-    ("status.renames", "false"),
-    ("status.submoduleSummary", "false"),
-    ("diff.renames", "false"),
-    ("submodule.recurse", "false"),
-    ("feature.manyFiles", "false"),
-    ("advice.addEmbeddedRepo", "false"),
-)
 
 LAZY_MAX_PATHS = 32
 """Up to this many paths differing from the private index, a capture hashes them and edits the
@@ -182,7 +160,10 @@ class Capturer:
                     if fed is not None:
                         return replace(fed, ms=(time.perf_counter() - started) * 1000.0)
                     epoch = feed.before_full()
-                result = self.full_capture()
+                try:
+                    result = self.full_capture()
+                finally:
+                    prefetch.discard()  # not taken (e.g. an error before status): stop it
                 if feed is not None:
                     feed.after_full(self, result, epoch)
         except IndexUnusable as exc:
@@ -193,6 +174,8 @@ class Capturer:
             if _NO_SPACE in exc.message and not isinstance(exc, CaptureIndexError):
                 raise _index_error(self.index.dir, exc.message, errno.ENOSPC) from None
             raise
+        finally:
+            prefetch.capture_ended()
         return replace(result, ms=(time.perf_counter() - started) * 1000.0)
 
     def full_capture(self) -> CaptureResult:
@@ -256,8 +239,14 @@ class Capturer:
             updated += len(drop)
             state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
 
-        status_started_ns = time.time_ns()
-        records, quiet = self._status()
+        records, quiet, status_started_ns = self._status(
+            prefetch_fits=not (
+                fresh or drop or changes.ignore or changes.attributes or changes.repos
+            )
+        )
+        # A status started before this capture (prefetched): entries it recorded are racy from
+        # its first second on, not this capture's.
+        start_s = min(start_s, status_started_ns // 1_000_000_000)
         synced = quiet
         if not quiet and not everywhere:
             # Some directory changed since git's untracked cache recorded it (an entry
@@ -275,8 +264,7 @@ class Capturer:
                         modified = True
                         self._update_index(["--force-remove"], again, forget_untracked=True)
                         updated += len(again)
-                status_started_ns = time.time_ns()
-                records, synced = self._status()
+                records, synced, _ = self._status()
         ignore_dirs, attr_dirs = changes.ignore, changes.attributes
 
         plan = classify(
@@ -402,32 +390,35 @@ class Capturer:
         except LazyUnsupported:
             return None
 
-    def _status(self) -> tuple[list[bytes], bool]:
-        """``git status`` on the private index: its records, and whether git's untracked cache
-        found every directory as it had recorded it (:func:`untracked_cache_quiet`).
-
-        git (2.39) builds its untracked cache for the mode ``status.showUntrackedFiles`` names
-        and uses it only with that mode: ``all`` in :data:`PRIVATE_CONFIG` and
-        ``--untracked-files=all`` here must stay together."""
-        try:
-            result = self.git.run(
-                [
-                    "status",
-                    "--porcelain=v2",
-                    "-z",
-                    "--untracked-files=all",
-                    "--ignore-submodules=dirty",
-                    "--no-renames",
-                ],
-                operation="git status (capture index)",
-                index=self.index.index_path,
-                config=PRIVATE_CONFIG,
-                optional_locks=True,
-                extra_env=TRACE_ENV,
-            )
-        except GitError as exc:
-            raise IndexUnusable(str(exc)) from exc
-        return result.lines_z(), untracked_cache_quiet(result.stderr)
+    def _status(self, *, prefetch_fits: bool = False) -> tuple[list[bytes], bool, int]:
+        """``git status`` on the private index: its records, whether git's untracked cache found
+        every directory as it had recorded it (:func:`untracked_cache_quiet`), and when it
+        started (``time_ns``). ``prefetch_fits``: nothing changed the index or the rules since
+        a status this command started early (:mod:`ledger.git.capture.prefetch`), which is
+        then taken if it is exactly this one; otherwise such a status is stopped first."""
+        argv, env = status_command(self.git, self.index.index_path)
+        early = prefetch.take(self.index.index_path, argv, env) if prefetch_fits else None
+        if early is None:
+            prefetch.discard()
+            started_ns = time.time_ns()
+            try:
+                result = self.git.run(
+                    STATUS_ARGS,
+                    operation="git status (capture index)",
+                    index=self.index.index_path,
+                    config=PRIVATE_CONFIG,
+                    optional_locks=True,
+                    extra_env=TRACE_ENV,
+                )
+            except GitError as exc:
+                raise IndexUnusable(str(exc)) from exc
+        else:
+            started_ns = early.started_ns
+            result = GitResult(early.returncode, early.stdout, early.stderr)
+            if result.returncode != 0:
+                detail = first_lines(result.stderr) or f"exit status {result.returncode}"
+                raise IndexUnusable(str(GitError("git status (capture index)", detail)))
+        return result.lines_z(), untracked_cache_quiet(result.stderr), started_ns
 
     def _compare_rules(
         self,
