@@ -25,7 +25,8 @@ time), then restores the prompt's point (the tree before the change). Every resu
 
 Phase 1, nobody watches the repository (a watcher left serving it is stopped first), rounds of:
 the reference; ``rewind restore A ENTRY --mode files --yes --json`` cold (``REWIND_SERVED=0``);
-``restore_commit`` in-process (a breakdown row only: no process, no session, no attribution);
+the same without its status prefetch (``REWIND_STATUS_PREFETCH=0``, a breakdown row:
+docs/capture.md#status-prefetch); ``restore_commit`` in-process (a breakdown row only: no process, no session, no attribution);
 the floors.
 
 Phase 2, a ``rewind serve --watch`` runs for the repository (idle-time verification off, it
@@ -413,12 +414,15 @@ def measure(repo: Path, runs: int, tmp: Path, *, cold_only: bool = False) -> Non
     print(f"\nphase 1: nobody watches the repository   ({load()})", flush=True)
     ref1 = Series("reference (sh: git add -A … git restore)")
     cold = Series("rewind restore, cold (REWIND_SERVED=0)", TARGETS["cold"])
+    unfetched = Series("  breakdown: cold, no status prefetch")
     lib = Series("  breakdown: restore_commit in-process")
+    no_prefetch = {"REWIND_SERVED": "0", "REWIND_STATUS_PREFETCH": "0"}
     bench.rounds(
         runs,
         [
             (ref1, bench.reference(target_commit)),
             (cold, bench.cli_restore(session_a, entry_a, child_env({"REWIND_SERVED": "0"}))),
+            (unfetched, bench.cli_restore(session_a, entry_a, child_env(no_prefetch))),
             (lib, in_process(bench, target_commit)),
         ],
     )
@@ -428,7 +432,7 @@ def measure(repo: Path, runs: int, tmp: Path, *, cold_only: bool = False) -> Non
         report(
             len(bench_files(repo)),
             runs,
-            [("phase 1: nobody watches", ref1, [cold, lib])],
+            [("phase 1: nobody watches", ref1, [cold, unfetched, lib])],
             medians(bench.floor_samples),
         )
         return
@@ -476,7 +480,7 @@ def measure(repo: Path, runs: int, tmp: Path, *, cold_only: bool = False) -> Non
         len(bench_files(repo)),
         runs,
         [
-            ("phase 1: nobody watches", ref1, [cold, lib]),
+            ("phase 1: nobody watches", ref1, [cold, unfetched, lib]),
             ("phase 2: rewind serve --watch runs", ref2, rows2),
         ],
         medians(bench.floor_samples),

@@ -41,6 +41,7 @@ def test_bench_restore_prints_every_entry_point_with_its_ratio_and_the_floors() 
     for row in (
         "reference (sh: git add -A",
         "rewind restore, cold (REWIND_SERVED=0)",
+        "breakdown: cold, no status prefetch",
         "breakdown: restore_commit in-process",
         "rewind restore, watcher running",
         "/rewind files only, spawned bridge",
