@@ -156,6 +156,29 @@ def test_new_nested_repository_in_a_directory_with_captured_files_is_seen(repo: 
     assert "160000 commit" in ls_tree(repo, fresh_tree(repo))
 
 
+@pytest.mark.parametrize("nested", ["pkg", "pkg/sub"])
+def test_new_nested_repository_whose_files_the_index_never_held_is_seen(
+    repo: Path, nested: str
+) -> None:
+    # The files were created after the index was built: the captures since held them in lazy
+    # trees (ledger/git/capture/treeedit.py), never in the private index, so making the
+    # directory a repository removes no entry, which used to leave git's untracked cache (and
+    # the parent's cached "recurse into it") as it was: the capture held the files, every time.
+    _parity(repo)
+    _setup(repo, {"pkg/a.txt": b"a\n", "pkg/sub/b.txt": b"b\n"})
+    _settled(repo)
+    private = {"GIT_INDEX_FILE": str(GitRepo.discover(repo).git_dir / "pi-rewind" / "index")}
+    assert "pkg/" not in git(repo, "ls-files", env=private)
+    git(repo / nested, "init", "-q")
+    git(repo / nested, "add", "-A")
+    git(repo / nested, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "n")
+    _parity(repo)
+    assert f"160000 commit {git(repo / nested, 'rev-parse', 'HEAD').strip()}\t{nested}" in (
+        ls_tree(repo, fresh_tree(repo))
+    )
+    _parity(repo)
+
+
 def test_rule_files_in_a_directory_created_since_the_last_capture_are_seen(repo: Path) -> None:
     _setup(repo, {"a.txt": b"a\n"})
     _settled(repo)
