@@ -201,3 +201,38 @@ def test_nothing_changed_takes_the_shortcut(repo: Path) -> None:
     _setup(repo, {f"d{i}/f{j}.txt": b"x\n" for i in range(5) for j in range(3)})
     _settled(repo)
     assert _parity(repo) == [True]
+
+
+class _RulesChangedAfterStatus(Capturer):
+    """A capturer whose work tree gets ``path`` rewritten right after its first status: an
+    agent writing while the capture runs."""
+
+    def __init__(self, repo: GitRepo, path: Path, content: bytes) -> None:
+        super().__init__(repo, NO_PROTECTION)
+        self.change: tuple[Path, bytes] | None = (path, content)
+
+    def _status(self) -> tuple[list[bytes], bool]:
+        result = super()._status()
+        if self.change is not None:
+            path, content = self.change
+            path.write_bytes(content)
+            self.change = None
+        return result
+
+
+def test_a_new_directorys_gitignore_changed_while_status_ran_is_rechecked(repo: Path) -> None:
+    # The capture signs a new directory's .gitignore after status listed its files under the
+    # rules before the change: recheck it (ls-files -i). Its signature, read within two seconds
+    # of the change, has the racy ctime (state.RACY_CTIME), which the recency test must count
+    # as recent: it did not, and the entry now ignored stayed in every later capture.
+    _parity(repo)
+    _setup(repo, {f"new/f{i:02}.txt": b"x\n" for i in range(40)})  # beyond the lazy path
+    (repo / "new" / ".gitignore").write_bytes(b"f01.txt\n")
+    racing = _RulesChangedAfterStatus(
+        GitRepo.discover(repo), repo / "new" / ".gitignore", b"f02.txt\n"
+    )
+    racing.capture()
+    _parity(repo)
+    time.sleep(2.1)  # and once no signature is racy any more
+    _parity(repo)
+    assert "new/f02.txt" not in ls_tree(repo, fresh_tree(repo))

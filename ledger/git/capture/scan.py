@@ -311,11 +311,11 @@ class Capturer:
             raise
 
         new_dirs = self._new_dirs(state, plan.add)
-        since = status_started_ns - 1_000_000_000
+        since = status_started_ns - 1_000_000_000  # and a negative ctime: RACY_CTIME, recent
         recheck = set(ignore_dirs) | {
             d
             for d in new_dirs
-            if (sig := state.dirs[d].ignore) is not None and sig.ctime_ns >= since
+            if (sig := state.dirs[d].ignore) is not None and not 0 <= sig.ctime_ns < since
         }
         if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
             lazy_tree = self._lazy_tree(state, plan)
@@ -342,7 +342,7 @@ class Capturer:
 
         # Newly ignored tracked entries: only where rules changed, and under directories first
         # seen now whose .gitignore changed around the time status read it (a second of margin
-        # for coarse file timestamps).
+        # for coarse file timestamps; a signature read within 2 s of a change has no ctime).
         if recheck:
             ignored = self.ls_private(topmost(recheck), ignored=True)
             if ignored:
