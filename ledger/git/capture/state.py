@@ -36,10 +36,9 @@ Invariants:
 - A directory's stamp is read before its signatures and only ever replaced together with them, so
   a stamp never postdates the signatures it vouches for: a path whose stamp is still the same
   names the same directory (the inode), which had no entry created, removed or renamed since its
-  signatures were read. A stamp read within
-  three seconds of the directory's last change (a coarse or lagging file-system clock could give a
-  later change the same timestamps; :func:`stamp_limit`) is recorded as unknown, and an unknown
-  stamp never matches.
+  signatures were read. A stamp read within three seconds of the directory's last change (a
+  coarse or lagging file-system clock could give a later change the same timestamps;
+  :func:`stamp_limit`) is recorded as unknown, and an unknown stamp never matches.
 """
 
 from __future__ import annotations
@@ -415,8 +414,9 @@ def to_sign(
     since, so no rule file or ``.git`` appeared or vanished there, and one without any
     (:data:`PLAIN`) still has none. A rule file may still have been edited in place: a
     directory holding one is skipped only ``after_rules``, in a pass that follows the capture's
-    own pass over the rule directories (which signs them whatever their stamp). This loop runs for every known directory: one
-    ``lstat`` and two comparisons each (~50 ms at 10k directories, against ~90 ms to sign)."""
+    own pass over the rule directories (which signs them whatever their stamp). This loop runs
+    for every known directory: one ``lstat`` and two comparisons each (~50 ms at 10k
+    directories, against ~90 ms to sign)."""
     stamp_of = dir_stamp
     for rel in dirs:
         stamp = stamp_of(f"{root}/{rel}" if rel else root, limit_ns)
