@@ -156,6 +156,29 @@ def test_new_nested_repository_in_a_directory_with_captured_files_is_seen(repo: 
     assert "160000 commit" in ls_tree(repo, fresh_tree(repo))
 
 
+@pytest.mark.parametrize("nested", ["pkg", "pkg/sub"])
+def test_new_nested_repository_whose_files_the_index_never_held_is_seen(
+    repo: Path, nested: str
+) -> None:
+    # The files were created after the index was built: the captures since held them in lazy
+    # trees (ledger/git/capture/treeedit.py), never in the private index, so making the
+    # directory a repository removes no entry, which used to leave git's untracked cache (and
+    # the parent's cached "recurse into it") as it was: the capture held the files, every time.
+    _parity(repo)
+    _setup(repo, {"pkg/a.txt": b"a\n", "pkg/sub/b.txt": b"b\n"})
+    _settled(repo)
+    private = {"GIT_INDEX_FILE": str(GitRepo.discover(repo).git_dir / "pi-rewind" / "index")}
+    assert "pkg/" not in git(repo, "ls-files", env=private)
+    git(repo / nested, "init", "-q")
+    git(repo / nested, "add", "-A")
+    git(repo / nested, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-qm", "n")
+    _parity(repo)
+    assert f"160000 commit {git(repo / nested, 'rev-parse', 'HEAD').strip()}\t{nested}" in (
+        ls_tree(repo, fresh_tree(repo))
+    )
+    _parity(repo)
+
+
 def test_rule_files_in_a_directory_created_since_the_last_capture_are_seen(repo: Path) -> None:
     _setup(repo, {"a.txt": b"a\n"})
     _settled(repo)
@@ -178,3 +201,38 @@ def test_nothing_changed_takes_the_shortcut(repo: Path) -> None:
     _setup(repo, {f"d{i}/f{j}.txt": b"x\n" for i in range(5) for j in range(3)})
     _settled(repo)
     assert _parity(repo) == [True]
+
+
+class _RulesChangedAfterStatus(Capturer):
+    """A capturer whose work tree gets ``path`` rewritten right after its first status: an
+    agent writing while the capture runs."""
+
+    def __init__(self, repo: GitRepo, path: Path, content: bytes) -> None:
+        super().__init__(repo, NO_PROTECTION)
+        self.change: tuple[Path, bytes] | None = (path, content)
+
+    def _status(self) -> tuple[list[bytes], bool]:
+        result = super()._status()
+        if self.change is not None:
+            path, content = self.change
+            path.write_bytes(content)
+            self.change = None
+        return result
+
+
+def test_a_new_directorys_gitignore_changed_while_status_ran_is_rechecked(repo: Path) -> None:
+    # The capture signs a new directory's .gitignore after status listed its files under the
+    # rules before the change: recheck it (ls-files -i). Its signature, read within two seconds
+    # of the change, has the racy ctime (state.RACY_CTIME), which the recency test must count
+    # as recent: it did not, and the entry now ignored stayed in every later capture.
+    _parity(repo)
+    _setup(repo, {f"new/f{i:02}.txt": b"x\n" for i in range(40)})  # beyond the lazy path
+    (repo / "new" / ".gitignore").write_bytes(b"f01.txt\n")
+    racing = _RulesChangedAfterStatus(
+        GitRepo.discover(repo), repo / "new" / ".gitignore", b"f02.txt\n"
+    )
+    racing.capture()
+    _parity(repo)
+    time.sleep(2.1)  # and once no signature is racy any more
+    _parity(repo)
+    assert "new/f02.txt" not in ls_tree(repo, fresh_tree(repo))

@@ -8,6 +8,7 @@ clock), and the state file must carry the stamps exactly, or none at all.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -51,7 +52,7 @@ def test_a_directory_whose_mtime_was_set_back_is_still_recent_by_its_ctime(
     assert dir_stamp(str(d), stamp_limit(marker)) == UNKNOWN_STAMP
 
 
-def test_a_directory_older_than_the_limit_is_stamped_with_its_mtime_and_ctime(
+def test_a_directory_older_than_the_limit_is_stamped_with_its_mtime_ctime_and_inode(
     tmp_path: Path,
 ) -> None:
     d = tmp_path / "d"
@@ -60,6 +61,7 @@ def test_a_directory_older_than_the_limit_is_stamped_with_its_mtime_and_ctime(
     assert dir_stamp(str(d), max(st.st_mtime_ns, st.st_ctime_ns) + 1) == (
         st.st_mtime_ns,
         st.st_ctime_ns,
+        st.st_ino,
     )
     assert dir_stamp(str(d), max(st.st_mtime_ns, st.st_ctime_ns)) == UNKNOWN_STAMP
 
@@ -84,14 +86,19 @@ def test_a_file_or_a_missing_path_gets_no_stamp(tmp_path: Path) -> None:
 def _state() -> CaptureState:
     rules = DirRules(None, None, True)
     state = CaptureState(fingerprint="f", dirs={"": PLAIN, "a": rules, "b": PLAIN, "a/c": PLAIN})
-    state.stamps.update({"": (1, 2), "a": (3, 4), "a/c": (2**62, 2**62 + 5)})
+    state.stamps.update({"": (1, 2, 9), "a": (3, 4, -1), "a/c": (2**62, 2**62 + 5, 2**63 - 1)})
     return state
 
 
 def test_the_stamps_survive_the_state_file_and_an_unknown_one_stays_unknown() -> None:
     again = CaptureState.from_json(_state().to_json())
     assert again is not None
-    assert again.stamps == {"": (1, 2), "a": (3, 4), "b": UNKNOWN_STAMP, "a/c": (2**62, 2**62 + 5)}
+    assert again.stamps == {
+        "": (1, 2, 9),
+        "a": (3, 4, -1),
+        "b": UNKNOWN_STAMP,
+        "a/c": (2**62, 2**62 + 5, 2**63 - 1),
+    }
 
 
 def test_a_state_whose_stamps_were_not_used_is_written_back_as_read() -> None:
@@ -103,7 +110,7 @@ def test_a_state_whose_stamps_were_not_used_is_written_back_as_read() -> None:
 
 def test_a_state_without_stamps_has_every_stamp_unknown() -> None:
     data = json.loads(_state().to_json())
-    del data["dir_stamps"]
+    del data["dir_stamps3"]
     again = CaptureState.from_json(json.dumps(data).encode())
     assert again is not None
     assert again.stamps == {}
@@ -115,14 +122,14 @@ def test_stamps_of_another_length_make_the_state_unreadable() -> None:
     data["plain_dirs"].append("extra")
     assert CaptureState.from_json(json.dumps(data).encode()) is None
     data = json.loads(_state().to_json())
-    data["dir_stamps"] = 5
+    data["dir_stamps3"] = 5
     assert CaptureState.from_json(json.dumps(data).encode()) is None
 
 
 def test_stamps_that_do_not_decode_are_all_unknown() -> None:
     data = json.loads(_state().to_json())
-    text = data["dir_stamps"]
-    data["dir_stamps"] = "!" * len(text)
+    text = data["dir_stamps3"]
+    data["dir_stamps3"] = "!" * len(text)
     again = CaptureState.from_json(json.dumps(data).encode())
     assert again is not None
     assert again.stamps == {}
@@ -131,23 +138,40 @@ def test_stamps_that_do_not_decode_are_all_unknown() -> None:
 def test_stamps_set_after_reading_are_written_back_with_the_others_as_read() -> None:
     again = CaptureState.from_json(_state().to_json())
     assert again is not None
-    again.stamps["b"] = (7, 8)
+    again.stamps["b"] = (7, 8, 6)
     again.stamps["a"] = UNKNOWN_STAMP
     third = CaptureState.from_json(again.to_json())
     assert third is not None
-    assert third.stamps == {"": (1, 2), "a": UNKNOWN_STAMP, "b": (7, 8), "a/c": (2**62, 2**62 + 5)}
+    assert third.stamps == {
+        "": (1, 2, 9),
+        "a": UNKNOWN_STAMP,
+        "b": (7, 8, 6),
+        "a/c": (2**62, 2**62 + 5, 2**63 - 1),
+    }
 
 
 def test_stamps_cleared_after_reading_are_all_unknown_when_written() -> None:
     again = CaptureState.from_json(_state().to_json())
     assert again is not None
     again.stamps.clear()
-    again.stamps["b"] = (7, 8)
+    again.stamps["b"] = (7, 8, 6)
     third = CaptureState.from_json(again.to_json())
     assert third is not None
     assert third.stamps == {
         "": UNKNOWN_STAMP,
         "a": UNKNOWN_STAMP,
-        "b": (7, 8),
+        "b": (7, 8, 6),
         "a/c": UNKNOWN_STAMP,
     }
+
+
+def test_stamps_of_an_earlier_version_without_the_inode_are_all_unknown() -> None:
+    # Pairs (mtime, ctime) under "dir_stamps": one could vouch for another directory moved to
+    # the same path with the same times (tests/integration/test_capture_dir_stamps.py).
+    data = json.loads(_state().to_json())
+    pairs = base64.b64decode(data.pop("dir_stamps3"))
+    data["dir_stamps"] = base64.b64encode(pairs[: len(pairs) * 2 // 3]).decode()
+    again = CaptureState.from_json(json.dumps(data).encode())
+    assert again is not None
+    assert again.stamps == {}
+    assert "dir_stamps" not in json.loads(again.to_json())

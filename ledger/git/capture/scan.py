@@ -227,14 +227,15 @@ class Capturer:
         )
 
         # Entries that became embedded repositories or stopped being repositories leave the
-        # index, so that the status below lists them as they are now.
+        # index, so that the status below lists them as they are now. A new repository drops
+        # git's untracked cache even with nothing below it in the index (see _update_index).
         stale = [g for g in state.gitlinks if not self.has_dotgit(g)]
         drop: list[str] = list(stale)
         if changes.repos:
             drop += self.ls_private(topmost(changes.repos))
         drop += old_racy_entries(self._root_s, state)
-        if drop:
-            modified = True
+        if drop or changes.repos:
+            modified = bool(drop)
             self._update_index(["--force-remove"], drop, forget_untracked=bool(changes.repos))
             updated += len(drop)
             state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
@@ -258,13 +259,12 @@ class Capturer:
             synced = True
             if late:
                 changes.merge(late)
-                if late.repos:
+                if late.repos:  # the untracked cache is dropped even with no entries (above)
                     again = self.ls_private(topmost(late.repos))
-                    if again:
-                        modified = True
-                        self._update_index(["--force-remove"], again, forget_untracked=True)
-                        updated += len(again)
-                records, synced, _ = self._status()
+                    self._update_index(["--force-remove"], again, forget_untracked=True)
+                    modified = modified or bool(again)
+                    updated += len(again)
+                records, synced, status_started_ns = self._status()
         ignore_dirs, attr_dirs = changes.ignore, changes.attributes
 
         plan = classify(
@@ -299,11 +299,11 @@ class Capturer:
             raise
 
         new_dirs = self._new_dirs(state, plan.add)
-        since = status_started_ns - 1_000_000_000
+        since = status_started_ns - 1_000_000_000  # and a negative ctime: RACY_CTIME, recent
         recheck = set(ignore_dirs) | {
             d
             for d in new_dirs
-            if (sig := state.dirs[d].ignore) is not None and sig.ctime_ns >= since
+            if (sig := state.dirs[d].ignore) is not None and not 0 <= sig.ctime_ns < since
         }
         if not (modified or fresh or recheck or attr_dirs) and state.tree is not None:
             lazy_tree = self._lazy_tree(state, plan)
@@ -330,7 +330,7 @@ class Capturer:
 
         # Newly ignored tracked entries: only where rules changed, and under directories first
         # seen now whose .gitignore changed around the time status read it (a second of margin
-        # for coarse file timestamps).
+        # for coarse file timestamps; a signature read within 2 s of a change has no ctime).
         if recheck:
             ignored = self.ls_private(topmost(recheck), ignored=True)
             if ignored:
@@ -484,11 +484,11 @@ class Capturer:
         self, options: list[str], paths: Sequence[str], *, forget_untracked: bool = False
     ) -> None:
         """``update-index`` on the private index. ``forget_untracked`` also drops git's
-        untracked cache (rebuilt by the next status): needed when a directory whose files the
-        index held became an embedded repository. With ``status.showUntrackedFiles=all`` git
-        invalidates only the directory of a removed entry, not its parents, so the parent's
-        cached "recurse into it" would stand and status would list the repository's files
-        instead of ``dir/`` (git 2.39, dir.c ``invalidate_one_component``)."""
+        untracked cache (rebuilt by the next status): needed when a directory became an embedded
+        repository. With ``status.showUntrackedFiles=all`` git invalidates only the directory of
+        a removed entry, not its parents, and nothing when the index held no file there (only
+        untracked ones, in lazy trees): the parent's cached "recurse into it" would stand and
+        status list its files, not ``dir/`` (git 2.39, dir.c ``invalidate_one_component``)."""
         config = PRIVATE_CONFIG
         if forget_untracked:
             options = [*options, "--no-untracked-cache"]

@@ -11,7 +11,7 @@ The file (version :data:`STATE_VERSION`)::
 
     {"version": 2, "fingerprint": "<sha256>", "tree": "<tree id>" | null,
      "dirs": {"<dir>": [<.gitignore sig>, <.gitattributes sig>, <has .git>], …},
-     "plain_dirs": ["<dir>", …], "synced": true | false, "dir_stamps": "<base64>",
+     "plain_dirs": ["<dir>", …], "synced": true | false, "dir_stamps3": "<base64>",
      "gitlinks": […], "danger": […], "danger_until": <s>, "kept_protected": […],
      "index_mtime_real_ns": <ns>, "index_mtime_set_ns": <ns>}
 
@@ -19,12 +19,13 @@ where a rule-file signature is ``[size, mtime_ns, ctime_ns, inode, digest]`` or 
 the file is absent (:class:`RuleSig`; a directory's three values are :class:`DirRules`).
 ``dirs`` holds only the directories with a rule file or a ``.git``; ``plain_dirs`` the other
 known directories (no rule file, no ``.git``), so that reading and writing the state costs little
-per directory. ``dir_stamps`` (optional): each known directory's own ``(mtime_ns, ctime_ns)``
-(:func:`dir_stamp`), read just before its signatures were, as little-endian 64-bit pairs in the
-order ``plain_dirs`` then ``dirs`` (base64; ``(0, 0)``: unknown). ``synced``: every signature
-was read after git's untracked cache last recorded that directory (docs/capture.md#start-up;
-the capture may then look at :func:`rule_dirs` alone when git's status says no directory
-changed).
+per directory. ``dir_stamps3`` (optional): each known directory's own ``(mtime_ns, ctime_ns,
+inode)`` (:func:`dir_stamp`), read just before its signatures were, as little-endian 64-bit
+triples in the order ``plain_dirs`` then ``dirs`` (base64; ``(0, 0, 0)``: unknown). The
+``dir_stamps`` of earlier versions (pairs, without the inode) are ignored: all unknown.
+``synced``: every signature was read after git's untracked cache last recorded that directory
+(docs/capture.md#start-up; the capture may then look at :func:`rule_dirs` alone when git's
+status says no directory changed).
 
 Invariants:
 - A state file of another version, or one whose shape is not exactly the above, reads as no
@@ -33,11 +34,11 @@ Invariants:
 - A signature's digest is reused only when the stat data is identical and was not recorded within
   two seconds of the file's last change (a same-size rewrite within the second is re-read).
 - A directory's stamp is read before its signatures and only ever replaced together with them, so
-  a stamp never postdates the signatures it vouches for: a directory whose stamp is still the same
-  had no entry created, removed or renamed since its signatures were read. A stamp read within
-  three seconds of the directory's last change (a coarse or lagging file-system clock could give a
-  later change the same timestamps; :func:`stamp_limit`) is recorded as unknown, and an unknown
-  stamp never matches.
+  a stamp never postdates the signatures it vouches for: a path whose stamp is still the same
+  names the same directory (the inode), which had no entry created, removed or renamed since its
+  signatures were read. A stamp read within three seconds of the directory's last change (a
+  coarse or lagging file-system clock could give a later change the same timestamps;
+  :func:`stamp_limit`) is recorded as unknown, and an unknown stamp never matches.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ RACY_CTIME = -1
 """The ctime of a rule-file signature read within :data:`_SIG_FRESH_NS` of the file's last
 change: never equal to a file's, so the digest is read again next time."""
 
-UNKNOWN_STAMP: tuple[int, int] = (0, 0)
+Stamp = tuple[int, int, int]
+"""A directory's ``(mtime_ns, ctime_ns, inode)`` (:func:`dir_stamp`)."""
+UNKNOWN_STAMP: Stamp = (0, 0, 0)
 """A directory stamp that never matches (unreadable, not a directory, or too recent)."""
 STAMP_MARGIN_NS = 3_000_000_000
 """A directory changed less than this before a stamp is read gets no stamp: the coarsest
@@ -148,7 +151,7 @@ class CaptureState:
                 "dirs": rules,  # named tuples are written as JSON arrays
                 "plain_dirs": plain,
                 "synced": self.synced,
-                "dir_stamps": stamps,
+                "dir_stamps3": stamps,
                 "gitlinks": sorted(set(self.gitlinks)),
                 "danger": sorted(set(self.danger)),
                 "danger_until": self.danger_until,
@@ -180,7 +183,7 @@ class CaptureState:
             synced = data["synced"]
             if not isinstance(synced, bool):
                 raise ValueError("not a boolean")
-            stamps = data.get("dir_stamps")
+            stamps = data.get("dir_stamps3")  # "dir_stamps" (no inode): ignored
             names = plain + [str(k) for k in rules]
             if stamps is not None and (
                 not isinstance(stamps, str) or len(stamps) != _stamps_length(len(names))
@@ -205,11 +208,11 @@ class CaptureState:
 
 
 def _stamps_length(count: int) -> int:
-    """The base64 length of ``count`` stamps (16 bytes each)."""
-    return 4 * ((16 * count + 2) // 3)
+    """The base64 length of ``count`` stamps (24 bytes each)."""
+    return 4 * ((24 * count + 2) // 3)
 
 
-class Stamps(dict[str, tuple[int, int]]):
+class Stamps(dict[str, Stamp]):
     """Directory stamps by directory; remembers the array they were decoded from and which ones
     were set since, so that writing them back after a pass that changed a few costs little."""
 
@@ -220,9 +223,9 @@ class Stamps(dict[str, tuple[int, int]]):
         self._set: set[str] = set()
         if names is not None and values is not None:
             flat = iter(values.tolist())
-            super().update(zip(names, zip(flat, flat)))
+            super().update(zip(names, zip(flat, flat, flat)))
 
-    def __setitem__(self, key: str, value: tuple[int, int]) -> None:
+    def __setitem__(self, key: str, value: Stamp) -> None:
         self._set.add(key)
         super().__setitem__(key, value)
 
@@ -238,7 +241,7 @@ class Stamps(dict[str, tuple[int, int]]):
             for name in self._set:
                 i = position.get(name)
                 if i is not None:
-                    values[2 * i], values[2 * i + 1] = self[name]
+                    values[3 * i : 3 * i + 3] = array("q", self[name])
         else:
             get = self.get
             values = array("q", chain.from_iterable([get(name, UNKNOWN_STAMP) for name in names]))
@@ -254,7 +257,7 @@ def _decode_stamps(names: list[str], text: str) -> Stamps:
         values.frombytes(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError):
         return Stamps()
-    if len(values) != 2 * len(names):
+    if len(values) != 3 * len(names):
         return Stamps()
     if sys.byteorder == "big":
         values.byteswap()
@@ -371,20 +374,27 @@ def stamp_limit(marker: Path | str) -> int:
     return min(time.time_ns(), marker_ns) - STAMP_MARGIN_NS
 
 
-def dir_stamp(path: str, limit_ns: int) -> tuple[int, int]:
-    """A directory's ``(mtime_ns, ctime_ns)``: both change whenever an entry in it is created,
-    removed or renamed (ctime cannot be set by a user; mtime is the one coarse file systems such
-    as FAT keep). :data:`UNKNOWN_STAMP` when it is not a directory or cannot be read, or when it
-    changed at or after ``limit_ns`` (:func:`stamp_limit`): a later change within the same tick
-    of a coarse timestamp, or of a kernel clock lagging the wall clock, could otherwise leave
-    both values as they are."""
+def dir_stamp(path: str, limit_ns: int) -> Stamp:
+    """A directory's ``(mtime_ns, ctime_ns, inode)``. Both times change whenever an entry in it
+    is created, removed or renamed (ctime cannot be set by a user; mtime is the one coarse file
+    systems such as FAT keep). The inode tells this directory from another one moved to the same
+    path: renaming a parent changes neither time of the directories below it, and directories
+    given their mtimes one after another (tar, ``rsync -a``, ``cp -p``, ``touch -d``) share both
+    (the same tick of the kernel's coarse clock); an inode number used again belongs to a
+    directory made after the stamp was read, so its ctime differs. An inode that is not stable
+    (some FUSE or FAT mounts) only makes the stamp miss: signed again, never skipped wrongly.
+    :data:`UNKNOWN_STAMP` when it is not a directory or cannot be read, or when it changed at or
+    after ``limit_ns`` (:func:`stamp_limit`): a later change within the same tick of a coarse
+    timestamp, or of a kernel clock lagging the wall clock, could otherwise leave both times as
+    they are."""
     try:
         st = os.lstat(path)
     except OSError:
         return UNKNOWN_STAMP
     if not stat.S_ISDIR(st.st_mode) or max(st.st_mtime_ns, st.st_ctime_ns) >= limit_ns:
         return UNKNOWN_STAMP
-    return (st.st_mtime_ns, st.st_ctime_ns)
+    ino = st.st_ino  # stored as a signed 64-bit value (see the module)
+    return (st.st_mtime_ns, st.st_ctime_ns, ino - (1 << 64) if ino >= 1 << 63 else ino)
 
 
 def to_sign(
@@ -400,12 +410,13 @@ def to_sign(
     recorded in ``stamps`` before it is yielded (so before its signatures are read).
 
     Skipped: a directory whose stamp is known and the same as when its signatures were last
-    read: none of its entries was created, removed or renamed since, so no rule file or ``.git``
-    appeared or vanished there, and one without any (:data:`PLAIN`) still has none. A rule file
-    may still have been edited in place: a directory holding one is skipped only
-    ``after_rules``, in a pass that follows the capture's own pass over the rule directories
-    (which signs them whatever their stamp). This loop runs for every known directory: one
-    ``lstat`` and two comparisons each (~50 ms at 10k directories, against ~90 ms to sign)."""
+    read: the same directory (inode), none of whose entries was created, removed or renamed
+    since, so no rule file or ``.git`` appeared or vanished there, and one without any
+    (:data:`PLAIN`) still has none. A rule file may still have been edited in place: a
+    directory holding one is skipped only ``after_rules``, in a pass that follows the capture's
+    own pass over the rule directories (which signs them whatever their stamp). This loop runs
+    for every known directory: one ``lstat`` and two comparisons each (~50 ms at 10k
+    directories, against ~90 ms to sign)."""
     stamp_of = dir_stamp
     for rel in dirs:
         stamp = stamp_of(f"{root}/{rel}" if rel else root, limit_ns)
