@@ -211,8 +211,8 @@ class _RulesChangedAfterStatus(Capturer):
         super().__init__(repo, NO_PROTECTION)
         self.change: tuple[Path, bytes] | None = (path, content)
 
-    def _status(self) -> tuple[list[bytes], bool]:
-        result = super()._status()
+    def _status(self, *, prefetch_fits: bool = False) -> tuple[list[bytes], bool, int]:
+        result = super()._status(prefetch_fits=prefetch_fits)
         if self.change is not None:
             path, content = self.change
             path.write_bytes(content)
