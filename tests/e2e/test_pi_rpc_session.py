@@ -261,14 +261,25 @@ def test_a_call_with_no_event_in_flight_gets_an_error_reply(
     """The extension answers a stray call with an error instead of leaving the bridge waiting."""
     seen = tmp_path / "reply.json"
     script = (
-        "import json, runpy, sys\n"
-        "event = json.loads(sys.stdin.readline())\n"  # session_start: answer it, then call out of turn
+        "import json, os, runpy, sys\n"
+        # Lines read byte by byte: a buffered readline could take the extension's next event
+        # too (it may arrive with the reply), and the bridge below, reading the descriptor
+        # itself, would never see it (seen once on a loaded machine: no turn recorded).
+        "def line():\n"
+        "    out = b''\n"
+        "    while not out.endswith(b'\\n'):\n"
+        "        byte = os.read(0, 1)\n"
+        "        if not byte:\n"
+        "            break\n"
+        "        out += byte\n"
+        "    return out.decode()\n"
+        "event = json.loads(line())\n"  # session_start: answer it, then call out of turn
         # one write, so both lines reach the extension together: the call comes right after the
         # event's result, before the extension can send its next event
         "sys.stdout.write(json.dumps({'type': 'result', 'id': event['id'], 'result': {}, 'notices': []}) + '\\n'\n"
         "                 + json.dumps({'type': 'call', 'id': 'stray', 'method': 'session', 'params': {}}) + '\\n')\n"
         "sys.stdout.flush()\n"
-        f"open({str(seen)!r}, 'w').write(sys.stdin.readline())\n"
+        f"open({str(seen)!r}, 'w').write(line())\n"
         "sys.argv = ['ledger', 'serve', '--stdio']\n"
         "runpy.run_module('ledger', run_name='__main__')\n"
     )
