@@ -5,11 +5,9 @@ exact pre-restore state, also after a sweep two days later and ``git gc --prune=
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,15 +18,8 @@ from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import open_journals
 from ledger.retention.plan import Policy
 from ledger.retention.sweep import run_sweep
-from tests.gitkit import ROOT, git
-
-_spec = importlib.util.spec_from_file_location(
-    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
-)
-assert _spec is not None and _spec.loader is not None
-fault_campaign = importlib.util.module_from_spec(_spec)
-sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
-_spec.loader.exec_module(fault_campaign)
+from tests.campaignkit import fault_campaign
+from tests.gitkit import git
 
 
 @pytest.mark.slow

@@ -13,7 +13,6 @@ the second one used to "recover" the stale journal a second time.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -29,16 +28,7 @@ from ledger.git.restore.journal import open_journals
 from ledger.ledgerview import LedgerView
 from ledger.records import OP
 from ledger.session.store import read_session
-from tests.gitkit import ROOT
-
-_spec = importlib.util.spec_from_file_location(
-    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
-)
-assert _spec is not None and _spec.loader is not None
-fault_campaign = sys.modules.get("fault_campaign") or importlib.util.module_from_spec(_spec)
-if "fault_campaign" not in sys.modules:
-    sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
-    _spec.loader.exec_module(fault_campaign)
+from tests.campaignkit import fault_campaign
 
 World = Any  # fault_campaign.World, loaded from a file path
 

@@ -10,11 +10,9 @@ SESSION``, that failed with an internal error on the missing file (docs/defects.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,15 +21,7 @@ from ledger.errors import InterruptedRestoreError
 from ledger.git.liveness import boot_id, proc_start
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import open_journals
-from tests.gitkit import ROOT
-
-_spec = importlib.util.spec_from_file_location(
-    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
-)
-assert _spec is not None and _spec.loader is not None
-fault_campaign = importlib.util.module_from_spec(_spec)
-sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
-_spec.loader.exec_module(fault_campaign)
+from tests.campaignkit import fault_campaign
 
 
 def _restored_world(tmp_path: Path) -> object:

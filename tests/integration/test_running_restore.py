@@ -11,7 +11,6 @@ process, and also for a journal written before owners were recorded.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -28,16 +27,8 @@ from ledger.cli import main
 from ledger.errors import RestoreRunningError
 from ledger.git.repo import GitRepo
 from ledger.git.restore.journal import journal_dir, open_journals
-from tests.gitkit import ROOT, git
-
-_spec = importlib.util.spec_from_file_location(
-    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
-)
-assert _spec is not None and _spec.loader is not None
-fault_campaign = sys.modules.get("fault_campaign") or importlib.util.module_from_spec(_spec)
-if "fault_campaign" not in sys.modules:
-    sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
-    _spec.loader.exec_module(fault_campaign)
+from tests.campaignkit import fault_campaign
+from tests.gitkit import git
 
 World = Any  # fault_campaign.World, loaded from a file path
 

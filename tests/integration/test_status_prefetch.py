@@ -8,7 +8,6 @@ that records whether its parent had loaded pygit2 when it started the status."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -25,16 +24,9 @@ from ledger.git.capture.scan import capture_tree
 from ledger.git.liveness import take_lock
 from ledger.git.repo import GitRepo
 from ledger.git.runner import GitRunner
-from tests.gitkit import ROOT, fresh_tree, git, init_repo, run_python, write
+from tests.campaignkit import fault_campaign
+from tests.gitkit import fresh_tree, git, init_repo, run_python, write
 from tests.snapshotkit import NO_PROTECTION
-
-_spec = importlib.util.spec_from_file_location(
-    "fault_campaign", ROOT / "tools" / "fault_campaign.py"
-)
-assert _spec is not None and _spec.loader is not None
-fault_campaign = importlib.util.module_from_spec(_spec)
-sys.modules["fault_campaign"] = fault_campaign  # dataclasses look their module up there
-_spec.loader.exec_module(fault_campaign)
 
 
 @pytest.fixture(autouse=True)
