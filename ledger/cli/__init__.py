@@ -11,6 +11,9 @@ Invariants:
 - Every name of :mod:`ledger.cli.app` is reachable here as before (``from ledger.cli import
   COMMANDS, build_parser, run_served_command …``): loaded on first use (PEP 562).
 - ``rewind serve --stdio`` (Pi's spawned bridge) never asks a watcher: it serves no ``serve``.
+- A cold ``restore``/``undo`` with ``--yes`` starts its capture's ``git status`` next, before the
+  command's code loads (:mod:`ledger.git.capture.prefetch`), and stops it however the command
+  ends.
 """
 
 from __future__ import annotations
