@@ -113,12 +113,12 @@ def _session_gone(journal: Journal) -> bool:
     the retention policy. Kept open, it refused every later restore of the repository with a
     hint (``rewind undo SESSION``) that could not work on a deleted session (docs/defects.md).
     A ``writing`` journal is never closed so: its files may be between two states. An owner
-    still running may hold the record in memory (Pi writes a new session's file lazily)."""
+    that may still run may hold the record in memory (Pi writes a new session's file lazily)."""
     assert journal.session is not None
     return (
         journal.state == "done"
         and not os.path.lexists(journal.session)
-        and not journal.owner_process_alive()
+        and not journal.owner_may_run()
     )
 
 

@@ -93,17 +93,18 @@ def _start_status_prefetch(argv: list[str]) -> bool:
     costs the overlap."""
     import os
 
-    if os.environ.get(PREFETCH_ENV) == "0":
+    words = set(argv)
+    if (
+        os.environ.get(PREFETCH_ENV) == "0"
+        or not words & set(_PREFETCHING)  # nothing more is loaded for any other command
+        or not {"--yes", "-y"} & words
+        or {"--dry-run", "-h", "--help", "conversation", "--mode=conversation"} & words
+    ):
         return False
     from ledger.cli.served import command_of, find_repository
 
     command, repo = command_of(argv)
-    words = set(argv)
-    if (
-        command not in _PREFETCHING
-        or not {"--yes", "-y"} & words
-        or {"--dry-run", "-h", "--help", "conversation", "--mode=conversation"} & words
-    ):
+    if command not in _PREFETCHING:
         return False
     try:
         start = os.getcwd() if repo is None else os.path.join(os.getcwd(), repo)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,31 @@ def test_a_finished_restore_of_a_missing_session_stays_open_while_its_owner_runs
     doctor = fault_campaign.rewind(world, "doctor")
     assert f"a restore is running (pid {os.getpid()})" in doctor.stdout + doctor.stderr
     assert [j.id for j in open_journals(repo)[0]] == [journal.id]  # not closed
+
+
+def test_where_an_owner_cannot_be_identified_a_live_pid_keeps_the_journal_open(
+    tmp_path: Path,
+) -> None:
+    # Without a start time to compare (no /proc: macOS, REWIND_PORTABLE=1, or a journal of an
+    # older version), a pid that some process has may be the owner: kept open. Once no process
+    # has it, it is closed.
+    world = _restored_world(tmp_path)
+    repo = GitRepo.discover(world.repo)
+    journal = open_journals(repo)[0][0]
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        data = json.loads(journal.path.read_text())
+        data.update(pid=owner.pid, pid_start=None, boot_id=None, lock=False)
+        journal.path.write_text(json.dumps(data))
+        world.session.unlink()
+        fault_campaign.rewind(world, "doctor")
+        assert [j.id for j in open_journals(repo)[0]] == [journal.id]
+    finally:
+        owner.kill()
+        owner.wait()
+    doctor = fault_campaign.rewind(world, "doctor")
+    assert doctor.returncode == 0, doctor.stderr
+    assert open_journals(repo) == ([], [])
 
 
 @pytest.mark.parametrize("command", ["restore", "status", "undo", "diff"])

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import LedgerError
-from ledger.git.liveness import boot_id, lock_held, proc_start, take_lock
+from ledger.git.liveness import boot_id, lock_held, pid_exists, proc_start, take_lock
 from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
 from ledger.plain import FrozenPlain
@@ -202,11 +202,17 @@ class Journal:
                 return held
         return self._identity_alive()
 
-    def owner_process_alive(self) -> bool:
-        """Whether the process that wrote this journal still runs (its pid, start time, boot and
-        host; the lock is not asked: an owner lets go of it once its restore is over, yet may
-        still hold the restore's record in memory). False where that cannot be known."""
-        return self._identity_alive()
+    def owner_may_run(self) -> bool:
+        """Whether the process that wrote this journal may still run. The lock is not asked: an
+        owner lets go of it once its restore is over, yet may still hold the restore's record in
+        memory. Its pid, start time, boot and host decide where they can be read (``/proc``);
+        elsewhere (no process table: macOS, ``REWIND_PORTABLE=1``) only a pid that no process
+        has proves it gone. This process, on this host, always may."""
+        if self.pid == os.getpid() and self.host == socket.gethostname():
+            return True
+        if self.pid_start is not None and self.boot_id is not None and proc_start(os.getpid()):
+            return self._identity_alive()
+        return pid_exists(self.pid) is not False
 
     def _identity_alive(self) -> bool:
         if self.pid_start is None or self.boot_id is None or self.pid <= 0:
