@@ -56,7 +56,12 @@ def main(argv: Sequence[str] | None = None, *, cwd: Path | None = None) -> int:
         served = run_by_watcher(sys.argv[1:])
         if served is not None:
             _exit_now(served)
-    prefetching = argv is None and cwd is None and _start_status_prefetch(sys.argv[1:])
+    prefetching = False
+    if argv is None and cwd is None:
+        try:
+            prefetching = _start_status_prefetch(sys.argv[1:])
+        except Exception:  # an optimization only (e.g. a git directory it may not stat)
+            prefetching = False
     try:
         from ledger.cli.app import main_here
 

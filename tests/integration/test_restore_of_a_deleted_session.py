@@ -38,6 +38,13 @@ def _restored_world(tmp_path: Path) -> object:
     return world
 
 
+def _rewrite(journal: Path, **fields: object) -> None:
+    """The journal file with ``fields`` changed, as another process or state would write it."""
+    data = json.loads(journal.read_text())
+    data.update(fields)
+    journal.write_text(json.dumps(data))
+
+
 def test_a_finished_restore_of_a_deleted_session_does_not_block_the_repository(
     tmp_path: Path,
 ) -> None:
@@ -78,9 +85,7 @@ def test_an_unfinished_restore_of_a_deleted_session_is_still_reported(tmp_path: 
     world = _restored_world(tmp_path)
     repo = GitRepo.discover(world.repo)
     journal = open_journals(repo)[0][0]
-    data = json.loads(journal.path.read_text())
-    data["state"] = "writing"  # as if killed mid-write: the tree may be between two states
-    journal.path.write_text(json.dumps(data))
+    _rewrite(journal.path, state="writing")  # as if killed mid-write: the tree may be mixed
     world.session.unlink()
 
     doctor = fault_campaign.rewind(world, "doctor")
@@ -97,15 +102,14 @@ def test_a_finished_restore_of_a_missing_session_stays_open_while_its_owner_runs
     world = _restored_world(tmp_path)
     repo = GitRepo.discover(world.repo)
     journal = open_journals(repo)[0][0]
-    data = json.loads(journal.path.read_text())
-    data.update(
+    _rewrite(
+        journal.path,
         pid=os.getpid(),
         pid_start=proc_start(os.getpid()),
         boot_id=boot_id(),
         host=socket.gethostname(),
         lock=False,
     )
-    journal.path.write_text(json.dumps(data))
     world.session.unlink()
 
     doctor = fault_campaign.rewind(world, "doctor")
@@ -124,9 +128,7 @@ def test_where_an_owner_cannot_be_identified_a_live_pid_keeps_the_journal_open(
     journal = open_journals(repo)[0][0]
     owner = subprocess.Popen(["sleep", "60"])
     try:
-        data = json.loads(journal.path.read_text())
-        data.update(pid=owner.pid, pid_start=None, boot_id=None, lock=False)
-        journal.path.write_text(json.dumps(data))
+        _rewrite(journal.path, pid=owner.pid, pid_start=None, boot_id=None, lock=False)
         world.session.unlink()
         fault_campaign.rewind(world, "doctor")
         assert [j.id for j in open_journals(repo)[0]] == [journal.id]

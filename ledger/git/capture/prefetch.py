@@ -132,6 +132,13 @@ def start(root: str, git_dir: str) -> bool:
     return True
 
 
+def pending() -> bool:
+    """Whether this thread started a prefetch that may still be taken (one check of a global:
+    every full capture asks, and builds the status command to compare only then)."""
+    prefetch = _current
+    return prefetch is not None and bool(prefetch.argv) and prefetch.thread == threading.get_ident()
+
+
 def take(index_path: Path, argv: Sequence[str], env: Mapping[str, str]) -> Prefetched | None:
     """The prefetched status of ``index_path`` if it is this command (argv and environment) and
     this thread started it; waits for it to end. ``None``: run status (a prefetch that does not
@@ -216,6 +223,8 @@ def _restore_running(git_dir: Path) -> bool:
     for that restore, which must not happen while holding the capture lock."""
     from ledger.git.liveness import lock_held
 
+    # Paths as ledger/git/restore/journal.py names them (``journal_dir``, ``Journal.lock_path``);
+    # not imported from there: that module loads pygit2, which this runs before.
     journals = git_dir / "pi-rewind" / "journal"
     try:
         names = os.listdir(journals)
@@ -232,4 +241,13 @@ def _restore_running(git_dir: Path) -> bool:
     return False
 
 
-__all__ = ["Prefetched", "capture_ended", "discard", "start", "status_command", "stop", "take"]
+__all__ = [
+    "Prefetched",
+    "capture_ended",
+    "discard",
+    "pending",
+    "start",
+    "status_command",
+    "stop",
+    "take",
+]

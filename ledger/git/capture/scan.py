@@ -396,8 +396,10 @@ class Capturer:
         started (``time_ns``). ``prefetch_fits``: nothing changed the index or the rules since
         a status this command started early (:mod:`ledger.git.capture.prefetch`), which is
         then taken if it is exactly this one; otherwise such a status is stopped first."""
-        argv, env = status_command(self.git, self.index.index_path)
-        early = prefetch.take(self.index.index_path, argv, env) if prefetch_fits else None
+        early = None
+        if prefetch_fits and prefetch.pending():
+            argv, env = status_command(self.git, self.index.index_path)
+            early = prefetch.take(self.index.index_path, argv, env)
         if early is None:
             prefetch.discard()
             started_ns = time.time_ns()

@@ -59,7 +59,14 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import LedgerError
-from ledger.git.liveness import boot_id, lock_held, pid_exists, proc_start, take_lock
+from ledger.git.liveness import (
+    boot_id,
+    lock_held,
+    pid_exists,
+    proc_start,
+    process_table,
+    take_lock,
+)
 from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
 from ledger.plain import FrozenPlain
@@ -210,7 +217,7 @@ class Journal:
         has proves it gone. This process, on this host, always may."""
         if self.pid == os.getpid() and self.host == socket.gethostname():
             return True
-        if self.pid_start is not None and self.boot_id is not None and proc_start(os.getpid()):
+        if self.pid_start is not None and self.boot_id is not None and process_table():
             return self._identity_alive()
         return pid_exists(self.pid) is not False
 
