@@ -7,8 +7,9 @@ no extension". "First of the day" means no watcher runs when Pi starts, with def
 runs). ``tools/bench_pi_feed.py`` times later runs and a configuration without the watcher; this
 one times exactly that first run: before each run every watcher of the repository is stopped.
 Three configurations are alternated run by run (same load drifts): no extension, this tree, and
-``--compare OLD_CHECKOUT`` (e.g. ``git archive <commit>`` unpacked). The real Pi 0.73.1, print
-mode, the scripted offline model, two tool turns that each write a file (as bench_pi_feed).
+``--compare OLD_CHECKOUT`` (e.g. ``git archive <commit>`` unpacked; its extension and its
+bridge). The real Pi 0.73.1, print mode, the scripted offline model, two tool turns that each
+write a file (as bench_pi_feed).
 ``REWIND_TRACE`` gives the bridge's time per event: the pre-prompt capture (the largest
 ``turn_start``) and the turns' captures (``turn_end``) are printed apart.
 
@@ -16,7 +17,13 @@ Not a test: nothing here asserts a time. Prints medians, ratios and ``os.getload
 Whole processes are timed as users run them: precompile both trees (``python -m compileall -q
 ledger``) and drop ``PYTHONDONTWRITEBYTECODE``. Run it under the bench lock.
 
-Usage: python tools/bench_first_pi.py REPO [--runs 5] [--compare OLD_CHECKOUT]
+``--latency MS``: the scripted model answers each request MS ms late, as a model over the network
+does (its first answer comes ~0.5-2 s after the prompt): the bridge's pre-prompt capture then runs
+while Pi waits for the model (Pi holds a tool call until our handlers are done, not the request),
+so the run shows what a user waits for. The default, 0, answers at once: every millisecond the
+bridge spends before the first tool call is on the run's path.
+
+Usage: python tools/bench_first_pi.py REPO [--runs 5] [--latency MS] [--compare OLD_CHECKOUT]
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_pi_feed import stop_watcher
 
-from tests.e2e.pikit import PiRunner, ensure_pi, turns, write
+from tests.e2e.pikit import ensure_pi, pi_args, pi_env, turns, write
 
 
 def no_watcher(repo: Path) -> None:
@@ -68,6 +75,7 @@ def main() -> int:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--compare", type=Path, default=None)
+    parser.add_argument("--latency", type=int, default=0, help="the model's answer delay (ms)")
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ.pop("REWIND_AUTO_WATCH", None)  # the default: the first bridge starts a watcher
@@ -81,15 +89,31 @@ def main() -> int:
     for n in range(args.runs + 1):  # the first round is a warm-up (page cache, bytecode)
         for i, (name, tree) in enumerate(trees.items()):
             no_watcher(args.repo)
-            runner = PiRunner(cli, args.repo, tmp / f"agent-{i}-{n}", extension=tree is not None)
+            # Each tree runs its own extension (tools/pi-extension) as well as its own bridge.
+            argv = pi_args(cli, extension=False)
+            if tree is not None:
+                argv += ["-e", str(tree / "tools" / "pi-extension" / "rewind-ledger.ts")]
             trace = tmp / f"trace-{i}-{n}.jsonl"
-            env = {"REWIND_TRACE": str(trace), "PYTHONPATH": str(tree or ROOT)}
+            env = {
+                "REWIND_TRACE": str(trace),
+                "PYTHONPATH": str(tree or ROOT),
+                "SCRIPTED_LATENCY_MS": str(args.latency),
+            }
             prompt = f"first{i}.{n} " + turns(
                 [write(f"bench/first{i}-a{n}.txt", "a\n")],
                 [write(f"bench/first{i}-b{n}.txt", "b\n")],
             )
             started = time.perf_counter()
-            runner.run(prompt, env=env)
+            done = subprocess.run(
+                [*argv, "-p", prompt],
+                cwd=args.repo,
+                env={**pi_env(tmp / f"agent-{i}-{n}"), **env},
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"pi failed ({done.returncode}): {done.stderr[-3000:]}")
             ms = (time.perf_counter() - started) * 1000
             print(f"  round {n} {name}: {ms:.0f} ms (load {os.getloadavg()[0]:.2f})", flush=True)
             if not n:
@@ -107,7 +131,10 @@ def main() -> int:
                 )
     no_watcher(args.repo)
     one, five, fifteen = os.getloadavg()
-    print(f"\n== first pi -p of the day, {args.repo} (load {one:.2f} {five:.2f} {fifteen:.2f})")
+    print(
+        f"\n== first pi -p of the day, {args.repo}, model latency {args.latency} ms"
+        f" (load {one:.2f} {five:.2f} {fifteen:.2f})"
+    )
     floor = statistics.median(times["none"])
     for name, values in times.items():
         median = statistics.median(values)

@@ -15,8 +15,9 @@ Invariants:
   :attr:`BridgeServer.between_events`; a watcher that hosts sessions and is being stopped)
   never cuts an event: the one being handled finishes, and a line read after it is not started.
 - ``REWIND_TRACE=<file>`` appends one JSON line per event: the time the bridge spent on it, the
-  part of it spent waiting for the host's replies, and the footer's share (for benchmarks and
-  bug reports; nothing else reads it).
+  part of it spent waiting for the host's replies, the footer's share, and when it began
+  (``at``, seconds since the epoch: a timeline beside the host's own) (for benchmarks and bug
+  reports; nothing else reads it).
 - Sessions here (docs/design.md#sessions-here): while another live session shares the work tree
   the footer ends with `` · N sessions here``, and each session is told once (a warning notice)
   of every other session it learns of: at its ``session_start``, or at the first event after
@@ -215,7 +216,7 @@ class BridgeServer:
         if self._trace_path is None:
             self._handle_event(message)
             return
-        started, calls = time.perf_counter(), self._calls
+        at, started, calls = time.time(), time.perf_counter(), self._calls
         self._waited_s = self._footer_s = 0.0
         self._handle_event(message)
         line = wire_json.dumps_line(
@@ -225,6 +226,7 @@ class BridgeServer:
                 "hostMs": round(self._waited_s * 1000, 2),
                 "calls": self._calls - calls,
                 "footerMs": round(self._footer_s * 1000, 2),
+                "at": round(at, 4),
             }
         )
         with open(self._trace_path, "ab") as trace:

@@ -1020,8 +1020,12 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 		}
 		const started = bridge.send("session_start", { reason: e.reason, previousSessionFile: e.previousSessionFile ?? null }, ctx);
 		// A first-run setup of the Python side must not hold up Pi's start: not awaited then (the
-		// events that follow wait for it in the bridge's queue).
-		if (!bridge.willSetUp()) await started;
+		// events that follow wait for it in the bridge's queue). Nor in print mode (issue 34,
+		// the first pi -p of the day: the bridge's start, ~50 ms, is off the prompt's path):
+		// Pi uses nothing of the answer, its notices still reach stderr before Pi ends (shutdown
+		// waits for the queue), and no tool of the prompt runs before the pre-prompt snapshot
+		// (see tool_call below), which the bridge takes after this event.
+		if (!bridge.willSetUp() && ctx.hasUI) await started;
 	});
 	// Pi runs the agent ahead of the extension event queue: a tool may run before our turn_start
 	// handler (the pre-prompt snapshot) has finished, unless a tool_call handler exists, in which
@@ -1032,9 +1036,17 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	// for the open prompt's agent_end (bounded), so its rewind-turn record is not lost.
 	let promptOpen: Promise<void> | undefined;
 	let closePrompt: (() => void) | undefined;
-	pi.on("before_agent_start", async (e, ctx) => {
+	pi.on("before_agent_start", (e, ctx) => {
 		promptOpen = new Promise((resolve) => (closePrompt = resolve));
-		await bridge.send("before_agent_start", { prompt: e.prompt }, ctx);
+		// Sent, not awaited (issue 34): Pi awaits this handler before it calls the model, and the
+		// engine adds nothing to the prompt, so the model's request starts now, while the bridge
+		// may still be loading (a first bridge) and takes the pre-prompt snapshot. Nothing of
+		// the prompt can touch a file before that: Pi persists the prompt's messages, and holds
+		// every tool call, until our queued turn_start handler (the snapshot) is done, and the
+		// bridge reads turn_start after this event (its queue), which waits for a restore in
+		// progress (the gate). The leaf that turn_start sends is read then: still the one before
+		// the prompt, since Pi appends the user message only after turn_start's handlers.
+		void bridge.send("before_agent_start", { prompt: e.prompt }, ctx);
 		return undefined; // the engine adds nothing to the prompt
 	});
 	pi.on("turn_start", async (e, ctx) => {

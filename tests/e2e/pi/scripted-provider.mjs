@@ -15,9 +15,13 @@
 // Works in print, RPC and interactive mode (interactive Pi resets pi-ai's API registry after
 // loading extensions, so the faux stream is called directly).
 //
+// SCRIPTED_LATENCY_MS delays each answer (benchmarks); SCRIPTED_LOG names a file that gets a
+// line per request with its time (tests).
+//
 // It also registers the command /e2e-tree <entryId> [summarize], which navigates the session tree
 // with ctx.navigateTree (Pi's RPC mode has no /tree command), so tests can drive /tree.
 
+import { appendFileSync } from "node:fs";
 import { fauxAssistantMessage, fauxText, fauxToolCall, getApiProvider, registerFauxProvider } from "@mariozechner/pi-ai";
 
 function textOf(content) {
@@ -81,7 +85,12 @@ export default function scriptedProvider(pi) {
 			cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 128000, maxTokens: 4096,
 		}],
 		streamSimple: (_model, context, options) => {
-			faux.setResponses([respond]);
+			// SCRIPTED_LOG: when each request reached the model (ms since the epoch), for tests.
+			if (process.env.SCRIPTED_LOG) appendFileSync(process.env.SCRIPTED_LOG, `request ${Date.now()}\n`);
+			// SCRIPTED_LATENCY_MS: answer that much later, as a model over the network does
+			// (tools/bench_first_pi.py --latency); 0 or unset: at once.
+			const latency = Number(process.env.SCRIPTED_LATENCY_MS ?? 0);
+			faux.setResponses([latency > 0 ? async (c) => (await new Promise((r) => setTimeout(r, latency)), respond(c)) : respond]);
 			return fauxApi.streamSimple(faux.getModel("scripted-1"), context, options);
 		},
 	});
