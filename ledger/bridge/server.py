@@ -55,6 +55,7 @@ from ledger.bridge.protocol import (
     decode_host_message,
 )
 from ledger.errors import LedgerError
+from ledger.loaded_modules import finished
 from ledger.presence import Kind, footer_mark, others_notice
 from ledger.work_tree_scope import ScopeView
 
@@ -264,6 +265,11 @@ class BridgeServer:
 
     def _finish(self) -> None:
         withdraw(self.state)  # before waiting: the session is over for everyone else
+        early = finished("ledger.git.capture.prefetch")
+        if early is not None:
+            # A pi -p bridge's first status, never taken (no prompt came): it holds the capture
+            # lock, which the sweep waited for below may need (ledger/git/feed/early_status.py).
+            early.stop()
         if self.state.scheduler is not None:
             self.state.scheduler.wait()  # the host is gone: finish a sweep in flight, start none
 

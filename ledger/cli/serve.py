@@ -32,6 +32,10 @@ from pathlib import Path
 from ledger.cli.context import CliContext
 from ledger.loaded_modules import finished
 
+EARLY_STATUS_WALK_WAIT_S = 1.0
+"""A ``pi -p`` bridge waits this long at most for its walk before it starts the first status (as
+``Feed.before_full`` waits, ``WALK_WAIT_S``)."""
+
 SWITCH_INTERVAL_S = 0.0002
 """The GIL switch interval of a ``rewind serve`` process (CPython's default: 5 ms)."""
 
@@ -135,6 +139,9 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             delegate.install(None)
         for running in service:
             running.close()
+        early = finished("ledger.git.capture.prefetch")
+        if early is not None:
+            early.stop()  # a status no capture took: its lock, before the feed's threads join
         feed = finished("ledger.git.feed.service")
         # finished(): a print-mode bridge loads this module in a thread (_print_mode_feed),
         # which a very short session may end in the middle of; nothing is adopted then.
@@ -237,7 +244,7 @@ def _set_up_captures(
         with contextlib.suppress(Exception):
             seconds = _auto_watch_seconds(found[0], ctx)
     if print_mode and located is not None:
-        _print_mode_feed(start, located[0])
+        _print_mode_feed(start, *located)
         if found is not None and seconds > 0:
             setup.watcher_later = (found[0], seconds)  # started at the end: see run()
         return
@@ -257,7 +264,7 @@ def _set_up_captures(
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
 
 
-def _print_mode_feed(start: Path, root: Path) -> None:
+def _print_mode_feed(start: Path, root: Path, git_dir: Path) -> None:
     """A ``pi -p`` bridge's own change feed, its inotify walk started now, in the background.
 
     Print mode has no idle time: Pi sends the prompt's events right after ``session_start``,
@@ -269,7 +276,13 @@ def _print_mode_feed(start: Path, root: Path) -> None:
     (:func:`ledger.git.feed.service.adopt`). Exact as any feed: a capture is fed only from a
     base scan that started once the watcher was ready; until then captures scan fully, as
     before. No snapshot service here: the watcher this run starts (with autoWatchSeconds)
-    serves the repository and the later runs."""
+    serves the repository and the later runs.
+
+    This thread then waits for the walk (what the first scan would wait for anyway, see
+    ``Feed.before_full``) and starts that scan's ``git status`` at once
+    (:mod:`ledger.git.feed.early_status`): git runs while the engine loads, instead of after.
+    Pi no longer waits for the events read meanwhile (docs/design.md, "Pi's events and their
+    order"). The adoption starts after the walk: its imports would take the GIL from it."""
     import threading
 
     from ledger.facilities import facilities
@@ -283,6 +296,10 @@ def _print_mode_feed(start: Path, root: Path) -> None:
 
     watcher = InotifyWatcher(str(root), background=False)
     watcher.start()
+    from ledger.git.feed.early_status import start_after_walk
+
+    with contextlib.suppress(Exception):  # a speed-up only: the capture then runs its own status
+        start_after_walk(watcher, root, git_dir, EARLY_STATUS_WALK_WAIT_S)
 
     def adopt() -> None:
         try:

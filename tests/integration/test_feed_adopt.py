@@ -165,7 +165,7 @@ def test_a_capture_while_print_mode_turns_its_feed_on_gets_the_walking_watchers_
     monkeypatch.setattr(inotify, "InotifyWatcher", Recorded)
     monkeypatch.setattr(service, "bound_git_memory", capture_meanwhile)
     try:
-        serve._print_mode_feed(repo, gitrepo.root)  # adopts in a thread
+        serve._print_mode_feed(repo, gitrepo.root, gitrepo.git_dir)  # adopts in a thread
         deadline = time.monotonic() + 30
         while not asked:
             assert time.monotonic() < deadline

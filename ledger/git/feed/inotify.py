@@ -189,6 +189,9 @@ class InotifyWatcher:
         self.lock = threading.RLock()
         self.dirty: set[str] = set()
         self.epoch = 0
+        self.prefetch_epoch: int | None = None
+        """The epoch when a status was started for this watcher's first base, right after its
+        walk (ledger/git/feed/early_status.py); ``None``: none pending."""
         self.ready = False
         self.failed: str | None = None
         self.reasons: list[str] = []

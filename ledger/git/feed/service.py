@@ -7,35 +7,32 @@ reported since the previous one: none → the previous tree; a few → hash them
 
 How a fed capture stays exact (docs/capture.md#a-fed-capture). The *base* is the tree of a
 capture whose dirty set was taken at epoch E; every path changed since is in the watcher's dirty
-set (inotify queues events inside the changing system call; :meth:`InotifyWatcher.sync` reads the
-queue to the end). While the watcher is at epoch E, the work tree is base + the dirty paths re-read
-now (:mod:`ledger.git.feed.tree`), each classified as ``git add -A`` into a fresh index would
-(``git check-ignore --no-index``, ``git hash-object`` with attributes and filters). Anything the
-feed does not model (rule-file events, configuration or settings changes, nested ``.git``,
-gitlinks, protected directories, too-large or special files, names git reads differently) means a
-full scan, which becomes the new base.
+set (inotify queues events inside the changing system call; :meth:`InotifyWatcher.sync` reads it
+to the end). At epoch E, the work tree is base + the dirty paths re-read now
+(:mod:`ledger.git.feed.tree`), each classified as ``git add -A`` into a fresh index would.
+Anything the feed does not model (rule-file events, configuration or settings changes, nested
+``.git``, gitlinks, protected directories, too-large or special files, names git reads
+differently) means a full scan, which becomes the new base.
 
 Trust but verify (docs/capture.md#verification): when the process is idle after a fed capture, a
-verifier thread makes a fed capture F (under the capture lock) and then a full scan S on its own
-private index (``<git-dir>/pi-rewind/verify/``) *without* the lock, so that a prompt's capture is
-not held up for a whole scan. It compares them only when no event arrived and no capture took
-changes or changed the base in between ("took" from the moment a capture empties the dirty set:
-a capture still hashing a file it took is a change in flight, not a miss). A difference (mmap
-writes, hard links written from outside, another mount namespace …) switches the feed off for the
-session: every later capture is a full scan, :func:`report` says so, and the differing paths go to
-``<git-dir>/pi-rewind/feed-mismatch.json``; ``feed-status.json`` holds the mode and final counts.
+verifier thread makes a fed capture F (under the capture lock), then a full scan S on its own
+index (``<git-dir>/pi-rewind/verify/``) without the lock, and compares them only if nothing
+changed or was taken in between (a capture still hashing a file it took is a change in flight,
+not a miss). A difference (mmap writes, hard links from outside, another mount namespace …)
+switches the feed off for the session (:func:`report`; the paths in ``feed-mismatch.json``);
+``feed-status.json`` holds the mode and final counts.
 
 Invariants:
 - Nothing here runs unless :func:`enable` was called (``rewind serve`` does); one-shot commands
   never import this module.
-- A fed capture never writes the private index; it writes only git objects. The verifier's
-  scan writes only its own index under ``verify/`` and git objects.
+- A fed capture writes only git objects; the verifier's scan, git objects and its own index.
 - A base is set only under the capture lock (dropping one is safe anywhere); every change of
   the base is a new generation, and so is every take of a non-empty dirty set (in the same
   critical section of the watcher's lock as the take).
 - Whoever empties the dirty set either publishes a base that includes those paths or leaves no
   base: a full scan drops the base before it clears the set, so a scan that fails cannot leave
-  an old base trusted without the changes it took.
+  an old base trusted without the changes it took. A scan whose status started earlier
+  (:mod:`ledger.git.feed.early_status`) clears nothing.
 - The feed is used only while ``watcher.epoch`` equals the epoch its base was taken at, the
   watcher has not failed, and the environment signature (configuration files, ignore/attribute
   files outside the tree, environment, settings) is unchanged.
@@ -53,7 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.git.capture import prefetch
 from ledger.git.capture.index import VerifyIndex
+from ledger.git.feed import early_status
 from ledger.git.feed.environment import config_origins, env_signature
 from ledger.git.feed.inotify import InotifyWatcher, lower_thread_priority, trim_heap
 from ledger.git.feed.tree import KeptGit, NeedScan, bound_git_memory, fed_tree
@@ -389,6 +388,8 @@ class Feed:
         # taken here are in no base and no longer in the dirty set, so the old base must not
         # be trusted again (a new generation, too: the verifier's round becomes inconclusive).
         self.base = None
+        if prefetch.pending():  # its status started before this capture: early_status.py
+            return early_status.base_epoch(self.watcher)
         if not self._walk_waited and not self.watcher.ready:
             self._walk_waited = True  # once: a walk not over by then is long (ignored trees)
             self.watcher.wait_walk(WALK_WAIT_S, private_dir(self.git_dir) / "index")
@@ -472,8 +473,6 @@ class Feed:
             self._identity = compute()
             self._identity_env = base.env if base is not None else None
         return self._identity
-
-    # --- the fed tree -----------------------------------------------------------------------
 
     # --- verification -----------------------------------------------------------------------
 
