@@ -20,7 +20,7 @@ from ledger.errors import LedgerError
 from ledger.git.capture import prefetch
 from ledger.git.capture.index import PrivateIndex
 from ledger.git.capture.scan import Capturer
-from ledger.git.feed import early_status, service
+from ledger.git.feed import early_status, inotify, service
 from ledger.git.feed.inotify import InotifyWatcher
 from ledger.git.repo import GitRepo
 from tests.bridgekit import FakePi, prompts_stay_exact
@@ -160,3 +160,26 @@ def _lock_busy(index: PrivateIndex) -> bool:
             return False
     except LedgerError:
         return True
+
+
+def test_a_walk_the_bridge_gave_up_on_is_not_waited_for_again(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bridge's wait for the walk and the capture's are one wait, not two: a walk longer
+    than the scan it would save (bounded by the index's size) is not waited for again."""
+    gitrepo = _files(repo)
+    index = PrivateIndex(gitrepo.git_dir).index_path
+    monkeypatch.setattr(inotify, "SCAN_S_PER_INDEX_BYTE", 0.3 / index.stat().st_size)
+    watcher = InotifyWatcher(str(gitrepo.root), background=False)
+    try:
+        with watcher.lock:  # the walk cannot begin: it is never over here
+            watcher.start()
+            began = time.monotonic()
+            assert not early_status.start_after_walk(watcher, gitrepo.root, gitrepo.git_dir, 30)
+            assert time.monotonic() - began >= 0.25, "the bridge waited what the scan would take"
+            began = time.monotonic()
+            assert not watcher.wait_walk(30.0, index)
+            assert time.monotonic() - began < 0.1, "the capture did not wait for it again"
+        assert watcher.prefetch_epoch is None and not prefetch.pending()
+    finally:
+        watcher.stop()

@@ -201,6 +201,7 @@ class InotifyWatcher:
         self._fd = -1
         self._stop = threading.Event()
         self._walk_over = threading.Event()
+        self._walk_given_up = False
         """Set once the start-up walk is over: ready, failed or stopped (:meth:`wait_walk`)."""
         self._libc: ctypes.CDLL | None = None
         self._thread: threading.Thread | None = None
@@ -273,10 +274,14 @@ class InotifyWatcher:
         again (~0.4 s at 100k files), while the walk (directories only) has ~0.15 s left at
         most there. Waiting can save one scan, no more: a walk of a large ignored tree (which
         the scan skips) is not waited for beyond that. A background walk is never waited for:
-        it is armed ahead of need, and at 1M files it takes seconds."""
+        it is armed ahead of need, and at 1M files it takes seconds. Nor is a walk a wait already
+        gave up on (a ``pi -p`` bridge waits before its first status, then its capture asks)."""
         if not self.ready and not self.background and self._thread is not None:
+            if self._walk_given_up:
+                return False
             with contextlib.suppress(OSError):
                 self._walk_over.wait(min(timeout_s, os.stat(index).st_size * SCAN_S_PER_INDEX_BYTE))
+            self._walk_given_up = not self.ready
         return self.ready
 
     def _close(self) -> None:
