@@ -32,10 +32,6 @@ from pathlib import Path
 from ledger.cli.context import CliContext
 from ledger.loaded_modules import finished
 
-EARLY_STATUS_WALK_WAIT_S = 1.0
-"""A ``pi -p`` bridge waits this long at most for its walk before it starts the first status (as
-``Feed.before_full`` waits, ``WALK_WAIT_S``)."""
-
 SWITCH_INTERVAL_S = 0.0002
 """The GIL switch interval of a ``rewind serve`` process (CPython's default: 5 ms)."""
 
@@ -45,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ledger.bridge.hosted import HostedSessions
+    from ledger.bridge.print_mode import EarlyWalk
     from ledger.bridge.protocol import EventMessage
     from ledger.bridge.snapshot_socket import SnapshotService
 
@@ -114,12 +111,20 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         return _watch(args, ctx)
     from ledger.bridge.server import serve_stdio
 
+    # Taken out of the environment: never inherited by what this bridge starts.
+    no_ui = os.environ.pop("REWIND_BRIDGE_NO_UI", "") == "1"
     use_feed = os.environ.get("REWIND_FEED", "1") != "0"
     service: list[SnapshotService] = []
     setup: _OwnFeed | None = None
     if use_feed:
         start = ctx.path(ctx.repo_option) if ctx.repo_option else ctx.cwd
         setup = _OwnFeed(start, service, ctx)
+        if no_ui:
+            # Print mode, as the extension says at spawn: the walk starts before the first
+            # event is read (ledger/bridge/print_mode.py; Pi no longer waits for the answer).
+            from ledger.bridge.print_mode import start_walk
+
+            setup.early = start_walk(start)
     option = ctx.agent_dir_option
     try:
         code = serve_stdio(
@@ -139,11 +144,13 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             delegate.install(None)
         for running in service:
             running.close()
+        if setup is not None and setup.early is not None:
+            setup.early.drop()  # a walk started at spawn that the set-up never took
         early = finished("ledger.git.capture.prefetch")
         if early is not None:
             early.stop()  # a status no capture took: its lock, before the feed's threads join
         feed = finished("ledger.git.feed.service")
-        # finished(): a print-mode bridge loads this module in a thread (_print_mode_feed),
+        # finished(): a print-mode bridge loads this module in a thread (print_mode_feed),
         # which a very short session may end in the middle of; nothing is adopted then.
         disable = getattr(feed, "disable", None)
         if disable is not None:
@@ -160,8 +167,8 @@ class _OwnFeed:
     Print mode (``pi -p``, ``hasUI`` false in the first event) gets no snapshot service: its
     run has no idle time for one. It gets a feed of its own whose walk starts at once and whose
     first full scan waits for that walk, so that the turns' captures are fed
-    (:func:`_print_mode_feed`). Interactive and RPC sessions (``hasUI`` true) start it at their
-    first event, right after the bridge starts, still well before the first prompt.
+    (:mod:`ledger.bridge.print_mode`). Interactive and RPC sessions (``hasUI`` true) start it
+    at their first event, right after the bridge starts, still well before the first prompt.
     """
 
     def __init__(self, start: Path, service: list[SnapshotService], ctx: CliContext) -> None:
@@ -177,6 +184,8 @@ class _OwnFeed:
         self.watcher_later: tuple[Path, int] | None = None
         """Print mode: the repository's watcher to start when this bridge ends (``(root,
         autoWatchSeconds)``, :func:`_start_watcher_for_later_runs`)."""
+        self.early: EarlyWalk | None = None
+        """A walk started at spawn (``REWIND_BRIDGE_NO_UI``), for the first event's set-up."""
 
     def want(self, _why: str = "") -> None:
         """The bridge captures by itself (no watcher to send captures to, or it was lost)."""
@@ -194,6 +203,8 @@ class _OwnFeed:
         with contextlib.suppress(Exception):
             _set_up_captures(self.start, self.ctx, self, print_mode=not first.ctx.has_ui)
             self.learn_ui(first)
+        if self.early is not None:
+            self.early.drop()  # not taken: a UI after all, or a watcher serves the repository
 
     def learn_ui(self, first: EventMessage) -> None:
         with self._guard:
@@ -244,7 +255,9 @@ def _set_up_captures(
         with contextlib.suppress(Exception):
             seconds = _auto_watch_seconds(found[0], ctx)
     if print_mode and located is not None:
-        _print_mode_feed(start, *located)
+        from ledger.bridge.print_mode import print_mode_feed
+
+        print_mode_feed(start, *located, setup.early)
         if found is not None and seconds > 0:
             setup.watcher_later = (found[0], seconds)  # started at the end: see run()
         return
@@ -262,58 +275,6 @@ def _set_up_captures(
         own_feed()
 
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
-
-
-def _print_mode_feed(start: Path, root: Path, git_dir: Path) -> None:
-    """A ``pi -p`` bridge's own change feed, its inotify walk started now, in the background.
-
-    Print mode has no idle time: Pi sends the prompt's events right after ``session_start``,
-    and every capture of the run (one before the prompt, one after each turn) was a full scan
-    (~0.2 s each at 100k files), the repository's watcher being still on its way up in the
-    first run of the day (its first capture is a full scan too). The walk (~0.16 s at 100k
-    files, 1k directories) starts here, before the engine's and pygit2's imports, which run
-    meanwhile; the feed module is loaded in a thread, and adopts the walking watcher
-    (:func:`ledger.git.feed.service.adopt`). Exact as any feed: a capture is fed only from a
-    base scan that started once the watcher was ready; until then captures scan fully, as
-    before. No snapshot service here: the watcher this run starts (with autoWatchSeconds)
-    serves the repository and the later runs.
-
-    This thread then waits for the walk (what the first scan would wait for anyway, see
-    ``Feed.before_full``) and starts that scan's ``git status`` at once
-    (:mod:`ledger.git.feed.early_status`): git runs while the engine loads, instead of after.
-    Pi no longer waits for the events read meanwhile (docs/design.md, "Pi's events and their
-    order"). The adoption starts after the walk: its imports would take the GIL from it."""
-    import threading
-
-    from ledger.facilities import facilities
-
-    if not facilities().change_feed:
-        # No inotify (macOS, REWIND_PORTABLE=1): the feed could only report itself off, and
-        # loading its module in a thread would take the GIL from the prompt's own captures.
-        return
-
-    from ledger.git.feed.inotify import InotifyWatcher  # standard library only: no pygit2
-
-    watcher = InotifyWatcher(str(root), background=False)
-    watcher.start()
-    from ledger.git.feed.early_status import start_after_walk
-
-    with contextlib.suppress(Exception):  # a speed-up only: the capture then runs its own status
-        start_after_walk(watcher, root, git_dir, EARLY_STATUS_WALK_WAIT_S)
-
-    def adopt() -> None:
-        try:
-            from ledger.git.feed import service as feed
-            from ledger.git.repo import GitRepo
-
-            repo = GitRepo.discover(start)
-            # Enabled and adopted in one step (a capture in between would start a second
-            # feed); stops the watcher when it cannot be used.
-            feed.adopt(repo, watcher, enabling=os.environ.get("REWIND_FEED_VERIFY", "1") != "0")
-        except Exception:  # a speed-up only: the captures then scan fully, as before
-            watcher.stop()
-
-    threading.Thread(target=adopt, name="rewind-feed-start", daemon=True).start()
 
 
 def _start_watcher_for_later_runs(root: Path, seconds: int) -> None:

@@ -11,11 +11,14 @@ that the real bridge holds the capture lock from its walk to its first capture o
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from ledger.bridge.print_mode import start_walk
 from ledger.errors import LedgerError
 from ledger.git.capture import prefetch
 from ledger.git.capture.index import PrivateIndex
@@ -183,3 +186,52 @@ def test_a_walk_the_bridge_gave_up_on_is_not_waited_for_again(
         assert watcher.prefetch_epoch is None and not prefetch.pending()
     finally:
         watcher.stop()
+
+
+def _watches(pid: int) -> int:
+    """How many directories the process's inotify descriptors watch (``/proc/PID/fdinfo``)."""
+    count = 0
+    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
+        with contextlib.suppress(OSError):
+            count += info.read_text().count("inotify wd:")
+    return count
+
+
+def test_a_bridge_spawned_for_print_mode_walks_before_its_first_event(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extension says at spawn that Pi has no UI (``REWIND_BRIDGE_NO_UI=1``): the walk
+    starts before the first event is even read (Pi no longer waits for its answer)."""
+    _files(repo)
+    monkeypatch.setenv("REWIND_BRIDGE_NO_UI", "1")
+    pi = FakePi(repo, isolated_env / ".pi" / "agent")
+    pi.has_ui = False
+    try:
+        assert isinstance(pi.proc, subprocess.Popen)
+        deadline = time.monotonic() + 30
+        while _watches(pi.proc.pid) < 5:  # the root and its four directories
+            assert time.monotonic() < deadline, "no walk before the first event"
+            time.sleep(0.01)
+        assert pi.event("session_start", {"reason": "startup"}).error is None
+        prompts_stay_exact(pi, 2, "print")
+    finally:
+        assert pi.close() == 0
+
+
+def test_a_walk_started_at_spawn_is_used_for_its_root_only_and_stopped_otherwise(
+    repo: Path, tmp_path: Path
+) -> None:
+    gitrepo = _files(repo)
+    early = start_walk(repo)
+    walked = early._watcher
+    assert walked is not None
+    assert early.take(tmp_path / "elsewhere") is None, "a walk of another root is not handed out"
+    assert walked.stopped and early.take(gitrepo.root) is None, "it was stopped, not kept"
+    early = start_walk(repo / "d1")
+    walking = early.take(gitrepo.root)
+    assert walking is not None and not walking.stopped, "the repository's walk, from below"
+    walking.stop()
+    early = start_walk(repo)
+    walked = early._watcher
+    early.drop()
+    assert walked is not None and walked.stopped and early.take(gitrepo.root) is None

@@ -145,7 +145,7 @@ def test_a_capture_while_print_mode_turns_its_feed_on_gets_the_walking_watchers_
     capture in between (here: from inside the turning on) started a second feed with a walk of
     its own; the walk started at the first answer was stopped and every capture of the run
     scanned fully. Now the feed is on only once the adopted one is registered."""
-    from ledger.cli import serve
+    from ledger.bridge import print_mode
 
     gitrepo = GitRepo.discover(repo)
     made: list[InotifyWatcher] = []
@@ -163,9 +163,10 @@ def test_a_capture_while_print_mode_turns_its_feed_on_gets_the_walking_watchers_
         bound()
 
     monkeypatch.setattr(inotify, "InotifyWatcher", Recorded)
+    monkeypatch.setattr(print_mode, "InotifyWatcher", Recorded)
     monkeypatch.setattr(service, "bound_git_memory", capture_meanwhile)
     try:
-        serve._print_mode_feed(repo, gitrepo.root, gitrepo.git_dir)  # adopts in a thread
+        print_mode.print_mode_feed(repo, gitrepo.root, gitrepo.git_dir, None)  # adopts in a thread
         deadline = time.monotonic() + 30
         while not asked:
             assert time.monotonic() < deadline

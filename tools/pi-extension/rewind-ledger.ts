@@ -540,7 +540,10 @@ class Bridge {
 		const link = newLink(false, plan.argv);
 		let child: ChildProcessWithoutNullStreams;
 		try {
-			child = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
+			// No UI (print mode): the bridge starts its walk before it reads the first event
+			// (ledger/bridge/print_mode.py); the variable goes no further than that bridge.
+			const env = ctx.hasUI ? process.env : { ...process.env, REWIND_BRIDGE_NO_UI: "1" };
+			child = spawn(cmd, args, { cwd: ctx.cwd, stdio: ["pipe", "pipe", "pipe"], env });
 		} catch (err) {
 			this.end(link, `cannot start ${cmd}: ${err instanceof Error ? err.message : String(err)}`, "missing");
 			return link;
