@@ -8,8 +8,9 @@ This process lives as long as the session, so its captures touch only the paths 
 the previous one: they go to the repository's shared watcher when one runs (or is started with
 ``rewind.snapshot.autoWatchSeconds``; :mod:`ledger.bridge.delegate`), else to this process's own
 change feed (:mod:`ledger.git.feed.service`), whose watcher starts in the background once the
-first event is answered, off the first prompt's path (and off that answer's), when Pi has a UI
-(a ``pi -p`` run ends before a feed could arm). Where the captures go is decided once that first
+first event is answered, off the first prompt's path (and off that answer's), when Pi has a UI;
+a ``pi -p`` bridge walks from its start and takes its first status right after the walk
+(:mod:`ledger.bridge.print_mode`). Where the captures go is decided once that first
 event is answered too, before the next one is read: the decision loads the git layer and
 pygit2, which the first ``session_start`` answer does without (ledger/bridge/quick_start.py).
 ``REWIND_FEED=0`` turns both off (every capture scans fully); ``REWIND_SERVED=0`` keeps the
