@@ -68,6 +68,7 @@ def test_pi_install_of_a_checkout_sets_up_python_and_records_a_point(
         PI_TELEMETRY="0",
         PATH=path_without_rewind(),
         PIP_CACHE_DIR=str(CACHE.parent / "pip-cache"),
+        REWIND_AUTO_WATCH="0",  # no watcher outliving the test by ten minutes (tests/conftest.py)
     )
     assert shutil.which("rewind", path=env["PATH"]) is None
     node = shutil.which("node") or "node"
@@ -158,6 +159,7 @@ def clean_env(agent_dir: Path, path: str) -> dict[str, str]:
         if not k.startswith(("REWIND_", "VIRTUAL_ENV", "PYTHON"))
     }
     env.update(PI_CODING_AGENT_DIR=str(agent_dir), PI_OFFLINE="1", PI_TELEMETRY="0", PATH=path)
+    env["REWIND_AUTO_WATCH"] = "0"  # no watcher outliving the test by ten minutes
     return env
 
 
