@@ -147,9 +147,6 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             running.close()
         if setup is not None and setup.early is not None:
             setup.early.drop()  # a walk started at spawn that the set-up never took
-        early = finished("ledger.git.capture.prefetch")
-        if early is not None:
-            early.stop()  # a status no capture took: its lock, before the feed's threads join
         feed = finished("ledger.git.feed.service")
         # finished(): a print-mode bridge loads this module in a thread (print_mode_feed),
         # which a very short session may end in the middle of; nothing is adopted then.

@@ -5,9 +5,9 @@ Why it exists (issue 34, the first ``pi -p`` of the day): the prompt's first cap
 scan, and the feed's base (:mod:`ledger.git.feed.service`), so it must wait for the run's
 inotify walk; after it, the engine's imports (~140 ms) and the status (~150 ms at 100k files)
 ran one after the other, all on the path of the prompt's first tool. Started here, in the
-bridge's main thread right after the walk (:func:`start_after_walk`, ledger/cli/serve.py),
-the status runs in git while the engine loads, and the capture takes its output
-(:mod:`ledger.git.capture.prefetch`).
+bridge's main thread right after the walk (:func:`start_after_walk`, from
+:mod:`ledger.bridge.print_mode`), the status runs in git while the engine loads, and the
+capture takes its output (:mod:`ledger.git.capture.prefetch`).
 
 Invariants (docs/capture.md#a-fed-capture, "a status started before its capture"):
 - **A base only from a status started once the watcher was ready.** The epoch is read, under

@@ -201,8 +201,9 @@ class InotifyWatcher:
         self._fd = -1
         self._stop = threading.Event()
         self._walk_over = threading.Event()
-        self._walk_given_up = False
         """Set once the start-up walk is over: ready, failed or stopped (:meth:`wait_walk`)."""
+        self._walk_given_up = False
+        """A wait for the walk ended before it did: the walk is not waited for again."""
         self._libc: ctypes.CDLL | None = None
         self._thread: threading.Thread | None = None
         self._crash: str | None = None
