@@ -29,6 +29,12 @@ Usage::
     python tools/bench_restore_undo.py                 # 2,000 files, 20 prompts, 7 runs
     python tools/bench_restore_undo.py --runs 3
     python tools/bench_restore_undo.py --files 5000    # another size
+    python tools/bench_restore_undo.py --install /tmp/ui-venv/bin/rewind --compare /tmp/old/bin/rewind
+
+``--install``: every child runs that regular install (what users run: the extension's
+``.rewind-venv`` or ``pip install``) instead of this checkout through the editable venv, whose
+``site`` alone costs ~10 ms per process. ``--compare``: another install (an older commit's),
+whose pair runs right after this one's in every cold round, on the same session.
 
 Every child runs without ``PYTHONDONTWRITEBYTECODE`` (bytecode precompiled first) and with
 ``PYTHONPATH`` starting at this checkout. Not a test: nothing here asserts a time.
@@ -120,9 +126,15 @@ def build_session(repo: Path, agent: Path, prompts: int) -> tuple[Path, list[str
 
 
 def pair(
-    repo: Path, agent: Path, session: Path, entry: str, env: dict[str, str], expected: str
+    repo: Path,
+    agent: Path,
+    session: Path,
+    entry: str,
+    env: dict[str, str],
+    expected: str,
+    rewind: list[str] | None = None,
 ) -> Callable[[], tuple[float, float]]:
-    common = [*rewind_cmd(), "--agent-dir", str(agent)]
+    common = [*(rewind or rewind_cmd()), "--agent-dir", str(agent)]
     restore = [*common, "restore", str(session), entry, "--mode", "files", "--yes", "--json"]
     undo = [*common, "undo", str(session), "--yes", "--json"]
 
@@ -144,7 +156,15 @@ def pair(
     return run
 
 
-def measure(repo: Path, agent: Path, prompts: int, runs: int) -> None:
+def env_for(env: dict[str, str], cmd: list[str] | None) -> dict[str, str]:
+    """The child environment for this install (``cmd is None``) or for ``--compare``'s, which
+    runs its own copy of the package: no ``PYTHONPATH`` towards this checkout."""
+    if cmd is None:
+        return env
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+
+def measure(repo: Path, agent: Path, prompts: int, runs: int, compare: Path | None = None) -> None:
     stop_watchers(repo)
     session, users = build_session(repo, agent, prompts)
     entry = users[-min(BACK, len(users))]
@@ -153,29 +173,45 @@ def measure(repo: Path, agent: Path, prompts: int, runs: int) -> None:
     samples: list[dict[str, float]] = []
     phases: list[tuple[str, Series, Series, Series]] = []
 
-    def rounds(title: str, env: dict[str, str]) -> None:
-        run = pair(repo, agent, session, entry, env, expected)
-        both, rest, und = Series("restore + undo"), Series("  restore"), Series("  undo")
+    def rounds(title: str, env: dict[str, str], comparing: bool) -> None:
+        # With --compare, each cold round runs the other install's pair right after this one's,
+        # on the same session and work tree (both see the session grow alike). Not beside a
+        # watcher: that watcher runs this install's code, which the other's client may not speak.
+        kinds: list[tuple[str, list[str] | None]] = [(title, None)]
+        if comparing and compare is not None:
+            kinds.append((f"{title}, COMPARE {compare}", [str(compare)]))
+        series = {
+            name: (Series("restore + undo"), Series("  restore"), Series("  undo"))
+            for name, _ in kinds
+        }
+        runners = {
+            name: pair(repo, agent, session, entry, env_for(env, cmd), expected, cmd)
+            for name, cmd in kinds
+        }
         for i in range(runs):
-            r, u = run()
-            rest.times.append(r)
-            und.times.append(u)
-            both.times.append(r + u)
+            for name, _ in kinds:
+                both, rest, und = series[name]
+                r, u = runners[name]()
+                rest.times.append(r)
+                und.times.append(u)
+                both.times.append(r + u)
+                tag = "" if name == title else " (compare)"
+                print(
+                    f"  round {i + 1}{tag}: restore {r:.1f} ms + undo {u:.1f} ms = "
+                    f"{r + u:.1f} ms   ({load()})",
+                    flush=True,
+                )
             samples.append(floors(repo))
-            print(
-                f"  round {i + 1}: restore {r:.1f} ms + undo {u:.1f} ms = {r + u:.1f} ms   "
-                f"({load()})",
-                flush=True,
-            )
-        phases.append((title, both, rest, und))
+        for name, _ in kinds:
+            phases.append((name, *series[name]))
 
     print(f"\nphase 1: nobody watches the repository, REWIND_SERVED=0   ({load()})", flush=True)
-    rounds("cold (REWIND_SERVED=0)", child_env({"REWIND_SERVED": "0"}))
+    rounds("cold (REWIND_SERVED=0)", child_env({"REWIND_SERVED": "0"}), True)
     print(f"\nphase 2: rewind serve --watch runs   ({load()})", flush=True)
     os.environ["REWIND_FEED_VERIFY"] = "0"
     server = start_watcher(repo)
     try:
-        rounds("rewind serve --watch runs", child_env())
+        rounds("rewind serve --watch runs", child_env(), False)
     finally:
         server.send_signal(signal.SIGTERM)
         _, err = server.communicate(timeout=60)
@@ -208,19 +244,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=2_000, help="synthetic repository size")
     parser.add_argument("--prompts", type=int, default=20, help="prompts in the session")
     parser.add_argument("--runs", type=int, default=7, help="timed pairs per phase")
+    parser.add_argument(
+        "--install",
+        type=Path,
+        help="a regular (non-editable) install's `rewind` script (e.g. /tmp/ui-venv/bin/rewind): "
+        "every child runs it instead of this checkout through the editable venv",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        help="another install's `rewind` script (e.g. of an older commit), its pair run right "
+        "after this one's in every round",
+    )
     args = parser.parse_args(argv)
+    if args.install is not None:
+        import bench_floors
+        import bench_restore
+
+        bench_restore._INSTALL.append(args.install.absolute())
+        bench_floors.INSTALL_PYTHON = str(args.install.absolute().parent / "python")
+        os.environ["BRIDGEKIT_BRIDGE_CMD"] = json.dumps(
+            [str(args.install.absolute()), "serve", "--stdio"]
+        )
     if args.prompts < 2:
         parser.error("--prompts must be at least 2")
     env = child_env()  # every child runs the code beside this script, with bytecode caches
     os.environ.clear()
     os.environ.update(env)
-    precompile()
+    if args.install is None:
+        precompile()
     import ledger
 
     git_version = subprocess.run(["git", "version"], capture_output=True, text=True).stdout
     head = subprocess.run(
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
     ).stdout.strip()
+    install = (
+        f"REGULAR install {args.install}"
+        if args.install is not None
+        else f"EDITABLE venv {sys.executable}, PYTHONPATH {ROOT}"
+    )
+    print(f"children run: {install}", flush=True)
     print(
         f"ledger {Path(ledger.__file__).parent} ({head}); {git_version.strip()}; python "
         f"{sys.version.split()[0]}; {load()}",
@@ -233,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
         agent = tmp / "agent"
         os.environ["PI_CODING_AGENT_DIR"] = str(agent)  # every child's (never ~/.pi)
         repo = build_repo(tmp, args.files, PER_DIR).resolve()
-        measure(repo, agent, args.prompts, args.runs)
+        compare = args.compare.absolute() if args.compare is not None else None
+        measure(repo, agent, args.prompts, args.runs, compare)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

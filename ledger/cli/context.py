@@ -66,9 +66,6 @@ class CliContext:
         self.served = served
         """Run by the repository's watcher for a client (:mod:`ledger.bridge.served_commands`):
         where the command would wait, it raises :class:`RunLocally` instead."""
-        self.exit_without_teardown = False
-        """Set by a command whose process has nothing left to finish when it returns (the
-        bridge): ``main`` then ends the process without the interpreter's teardown."""
 
     # --- look-ups -------------------------------------------------------------------------
 

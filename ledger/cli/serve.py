@@ -154,8 +154,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         if disable is not None:
             disable()  # joins the watcher and verifier, writes feed-status.json
     # Everything is finished and written (a sweep in flight was awaited by serve_stdio): Pi
-    # waits for this process to end, so skip the interpreter's teardown.
-    ctx.exit_without_teardown = True
+    # waits for this process to end, which main() ends without the interpreter's teardown.
     return code
 
 
