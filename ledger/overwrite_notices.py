@@ -38,18 +38,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
-import secrets
-import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.digests import sha256
 from ledger.git.liveness import remove_if_unlocked
 from ledger.git.private import make_private_dir, private_dir
 from ledger.plain import Plain
@@ -112,6 +110,8 @@ class OverwriteNotice:
         # A file name that a terminal would not show as it is: the id names the session too.
         printable = self.by_file is not None and self.by_file.isprintable()
         where = self.by_file if printable and self.by_file else self.by_session
+        import shlex  # only when a notice is shown
+
         return f"rewind undo {shlex.quote(where)} --to {shlex.quote(self.op)}"
 
     def _what(self) -> str:
@@ -258,7 +258,7 @@ def addressee_dir(git_dir: Path, session_id: str) -> Path:
     name = (
         session_id
         if _SAFE_ID.match(session_id)
-        else "h-" + hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()[:40]
+        else "h-" + sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()[:40]
     )
     return private_dir(git_dir) / NOTICES_DIR_NAME / name
 
@@ -287,7 +287,7 @@ def post(git_dir: Path, session_id: str, notice: OverwriteNotice) -> bool:
     if sum(1 for name in _names(directory) if _PENDING.match(name)) >= MAX_PENDING:
         return False
     data = encode(notice)
-    name = f"{int(time.time() * 1000):013d}-{secrets.token_hex(6)}.json"
+    name = f"{int(time.time() * 1000):013d}-{os.urandom(6).hex()}.json"
     tmp = directory / f".{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:

@@ -46,10 +46,10 @@ GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")
 
 def shadow_key(directory: str) -> str:
     """``ledger.git.shadow.layout.shadow_key`` (held equal by a unit test)."""
-    import hashlib  # here: only when shadows exist (~5 ms with OpenSSL's _hashlib, issue 34)
+    from ledger.digests import sha256  # not OpenSSL's _hashlib (~4 ms, issue 34)
 
     real = os.path.realpath(directory)
-    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    digest = sha256(os.fsencode(real)).hexdigest()[:16]
     name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40].lstrip(".") or "dir"
     return f"{name}-{digest}"
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -37,6 +38,9 @@ from ledger.plain import Plain
 _T = TypeVar("_T")
 
 _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "PATH", "EMAIL")
+
+_FRESH_NS = 2_000_000_000
+"""A view whose files changed less than this before it was read is not kept (see :func:`_read`)."""
 
 FileSig = tuple[int, int, int, int, int] | None
 """``(dev, ino, size, mtime_ns, ctime_ns)`` of a file, ``None`` when there is none."""
@@ -93,8 +97,11 @@ class ConfigView(Plain):
     """The effective configuration, last value of each key (lower-cased names; a key written
     without ``=`` has the value ``None``), and the signature it is valid under."""
 
-    __slots__ = ("complete", "keys", "memo", "signature", "values")
+    __slots__ = ("complete", "keys", "memo", "pairs", "signature", "values")
     values: dict[str, str | None]
+    pairs: tuple[tuple[str, str | None], ...]
+    """Every ``(key, value)`` in git's order, a key set twice listed twice (``git config -z
+    --list``): what the capture's fingerprint hashes (:mod:`ledger.git.capture.fingerprint`)."""
     signature: Signature
     keys: frozenset[str]
     complete: bool
@@ -109,8 +116,10 @@ class ConfigView(Plain):
         keys: frozenset[str] | None = None,
         complete: bool = True,
         memo: dict[str, object] | None = None,
+        pairs: tuple[tuple[str, str | None], ...] = (),
     ) -> None:
         self.values = values
+        self.pairs = pairs
         self.signature = signature
         self.keys = frozenset() if keys is None else keys
         self.complete = complete
@@ -159,6 +168,7 @@ def _read(repo: GitRepo) -> tuple[ConfigView, list[str]] | None:
         return None
     records = result.lines_z()
     values: dict[str, str | None] = {}
+    pairs: list[tuple[str, str | None]] = []
     keep = True
     include_if = False
     for i in range(0, len(records) - 1, 2):
@@ -172,6 +182,7 @@ def _read(repo: GitRepo) -> tuple[ConfigView, list[str]] | None:
         key, newline, value = text.partition("\n")
         key = key.lower()
         values[key] = value if newline else None
+        pairs.append((key, values[key]))
         if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
             include_if = include_if or key.startswith("includeif.")
             target = _resolve_include(value, origin) if newline else None
@@ -188,7 +199,13 @@ def _read(repo: GitRepo) -> tuple[ConfigView, list[str]] | None:
         dict(signature[1]).get(f, sig) != sig for f, sig in before
     ):
         keep = False
-    view = ConfigView(values, signature, frozenset(values))
+    # Exactness (git's racy-timestamp rule, as for the capture's rule files): a file changed
+    # within the kernel's coarse clock tick of this read may change again, same size, in place,
+    # and leave its stat data as it is. A view read that soon is used, not kept.
+    fresh_after = time.time_ns() - _FRESH_NS
+    if any(sig is not None and max(sig[3], sig[4]) >= fresh_after for _, sig in signature[1]):
+        keep = False
+    view = ConfigView(values, signature, frozenset(values), pairs=tuple(pairs))
     return (view, files) if keep else (view, [])
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
 import shutil
 import time
 from collections.abc import Iterator
@@ -116,7 +115,7 @@ def owner_gone(lock: Path) -> bool:
 def scratch_dir(home: Path, prefix: str = SCRATCH_PREFIX) -> Iterator[Path]:
     """``home/<prefix><pid>-<hex>/``, made after its lock is held, removed (then the lock) at
     the end; a kill leaves both for :func:`scratch_leftovers`."""
-    name = f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+    name = f"{prefix}{os.getpid()}-{os.urandom(4).hex()}"
     lock = home / (name + LOCK_SUFFIX)
     fd = hold(lock)
     try:
@@ -210,7 +209,7 @@ def replace_private_file(target: Path, data: bytes) -> bool:
     such file is a cache or a status that the next write renews). Raises ``OSError`` when the
     write fails (the temporary is removed)."""
     for _attempt in range(3):
-        tmp = target.with_name(f"{target.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        tmp = target.with_name(f"{target.name}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
         fd = take_lock(tmp)
         if fd is None:  # no flock here: a plain temporary (removed by its writer alone)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -254,18 +254,6 @@ class GitRunner:
             )
         return result
 
-    def config_list(self) -> list[tuple[str, str | None]]:
-        """The effective configuration (``git config -z --list``) as (key, value) pairs, in
-        git's order (the last of a key wins). The value is ``None`` for a key written without
-        ``=`` (git reads it as boolean true), ``""`` for ``key =`` (false)."""
-        result = self.run(["config", "-z", "--list"], operation="git config", check=False)
-        pairs: list[tuple[str, str | None]] = []
-        for record in result.lines_z():
-            text = record.decode("utf-8", "surrogateescape")
-            key, newline, value = text.partition("\n")
-            pairs.append((key.lower(), value if newline else None))
-        return pairs
-
 
 _RESOLVED: dict[tuple[str, str], str] = {}
 

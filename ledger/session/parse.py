@@ -371,11 +371,11 @@ def _migrate_v2_to_v3(header: dict[str, Any], lines: list[_RawLine]) -> dict[str
 
 
 def _stable_id(session_id: str, position: int, taken: set[str]) -> str:
-    import hashlib
+    from ledger.digests import sha1
 
     salt = 0
     while True:
-        digest = hashlib.sha1(f"{session_id}\0{position}\0{salt}".encode()).hexdigest()[:8]
+        digest = sha1(f"{session_id}\0{position}\0{salt}".encode()).hexdigest()[:8]
         if digest not in taken:
             taken.add(digest)
             return digest

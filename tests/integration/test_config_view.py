@@ -4,6 +4,7 @@ depend on it. Real git; the count of ``git config`` processes is read from ``Git
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,9 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(self, args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(GitRunner, "run", listening)
+    # These repositories' files were all written a moment ago, which the racy rule (a view of
+    # files changed within two seconds is never kept) would apply to: off here, tested below.
+    monkeypatch.setattr(config_view, "_FRESH_NS", 0)
     config_view.forget()
     return seen
 
@@ -85,3 +89,40 @@ def test_a_new_global_file_is_seen(
     assert "core.attributesfile" not in view_of(gitrepo).values
     write(isolated_env, "xdg/git/config", "[core]\n\tattributesFile = /nowhere\n")
     assert view_of(gitrepo).values["core.attributesfile"] == "/nowhere"
+
+
+def test_a_view_of_files_changed_within_two_seconds_is_not_kept(
+    repo: Path, asked: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's racy-timestamp rule: a file changed within the kernel's coarse clock tick of the
+    read may change again in place, same size, same stat data; such a view is used, not kept
+    (fails without the rule: the second view was the first)."""
+    monkeypatch.setattr(config_view, "_FRESH_NS", 2_000_000_000)
+    gitrepo = GitRepo.discover(repo)
+    git(repo, "config", "core.eol", "lf")  # just written
+    assert view_of(gitrepo) is not view_of(gitrepo)
+    assert asked.count("config") == 2
+    monkeypatch.setattr(config_view, "_FRESH_NS", 50_000_000)
+    time.sleep(0.1)  # the files are now older than the (shortened) window
+    first = view_of(gitrepo)
+    assert view_of(gitrepo) is first
+    assert asked.count("config") == 3
+
+
+def test_the_pairs_are_gits_own_list_in_its_order(repo: Path, asked: list[str]) -> None:
+    """What the capture's fingerprint hashes: ``git config -z --list`` exactly, a key set twice
+    listed twice, a key without ``=`` as ``None``, ``key =`` as ``""`` (the private index's
+    fingerprint must not change with the way it is read)."""
+    git(repo, "config", "--add", "remote.x.fetch", "one")
+    git(repo, "config", "--add", "remote.x.fetch", "two")
+    with (repo / ".git" / "config").open("a") as f:
+        f.write("[bare]\n\tflag\n\tempty =\n")
+    runner = GitRunner(repo, repo / ".git")
+    listed = []
+    for record in runner.run(["config", "-z", "--list"]).lines_z():
+        key, newline, value = record.decode("utf-8", "surrogateescape").partition("\n")
+        listed.append((key.lower(), value if newline else None))
+    pairs = view_of(GitRepo.discover(repo)).pairs
+    assert list(pairs) == listed
+    assert ("bare.flag", None) in pairs and ("bare.empty", "") in pairs
+    assert [v for k, v in pairs if k == "remote.x.fetch"] == ["one", "two"]

@@ -54,6 +54,10 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(self, args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(GitRunner, "run", listening)
+    # The repository's files were written a moment ago: the configuration's racy rule (never
+    # keep a view of files changed within two seconds, tests/integration/test_config_view.py)
+    # would read it again at every question.
+    monkeypatch.setattr(config_view, "_FRESH_NS", 0)
     return seen
 
 

@@ -10,24 +10,28 @@ unrelated change costs a rebuild, never a wrong tree.
 
 Invariants:
 - Configuration is git's own view (``git config -z --list``: every file git reads, includes,
-  ``GIT_CONFIG_GLOBAL``, ``GIT_CONFIG_COUNT`` …), because git itself captures under it. The
+  ``GIT_CONFIG_GLOBAL``, ``GIT_CONFIG_COUNT`` …), because git itself captures under it. It is
+  read through :func:`ledger.git.config_view.config_view`, which a restore asks anyway: one
+  ``git config`` process per process while no file it came from changes (its signature: the
+  environment and every file's stat data; a view of files changed within two seconds is never
+  kept), not one per capture. The
   booleans the capture acts on (:class:`GitFacts`) are parsed by pygit2's parser of git
   booleans (:func:`git_bool`): a key without ``=`` is true, ``key =`` (empty) is false.
-- Read-only; one ``git config`` process per capture.
+- Read-only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pygit2
 
+from ledger.digests import sha256
 from ledger.git.capture.state import file_signature
+from ledger.git.config_view import config_view
 from ledger.git.repo import GitRepo
-from ledger.git.runner import GitRunner
 from ledger.plain import FrozenPlain
 from ledger.settings import SnapshotSettings
 
@@ -75,11 +79,9 @@ def _config_path(value: str | None, default_name: str, root: Path) -> Path | Non
     return path if path.is_absolute() else root / path
 
 
-def global_fingerprint(
-    git: GitRunner, repo: GitRepo, settings: SnapshotSettings
-) -> tuple[str, GitFacts]:
+def global_fingerprint(repo: GitRepo, settings: SnapshotSettings) -> tuple[str, GitFacts]:
     """``(hash, facts)`` of everything outside the work tree that shapes a capture."""
-    config = git.config_list()
+    config = config_view(repo).pairs
     relevant = sorted((k, v or "") for k, v in config if k.startswith(_CONFIG_PREFIXES))
     last: dict[str, str | None] = {}
     for key, value in config:
@@ -106,9 +108,7 @@ def global_fingerprint(
         "files": signatures,
         "settings": [settings.max_untracked_file_bytes, sorted(settings.protected_dirs)],
     }
-    digest = hashlib.sha256(
-        json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogateescape")
-    )
+    digest = sha256(json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogateescape"))
     facts = GitFacts(
         ignore_case=git_bool(last["core.ignorecase"], False)
         if "core.ignorecase" in last

@@ -180,7 +180,7 @@ class Capturer:
 
     def full_capture(self) -> CaptureResult:
         """The full scan (git status on the private index), under the caller's lock."""
-        fingerprint, facts = global_fingerprint(self.git, self.repo, self.settings)
+        fingerprint, facts = global_fingerprint(self.repo, self.settings)
         self._filemode = facts.filemode
         self.facts_ignore_case = facts.ignore_case
         state = self.index.load_state()

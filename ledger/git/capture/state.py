@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import os
 import stat
@@ -57,6 +56,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
+
+from ledger.digests import sha1
 
 STATE_VERSION = 2
 _SIG_FRESH_NS = 2_000_000_000
@@ -308,11 +309,11 @@ def file_signature(
     if reuse and fresh:
         head = (st.st_size, st.st_mtime_ns, RACY_CTIME, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
-        digest = "link:" + hashlib.sha1(os.fsencode(os.readlink(path))).hexdigest()
+        digest = "link:" + sha1(os.fsencode(os.readlink(path))).hexdigest()
     elif stat.S_ISREG(st.st_mode):
         try:
             with open(path, "rb") as handle:
-                digest = hashlib.sha1(handle.read()).hexdigest()
+                digest = sha1(handle.read()).hexdigest()
         except OSError:
             digest = "unreadable"
     else:

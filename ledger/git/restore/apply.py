@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -125,7 +124,7 @@ class Executor:
         self.steps = steps
         self.git = GitRunner(repo.root, repo.git_dir)
         self.fs = SafeFs(repo.root)
-        self.staging = f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        self.staging = f"{STAGING_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         """The staging directory's name (recorded in the journal before anything is written)."""
         self.touched: set[str] = set()
         self.heads: list[tuple[str, str | None, str]] = []
@@ -196,7 +195,7 @@ class Executor:
                 with contextlib.suppress(OSError):
                     placer.remove_staging()
             return
-        name = f"restore-{os.getpid()}-{secrets.token_hex(4)}.index"
+        name = f"restore-{os.getpid()}-{os.urandom(4).hex()}.index"
         index = private_dir(self.repo.git_dir) / name
         make_private_dir(self.repo.git_dir)
         try:

@@ -50,7 +50,6 @@ import contextlib
 import contextvars
 import json
 import os
-import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -296,7 +295,7 @@ def open_journal(
 ) -> Journal:
     """Durably record a restore about to change files (see the module docstring)."""
     intent = current_intent()
-    ident = secrets.token_hex(4)
+    ident = os.urandom(4).hex()
     journal = Journal(
         id=ident,
         undo=undo,
@@ -466,7 +465,7 @@ def _write(path: Path, journal: Journal, *, durable_name: bool = True) -> None:
     """Write ``journal`` atomically (its bytes fsync'd, then renamed into place); with
     ``durable_name`` the directory is fsync'd too, so that the new name survives a crash."""
     data = json.dumps(journal.to_json(), ensure_ascii=False, sort_keys=True).encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(3)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(3).hex()}.tmp")
     # The temporary is its own lock (ledger/git/owned.py), held from creation through the
     # rename: one a kill leaves is named by `rewind doctor` and removed by `rewind sweep`
     # (ledger/git/store/leftovers.py), a live writer's never.

@@ -29,7 +29,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import json
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 
 import pygit2
 
+from ledger.digests import sha256
 from ledger.errors import NotARepositoryError, ShadowRefusedError
 from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
@@ -115,7 +115,7 @@ def shadow_root(agent_dir: Path) -> Path:
 def shadow_key(directory: Path | str) -> str:
     """``<basename>-<sha256(realpath)[:16]>``; the basename only makes listings readable."""
     real = os.path.realpath(directory)
-    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    digest = sha256(os.fsencode(real)).hexdigest()[:16]
     name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(real))[:40].lstrip(".") or "dir"
     return f"{name}-{digest}"
 

@@ -51,7 +51,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -135,7 +134,7 @@ def swap_loose_ref(common_dir: Path, ref: str, new: str, old: str | None) -> Swa
 
 
 def _temp_name(path: Path) -> Path:
-    return path.with_name(f"{path.name}.{secrets.token_hex(_TEMP_HEX // 2)}.lock")
+    return path.with_name(f"{path.name}.{os.urandom(_TEMP_HEX // 2).hex()}.lock")
 
 
 def _create(path: Path) -> int:

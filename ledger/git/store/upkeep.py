@@ -62,7 +62,6 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import time
@@ -188,7 +187,7 @@ def _work_dir(repo: GitRepo) -> Iterator[Path]:
     """``<common-dir>/pi-rewind/upkeep-<pid>-<hex>/``, flock'ed by us while we use it, removed
     at the end (a kill leaves it for :func:`clean_leftovers`)."""
     home = make_private_dir(repo.common_dir)
-    directory = home / f"{UPKEEP_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+    directory = home / f"{UPKEEP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     directory.mkdir(mode=0o700)
     fd = os.open(directory / OWNER_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:

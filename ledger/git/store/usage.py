@@ -37,7 +37,6 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -48,6 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ledger.digests import sha256
 from ledger.errors import GitError
 from ledger.git.owned import replace_private_file
 from ledger.git.private import make_private_dir, private_dir
@@ -129,7 +129,7 @@ def usage_key(repo: GitRepo) -> UsageKey:
     a few small reads and one ``git for-each-ref``. Raises :class:`GitError` when git fails."""
     read_s = time.time()
     head = Store(repo).head()
-    digest = hashlib.sha256()
+    digest = sha256()
     digest.update(f"v{CACHE_VERSION}\0store {head}\0".encode())
     refs = GitRunner(repo.root, repo.git_dir).run(
         ["for-each-ref", "--format=%(objectname) %(refname)"], operation="git for-each-ref"
