@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import gc
 import importlib
@@ -207,11 +208,15 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    commands: Iterable[str] | None = None, *, placeholders: bool = True
+) -> argparse.ArgumentParser:
     """The parser; ``commands`` names the commands whose modules are loaded (default: all).
 
     The other commands get a placeholder that lists them in ``--help`` and captures their
     arguments unparsed; :func:`_parse` loads the real one when a placeholder is chosen.
+    ``placeholders=False``: the named commands only (a parser for one command line whose
+    command is known; ~1.5 ms less than 22 placeholders).
     """
     parser = _Parser(
         prog="rewind",
@@ -232,8 +237,9 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
                 loaded.add(module)
                 importlib.import_module(module).register(sub, common)
             continue
-        placeholder = sub.add_parser(name, help=help_line, add_help=False)
-        placeholder.add_argument("unparsed", nargs=argparse.REMAINDER)
+        if placeholders:
+            placeholder = sub.add_parser(name, help=help_line, add_help=False)
+            placeholder.add_argument("unparsed", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -258,6 +264,12 @@ def _parse(args: Sequence[str], *, reuse: bool = False) -> argparse.Namespace:
     time; parsing never changes a parser, and one lock keeps parses apart all the same)."""
     build = _cached_parser if reuse else build_parser
     guess = _guess_command(args)
+    if guess is not None and not reuse and not {"-h", "--help"} & set(args):
+        # A process parses one command line: the guessed command's parser alone. Anything it
+        # refuses (a wrong guess, a usage error) is parsed again below by the whole parser,
+        # which gives the same answer or message as ever. Not for help, which lists every command.
+        with contextlib.suppress(UsageError):
+            return build_parser([guess], placeholders=False).parse_args(args)
     namespace = _parse_with(build([guess] if guess else []), args, reuse)
     if getattr(namespace, "run", None) is None:
         # A placeholder was chosen (the guess was wrong, e.g. an abbreviated option took the

@@ -189,8 +189,7 @@ class Executor:
             try:
                 placer.create_staging()
                 write_staged(self.repo.root, self.staging, staged)
-                for item in staged:
-                    placer.place(item.path)
+                placer.place_all([item.path for item in staged])
             finally:
                 with contextlib.suppress(OSError):
                     placer.remove_staging()

@@ -47,7 +47,7 @@ from pygit2.enums import FileMode
 
 from ledger.git.config_view import ConfigView, config_view, git_prefix, path_value
 from ledger.git.repo import GitRepo
-from ledger.git.restore.nofollow import NotADirectoryOnPath, open_dir
+from ledger.git.restore.nofollow import DirStack, NotADirectoryOnPath
 from ledger.plain import FrozenPlain
 
 DIRECT_BYTES = 64 << 20
@@ -195,15 +195,18 @@ def write_staged(root: os.PathLike[str] | str, staging: str, files: Sequence[Sta
     """Write ``files`` under ``root/staging/`` as git's checkout would (module docstring)."""
     base = os.fsencode(os.fspath(root))
     prefix = os.fsencode(staging)
-    for item in files:
-        parts = os.fsencode(item.path).split(b"/")
-        try:
-            fd = open_dir(base, [prefix, *parts[:-1]], create=True)
-        except NotADirectoryOnPath as exc:
-            # Only our fresh staging directory is walked: something replaced it meanwhile.
-            raise OSError(exc.errno, f"staging directory changed under us: {exc.part!r}") from None
-        assert fd is not None  # only missing_ok gives None
-        try:
+    # Our fresh staging directory only: its descriptors are kept from one file to the next
+    # (nofollow.DirStack), ~3 ms less than walking from the root for each of ~50 files.
+    with DirStack(base) as dirs:
+        for item in files:
+            parts = os.fsencode(item.path).split(b"/")
+            try:
+                fd = dirs.open([prefix, *parts[:-1]], create=True)
+            except NotADirectoryOnPath as exc:
+                # Only our fresh staging directory is walked: something replaced it meanwhile.
+                raise OSError(
+                    exc.errno, f"staging directory changed under us: {exc.part!r}"
+                ) from None
             if item.mode == FileMode.LINK:
                 os.symlink(item.data, parts[-1], dir_fd=fd)
                 continue
@@ -215,8 +218,6 @@ def write_staged(root: os.PathLike[str] | str, staging: str, files: Sequence[Sta
                     view = view[os.write(out, view) :]
             finally:
                 os.close(out)
-        finally:
-            os.close(fd)
 
 
 def read_file(root: os.PathLike[str] | str, path: str, limit: int = DIRECT_BYTES) -> bytes | None:

@@ -67,6 +67,64 @@ def open_dir(
     return fd
 
 
+class DirStack:
+    """Descriptors of ``root/parts[0]/…`` kept along the last path opened, for a run of paths
+    that share leading directories (a sorted list): each :meth:`open` opens only the components
+    it does not share with the one before, each with ``O_NOFOLLOW`` relative to its parent, as
+    :func:`open_dir` does. At most one descriptor per level is held.
+
+    Only for a directory tree this process made and no one else writes (a restore's staging
+    directory, created fresh with mode 0700): a kept descriptor stays on its directory wherever
+    that is moved, where :func:`open_dir` walks from the root again for every path."""
+
+    def __init__(self, root: bytes | str) -> None:
+        self._root = os.open(root, DIR_FLAGS)
+        self._parts: list[bytes] = []
+        self._fds: list[int] = []
+
+    def open(self, parts: Sequence[bytes], *, create: bool = False) -> int:
+        """The descriptor of ``root/parts…``; this object's, valid until the next call."""
+        shared = 0
+        limit = min(len(parts), len(self._parts))
+        while shared < limit and self._parts[shared] == parts[shared]:
+            shared += 1
+        self._drop(shared)
+        fd = self._fds[-1] if self._fds else self._root
+        for part in parts[shared:]:
+            try:
+                fd = os.open(part, DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                fd = _open_part(part, fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise NotADirectoryOnPath(exc.errno, part) from None
+                raise
+            self._fds.append(fd)
+            self._parts.append(part)
+        return fd
+
+    def _drop(self, keep: int) -> None:
+        while len(self._fds) > keep:
+            self._parts.pop()
+            with contextlib.suppress(OSError):
+                os.close(self._fds.pop())
+
+    def close(self) -> None:
+        self._drop(0)
+        with contextlib.suppress(OSError):
+            os.close(self._root)
+
+    def __enter__(self) -> DirStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _open_part(part: bytes, parent_fd: int) -> int:
     try:
         return os.open(part, DIR_FLAGS, dir_fd=parent_fd)
@@ -76,4 +134,4 @@ def _open_part(part: bytes, parent_fd: int) -> int:
         raise
 
 
-__all__ = ["DIR_FLAGS", "NotADirectoryOnPath", "open_dir"]
+__all__ = ["DIR_FLAGS", "DirStack", "NotADirectoryOnPath", "open_dir"]

@@ -27,7 +27,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.git.restore.nofollow import DIR_FLAGS, NotADirectoryOnPath, open_dir
+from ledger.git.restore.nofollow import DIR_FLAGS, DirStack, NotADirectoryOnPath, open_dir
 from ledger.git.runner import GitRunner, nul_join
 from ledger.quoting import display_name
 
@@ -81,14 +81,26 @@ class Placer:
             config=config,
             operation="git checkout-index (restore)",
         )
-        for path in paths:
-            self.place(path)
+        self.place_all(paths)
 
     # --- one path -----------------------------------------------------------------------
 
-    def place(self, path: str) -> None:
+    def place_all(self, paths: Sequence[str]) -> None:
+        """Rename each staged path into place, in order. The staging side's descriptors are kept
+        from one path to the next (:class:`~ledger.git.restore.nofollow.DirStack`: our own fresh
+        directory); the work tree's side is walked from the root for every path, so that a
+        directory replaced by a symlink meanwhile is refused, never followed."""
+        with DirStack(self.root) as staged:
+            for path in paths:
+                self.place(path, staged)
+
+    def place(self, path: str, staged: DirStack | None = None) -> None:
         parts = os.fsencode(path).split(b"/")
-        src_fd = self._open_dir([os.fsencode(self.staging), *parts[:-1]], create=False)
+        staging = [os.fsencode(self.staging), *parts[:-1]]
+        if staged is not None:
+            src_fd = self._kept_dir(staged, staging)
+        else:
+            src_fd = self._open_dir(staging, create=False)
         try:
             dst_fd = self._open_dir(parts[:-1], create=True)
             try:
@@ -101,7 +113,17 @@ class Placer:
             finally:
                 os.close(dst_fd)
         finally:
-            os.close(src_fd)
+            if staged is None:
+                os.close(src_fd)
+
+    @staticmethod
+    def _kept_dir(staged: DirStack, parts: Sequence[bytes]) -> int:
+        try:
+            return staged.open(parts)
+        except NotADirectoryOnPath as exc:
+            raise PlacementError(
+                exc.errno, f"{display_name(exc.part)} is not a directory (symlink?)"
+            ) from None
 
     def _open_dir(self, parts: Sequence[bytes], *, create: bool) -> int:
         try:
