@@ -40,7 +40,22 @@ _T = TypeVar("_T")
 _ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "PATH", "EMAIL")
 
 _FRESH_NS = 2_000_000_000
-"""A view whose files changed less than this before it was read is not kept (see :func:`_read`)."""
+"""A view whose files changed less than this before it was read is not kept (see :func:`_read`),
+on a file system that keeps whole seconds (FAT keeps two)."""
+_FRESH_FINE_NS = 20_000_000
+"""The same where times have a fraction of a second: the kernel stamps them from its coarse
+clock, one tick of at most 10 ms (``HZ`` ≥ 100)."""
+
+
+def _racy(sig: FileSig, now_ns: int) -> bool:
+    """Whether a file read at ``now_ns`` may change again, in place and same size, with stat data
+    that stays the same (git's racy-timestamp rule; see :func:`_read`)."""
+    if sig is None:
+        return False
+    mtime, ctime = sig[3], sig[4]
+    whole_seconds = mtime % 1_000_000_000 == 0 and ctime % 1_000_000_000 == 0
+    return now_ns - max(mtime, ctime) <= (_FRESH_NS if whole_seconds else _FRESH_FINE_NS)
+
 
 FileSig = tuple[int, int, int, int, int] | None
 """``(dev, ino, size, mtime_ns, ctime_ns)`` of a file, ``None`` when there is none."""
@@ -200,10 +215,11 @@ def _read(repo: GitRepo) -> tuple[ConfigView, list[str]] | None:
     ):
         keep = False
     # Exactness (git's racy-timestamp rule, as for the capture's rule files): a file changed
-    # within the kernel's coarse clock tick of this read may change again, same size, in place,
-    # and leave its stat data as it is. A view read that soon is used, not kept.
-    fresh_after = time.time_ns() - _FRESH_NS
-    if any(sig is not None and max(sig[3], sig[4]) >= fresh_after for _, sig in signature[1]):
+    # within one tick of the clock that stamps it before this read may change again in that
+    # tick, same size, in place, and leave its stat data as it was. A view read that soon is
+    # used, not kept. Read later, any further change falls in a later tick: new times.
+    now_ns = time.time_ns()
+    if any(_racy(sig, now_ns) for _, sig in signature[1]):
         keep = False
     view = ConfigView(values, signature, frozenset(values), pairs=tuple(pairs))
     return (view, files) if keep else (view, [])

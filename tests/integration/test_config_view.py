@@ -30,6 +30,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     # These repositories' files were all written a moment ago, which the racy rule (a view of
     # files changed within two seconds is never kept) would apply to: off here, tested below.
     monkeypatch.setattr(config_view, "_FRESH_NS", 0)
+    monkeypatch.setattr(config_view, "_FRESH_FINE_NS", 0)
     config_view.forget()
     return seen
 
@@ -98,11 +99,13 @@ def test_a_view_of_files_changed_within_two_seconds_is_not_kept(
     read may change again in place, same size, same stat data; such a view is used, not kept
     (fails without the rule: the second view was the first)."""
     monkeypatch.setattr(config_view, "_FRESH_NS", 2_000_000_000)
+    monkeypatch.setattr(config_view, "_FRESH_FINE_NS", 2_000_000_000)
     gitrepo = GitRepo.discover(repo)
     git(repo, "config", "core.eol", "lf")  # just written
     assert view_of(gitrepo) is not view_of(gitrepo)
     assert asked.count("config") == 2
     monkeypatch.setattr(config_view, "_FRESH_NS", 50_000_000)
+    monkeypatch.setattr(config_view, "_FRESH_FINE_NS", 50_000_000)
     time.sleep(0.1)  # the files are now older than the (shortened) window
     first = view_of(gitrepo)
     assert view_of(gitrepo) is first
@@ -126,3 +129,18 @@ def test_the_pairs_are_gits_own_list_in_its_order(repo: Path, asked: list[str]) 
     assert list(pairs) == listed
     assert ("bare.flag", None) in pairs and ("bare.empty", "") in pairs
     assert [v for k, v in pairs if k == "remote.x.fetch"] == ["one", "two"]
+
+
+def test_the_racy_window_is_one_clock_tick_where_times_have_fractions() -> None:
+    """Whole-second times (FAT, old file systems): two seconds; sub-second times: 20 ms, above
+    one tick of the kernel's coarse clock. A file changed later than the read counts (a clock
+    set back, a server's clock ahead)."""
+    now = 1_800_000_000_123_456_789
+    fine = (1, 2, 3, now - 15_000_000, now - 15_000_000)
+    assert config_view._racy(fine, now)
+    assert not config_view._racy((1, 2, 3, now - 30_000_000, now - 30_000_000), now)
+    whole = now - now % 1_000_000_000 - 1_000_000_000
+    assert config_view._racy((1, 2, 3, whole, whole), now)
+    assert not config_view._racy((1, 2, 3, whole - 2_000_000_000, whole - 2_000_000_000), now)
+    assert config_view._racy((1, 2, 3, now + 5_000_000_000, now), now)
+    assert not config_view._racy(None, now)

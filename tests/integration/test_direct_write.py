@@ -58,6 +58,7 @@ def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     # keep a view of files changed within two seconds, tests/integration/test_config_view.py)
     # would read it again at every question.
     monkeypatch.setattr(config_view, "_FRESH_NS", 0)
+    monkeypatch.setattr(config_view, "_FRESH_FINE_NS", 0)
     return seen
 
 
