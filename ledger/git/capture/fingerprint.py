@@ -13,8 +13,8 @@ Invariants:
   ``GIT_CONFIG_GLOBAL``, ``GIT_CONFIG_COUNT`` …), because git itself captures under it. It is
   read through :func:`ledger.git.config_view.config_view`, which a restore asks anyway: one
   ``git config`` process per process while no file it came from changes (its signature: the
-  environment and every file's stat data; a view of files changed within two seconds is never
-  kept), not one per capture. The
+  environment and every file's stat data; a view read within one clock tick of a file's change
+  is never kept), not one per capture. The
   booleans the capture acts on (:class:`GitFacts`) are parsed by pygit2's parser of git
   booleans (:func:`git_bool`): a key without ``=`` is true, ``key =`` (empty) is false.
 - Read-only.
