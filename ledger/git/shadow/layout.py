@@ -36,7 +36,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pygit2
@@ -364,7 +363,7 @@ def capture_settings(repo: GitRepo, settings: SnapshotSettings) -> SnapshotSetti
         return settings
     write_excludes(repo.git_dir, settings)
     point_head_at_last_snapshot(repo)
-    return replace(settings, max_untracked_file_bytes=settings.shadow_max_file_bytes)
+    return settings.replace(max_untracked_file_bytes=settings.shadow_max_file_bytes)
 
 
 def point_head_at_last_snapshot(repo: ShadowRepo) -> None:
