@@ -19,11 +19,10 @@ Invariants: pure (no I/O, no git); invalid records are ignored and listed in ``i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Literal
 
 from ledger.clock import ms_from_iso
-from ledger.plain import FrozenPlain
+from ledger.plain import FrozenPlain, Plain
 from ledger.records import (
     FORK_PENDING,
     OP,
@@ -118,19 +117,62 @@ class BranchState(FrozenPlain):
         self._init(current=current, current_from=current_from, undo=undo, undo_from=undo_from)
 
 
-@dataclass
-class LedgerView:
+class LedgerView(Plain):
+    __slots__ = (
+        "_by_record",
+        "entry_to_commit",
+        "fork_pending",
+        "invalid",
+        "labeled_entries",
+        "latest_current",
+        "latest_undo",
+        "parent_session",
+        "records",
+        "references",
+        "session_id",
+    )
     session_id: str
     parent_session: str | None
-    records: list[DecodedRecord] = field(default_factory=list)
-    invalid: list[InvalidRecord] = field(default_factory=list)
-    entry_to_commit: dict[str, str] = field(default_factory=dict)
-    references: list[Reference] = field(default_factory=list)
-    latest_current: str | None = None
-    latest_undo: str | None = None
-    fork_pending: DecodedRecord | None = None
-    labeled_entries: frozenset[str] = frozenset()
-    _by_record: dict[str, DecodedRecord] = field(default_factory=dict, repr=False)
+    records: list[DecodedRecord]
+    invalid: list[InvalidRecord]
+    entry_to_commit: dict[str, str]
+    references: list[Reference]
+    latest_current: str | None
+    latest_undo: str | None
+    fork_pending: DecodedRecord | None
+    labeled_entries: frozenset[str]
+    _by_record: dict[str, DecodedRecord]
+
+    def __init__(
+        self,
+        session_id: str,
+        parent_session: str | None,
+        records: list[DecodedRecord] | None = None,
+        invalid: list[InvalidRecord] | None = None,
+        entry_to_commit: dict[str, str] | None = None,
+        references: list[Reference] | None = None,
+        latest_current: str | None = None,
+        latest_undo: str | None = None,
+        fork_pending: DecodedRecord | None = None,
+        labeled_entries: frozenset[str] = frozenset(),
+        _by_record: dict[str, DecodedRecord] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.parent_session = parent_session
+        self.records = [] if records is None else records
+        self.invalid = [] if invalid is None else invalid
+        self.entry_to_commit = {} if entry_to_commit is None else entry_to_commit
+        self.references = [] if references is None else references
+        self.latest_current = latest_current
+        self.latest_undo = latest_undo
+        self.fork_pending = fork_pending
+        self.labeled_entries = labeled_entries
+        self._by_record = {} if _by_record is None else _by_record
+
+    def __repr__(self) -> str:
+        # As the dataclass's ``repr=False``: the index by entry id is left out (it is compared).
+        shown = (name for name in self._names() if name != "_by_record")
+        return f"LedgerView({', '.join(f'{name}={getattr(self, name)!r}' for name in shown)})"
 
     @classmethod
     def of(cls, session: Session) -> LedgerView:

@@ -43,14 +43,13 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger.digests import sha256
 from ledger.git.liveness import remove_if_unlocked
 from ledger.git.private import make_private_dir, private_dir
-from ledger.plain import Plain
+from ledger.plain import FrozenPlain, Plain
 from ledger.quoting import display_name
 from ledger.safe_read import open_regular
 from ledger.session_names import clean_line
@@ -80,11 +79,22 @@ _SAFE_ID = re.compile(r"^[0-9A-Za-z-]{1,64}$")
 # --- the model (pure) -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OverwriteNotice:
+class OverwriteNotice(FrozenPlain):
     """One restore of another session that overwrote or deleted files this session's agent
     wrote. Paths are relative to the addressee's work tree."""
 
+    __slots__ = (
+        "at_ms",
+        "by_file",
+        "by_label",
+        "by_session",
+        "kind",
+        "op",
+        "restored",
+        "restored_count",
+        "theirs",
+        "theirs_count",
+    )
     op: str
     """The restore's operation id (its record's entry id, as ``rewind history`` lists it)."""
     by_session: str
@@ -96,12 +106,38 @@ class OverwriteNotice:
     """Files this session's agent wrote that the restore overwrote or deleted (at most
     :data:`MAX_PATHS`; ``theirs_count`` counts them all)."""
     theirs_count: int
-    restored: tuple[str, ...] = ()
+    restored: tuple[str, ...]
     """Every file the restore changed (bounded the same way; ``restored_count`` counts them)."""
-    restored_count: int = 0
-    at_ms: int = 0
-    kind: str = "restore"
+    restored_count: int
+    at_ms: int
+    kind: str
     """``restore`` or ``undo`` (an undo is a restore too, to the snapshot before one)."""
+
+    def __init__(
+        self,
+        op: str,
+        by_session: str,
+        by_label: str,
+        by_file: str | None,
+        theirs: tuple[str, ...],
+        theirs_count: int,
+        restored: tuple[str, ...] = (),
+        restored_count: int = 0,
+        at_ms: int = 0,
+        kind: str = "restore",
+    ) -> None:
+        self._init(
+            op=op,
+            by_session=by_session,
+            by_label=by_label,
+            by_file=by_file,
+            theirs=theirs,
+            theirs_count=theirs_count,
+            restored=restored,
+            restored_count=restored_count,
+            at_ms=at_ms,
+            kind=kind,
+        )
 
     @property
     def command(self) -> str:
@@ -201,9 +237,18 @@ def encode(notice: OverwriteNotice) -> bytes:
 def _replace_lists(
     notice: OverwriteNotice, theirs: tuple[str, ...], restored: tuple[str, ...]
 ) -> OverwriteNotice:
-    from dataclasses import replace
-
-    return replace(notice, theirs=theirs, restored=restored)
+    return OverwriteNotice(
+        notice.op,
+        notice.by_session,
+        notice.by_label,
+        notice.by_file,
+        theirs,
+        notice.theirs_count,
+        restored,
+        notice.restored_count,
+        notice.at_ms,
+        notice.kind,
+    )
 
 
 def _strs(value: Any) -> tuple[str, ...]:

@@ -21,9 +21,10 @@ journal already proves it (``rewind status``/``doctor`` list the running restore
 sessions), and it lasts seconds, so the footer counts Pi sessions only.
 
 Invariants:
-- The pure part (:class:`Presence`, :func:`parse_presence`, the wording) touches no file; the
-  adapter below it (:class:`Announcement`, :func:`live_sessions`, :func:`clean_registry`) only
-  touches files in the registry directory, never the work tree or anything of git's.
+- The pure part (:class:`Presence`, :func:`parse_presence`: :mod:`ledger.presence_entry`; the
+  wording: :mod:`ledger.session_words`) touches no file; the adapter below it
+  (:class:`Announcement`, :func:`live_sessions`, :func:`clean_registry`) only touches files in
+  the registry directory, never the work tree or anything of git's.
 - An entry exists only while its lock is (or was) held: written after the lock is taken (and the
   owner has checked that the lock's name is still its file), removed before the lock file.
   Writes are whole or absent: a temporary file written in full (a short write is continued, a
@@ -52,9 +53,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
 
 from ledger.git.liveness import (
     Owner,
@@ -68,12 +67,16 @@ from ledger.git.liveness import (
     take_lock,
 )
 from ledger.git.private import make_private_dir, private_dir
-from ledger.session_names import session_label, title_of
+from ledger.plain import Plain
+
+# The pure part (an entry and its JSON) and the wording live apart (re-exported: callers import
+# them from here).
+from ledger.presence_entry import PRESENCE_VERSION, Kind, Presence, entry_stem, parse_presence
+from ledger.session_names import title_of
 
 # The wording of the listings lives with the names (re-exported: callers import it from here).
 from ledger.session_words import describe, footer_mark, others_notice, status_line
 
-PRESENCE_VERSION = 1
 SESSIONS_DIR_NAME = "sessions"
 MAX_ENTRIES = 512
 """Names looked at per listing: far more sessions than one directory ever has."""
@@ -85,112 +88,6 @@ _STEM = r"(\d+)-([A-Za-z0-9_-]{1,64})-([0-9a-f]{6})"
 _ENTRY = re.compile(_STEM + r"\.json")
 _LOCK = re.compile(_STEM + r"\.lock")
 _TEMP = re.compile(r"\." + _STEM + r"\.json\.[0-9a-f]{6}\.tmp")
-
-Kind = Literal["bridge", "hosted"]
-
-# --- the pure part -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Presence:
-    """One session's announcement, as written and read."""
-
-    session_id: str
-    session_file: str | None
-    pid: int
-    pid_start: int | None
-    boot_id: str | None
-    host: str
-    started_ms: int
-    kind: Kind = "bridge"
-    busy: bool = False
-    """A turn is in flight (set at ``turn_start``, cleared at ``agent_end``)."""
-    lock: bool = True
-    stem: str = ""
-    """The file name without ``.json``: tells entries apart (not written into the file)."""
-    whole: bool = True
-    """False: listed from its held lock and file name, its entry being unreadable or missing
-    (its owner writes it again); the session file, start time and state are then unknown."""
-    title: str | None = None
-    """Pi's session name, else its first prompt's first words (:mod:`ledger.session_names`),
-    written by the live session (which knows its entries), so listings read no session file."""
-    pi_pid: int | None = None
-    """The Pi process's pid (the bridge's parent, or a hosted session's peer); ``pid`` is the
-    process holding the lock (the bridge or the watcher), which liveness is judged by."""
-
-    @property
-    def started(self) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
-
-    @property
-    def label(self) -> str:
-        """``"fix the login bug" (…7f3a9c2e)`` (:func:`ledger.session_names.session_label`)."""
-        return session_label(self.session_id, self.title)
-
-    @property
-    def shown_pid(self) -> int:
-        """The pid the user knows: Pi's when recorded (entries before issue 33: the bridge's)."""
-        return self.pi_pid if self.pi_pid is not None else self.pid
-
-    def to_json(self) -> dict[str, Any]:
-        # Compatibility: title and piPid are optional (issue 33); older readers read by key.
-        added = {"title": self.title, "piPid": self.pi_pid, "entryUnreadable": not self.whole}
-        return {
-            "version": PRESENCE_VERSION,
-            "sessionId": self.session_id,
-            "sessionFile": self.session_file,
-            "pid": self.pid,
-            "pidStart": self.pid_start,
-            "bootId": self.boot_id,
-            "host": self.host,
-            "startedMs": self.started_ms,
-            "started": self.started,
-            "kind": self.kind,
-            "busy": self.busy,
-            "lock": self.lock,
-        } | {key: value for key, value in added.items() if value not in (None, False)}
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def parse_presence(raw: bytes, stem: str) -> Presence:
-    """An entry's bytes as a :class:`Presence`; ``ValueError`` when it is not one."""
-    data = json.loads(raw.decode("utf-8"))
-    if not isinstance(data, dict) or data.get("version") != PRESENCE_VERSION:
-        raise ValueError("not a version-1 presence entry")
-    sid, file, pid, start = (data.get(k) for k in ("sessionId", "sessionFile", "pid", "pidStart"))
-    boot, host, started = data.get("bootId"), data.get("host"), data.get("startedMs")
-    kind, busy, lock = data.get("kind", "bridge"), data.get("busy", False), data.get("lock", True)
-    # The owner fields pick a /proc file to read: integers and plain strings, or nothing.
-    if not isinstance(sid, str) or not isinstance(pid, int) or not isinstance(started, int):
-        raise ValueError("the session id, pid or start time is missing")
-    if isinstance(pid, bool) or isinstance(started, bool):
-        raise ValueError("the pid or start time is not a number")
-    if file is not None and not isinstance(file, str):
-        raise ValueError("the session file is not a string")
-    if start is not None and not _is_int(start):
-        raise ValueError("the process start time is not a number")
-    if (boot is not None and not isinstance(boot, str)) or not isinstance(host, str):
-        raise ValueError("the boot id or host is not a string")
-    if kind not in ("bridge", "hosted") or not isinstance(busy, bool) or not isinstance(lock, bool):
-        raise ValueError("kind, busy or lock has the wrong type")
-    # Added later (issue 33), so tolerated when absent or odd: a wrong type is dropped, never fatal.
-    title, pi_pid = data.get("title"), data.get("piPid")
-    return Presence(
-        sid, file, pid, start, boot, host, started, kind, busy, lock, stem,
-        title=title if isinstance(title, str) and title else None,
-        pi_pid=pi_pid if isinstance(pi_pid, int) and _is_int(pi_pid) and pi_pid > 0 else None,
-    )  # fmt: skip
-
-
-def entry_stem(pid: int, session_id: str, token: str) -> str:
-    """``<pid>-<session id>-<token>``: the session id reduced to safe characters (a name, never
-    a path), the token keeps two announcements of one pid and session apart."""
-    safe = re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:64] or "unknown"
-    return f"{pid}-{safe}-{token}"
-
 
 # --- the file adapter ----------------------------------------------------------------------
 
@@ -230,7 +127,7 @@ class Announcement:
         if busy == self.presence.busy and title == self.presence.title:
             self.repair()
             return
-        self.presence = replace(self.presence, busy=busy, title=title)
+        self.presence = self.presence.with_turn(busy, title)
         with contextlib.suppress(OSError):  # stale "busy" is only a word in a listing
             _write(self.path, self.presence)
 
@@ -260,7 +157,7 @@ class Announcement:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)  # drops the flock
-        self.presence = replace(self.presence, lock=True)  # no longer live (identity too)
+        self.presence = self.presence.with_lock()  # no longer live (identity too)
 
 
 _OWN: dict[str, Announcement] = {}
@@ -357,10 +254,10 @@ def _judge(
     return identity, entry, False
 
 
-@dataclass
-class _Survey:
+class _Survey(Plain):
     """One look at the registry: the live sessions, and every other file with its verdict."""
 
+    __slots__ = ("gone", "kept", "live", "orphaned", "stray")
     live: list[Presence]
     gone: list[tuple[Path, str]]
     """Removable: owner provably gone, or unreadable with a free lock."""
@@ -368,9 +265,23 @@ class _Survey:
     """Names that are none of ours; removable by the sweep unless a live lock claims them."""
     kept: list[tuple[Path, str]]
     """Cannot be judged: kept, named."""
-    orphaned: set[Path] = field(default_factory=set)
+    orphaned: set[Path]
     """Lock files of owners proven gone by identity whose ``flock`` another process holds:
     removed by name."""
+
+    def __init__(
+        self,
+        live: list[Presence],
+        gone: list[tuple[Path, str]],
+        stray: list[tuple[Path, str]],
+        kept: list[tuple[Path, str]],
+        orphaned: set[Path] | None = None,
+    ) -> None:
+        self.live = live
+        self.gone = gone
+        self.stray = stray
+        self.kept = kept
+        self.orphaned = set() if orphaned is None else orphaned
 
 
 def _listing(directory: Path, limit: int) -> list[str] | None:
@@ -580,6 +491,7 @@ class PresenceView:
 
 
 __all__ = [
+    "PRESENCE_VERSION",
     "Announcement",
     "Presence",
     "PresenceView",

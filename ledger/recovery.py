@@ -29,7 +29,6 @@ liveness lock is held) before anything reads it as finished; nothing here prints
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -279,7 +278,7 @@ def recover(engine: EngineContext, journal: Journal) -> RecoveryReport:
     recovered it meanwhile, the restore raises :class:`~ledger.errors.AlreadyRecoveredError`
     under the capture lock and nothing is changed or appended (one record per recovery)."""
     session_file = engine.host.session_file
-    intent = dataclasses.replace(current_intent(), operation="recover")
+    intent = current_intent().with_operation("recover")
     # The outermost intent block keeps the recovery's own journal locked until its op record is
     # appended: no other process (nor a settle here) takes it for an interrupted one meanwhile.
     with restore_intent(intent):

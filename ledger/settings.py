@@ -21,9 +21,10 @@ Invariants:
   off (``Settings.retention is None``), and an object keeps the reference's meaning exactly
   (missing keys = unlimited, ``ancestor-only``, no label pins), so a file shared with
   pi-rewind-hook means the same to both. docs/design.md#default-retention
-- Plain frozen dataclasses, not pydantic models: every capture reads settings, and importing
-  pydantic and building models cost more than the capture itself when nothing changed
-  (docs/capture.md#start-up). Validation is the small table below, one rule per field.
+- Plain frozen values (:mod:`ledger.plain`), not pydantic models nor dataclasses: every capture
+  reads settings, and importing pydantic and building models cost more than the capture itself
+  when nothing changed (docs/capture.md#start-up). Validation is the small table below, one key
+  and one rule per field.
 """
 
 from __future__ import annotations
@@ -32,11 +33,10 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
-from ledger.plain import Plain
+from ledger.plain import FrozenPlain, Plain
 from ledger.safe_read import read_regular_file
 
 MIB = 1024 * 1024
@@ -85,67 +85,140 @@ ScanMode = Literal["ancestor-only", "repo-sessions"]
 SCAN_MODES: tuple[ScanMode, ...] = ("ancestor-only", "repo-sessions")
 
 
-def _key(alias: str) -> dict[str, str]:
-    return {"alias": alias}
-
-
-@dataclass(frozen=True)
-class SnapshotSettings:
-    max_untracked_file_bytes: int = field(
-        default=DEFAULT_MAX_UNTRACKED_FILE_BYTES, metadata=_key("maxUntrackedFileBytes")
+class SnapshotSettings(FrozenPlain):
+    __slots__ = (
+        "auto_watch_seconds",
+        "first_capture_max_bytes",
+        "first_capture_max_files",
+        "max_untracked_file_bytes",
+        "protected_dirs",
+        "shadow_excludes",
+        "shadow_max_file_bytes",
+        "shadow_repositories",
     )
+    max_untracked_file_bytes: int
     """Untracked files larger than this are not captured; 0 disables the limit."""
-    protected_dirs: tuple[str, ...] = field(
-        default=DEFAULT_PROTECTED_DIRS, metadata=_key("protectedDirs")
-    )
+    protected_dirs: tuple[str, ...]
     """Untracked, non-ignored directories with one of these names are not captured."""
-    shadow_repositories: bool = field(default=True, metadata=_key("shadowRepositories"))
+    shadow_repositories: bool
     """Outside any git repository, keep snapshots in a shadow repository (docs/shadow.md)."""
-    shadow_excludes: tuple[str, ...] = field(
-        default=DEFAULT_SHADOW_EXCLUDES, metadata=_key("shadowExcludes")
-    )
+    shadow_excludes: tuple[str, ...]
     """gitignore patterns a shadow repository's capture leaves out (its ``info/exclude``)."""
-    shadow_max_file_bytes: int = field(
-        default=DEFAULT_SHADOW_MAX_FILE_BYTES, metadata=_key("shadowMaxFileBytes")
-    )
+    shadow_max_file_bytes: int
     """In a shadow repository, files larger than this are not captured; 0 disables the limit."""
-    first_capture_max_files: int = field(
-        default=DEFAULT_FIRST_CAPTURE_MAX_FILES, metadata=_key("firstCaptureMaxFiles")
-    )
+    first_capture_max_files: int
     """A first capture (no private index yet) that would add more untracked files than this is
     refused before writing anything; files the user's index tracks never count; 0 = no limit."""
-    first_capture_max_bytes: int = field(
-        default=DEFAULT_FIRST_CAPTURE_MAX_BYTES, metadata=_key("firstCaptureMaxBytes")
-    )
+    first_capture_max_bytes: int
     """The same refusal by the total size of those untracked files; 0 = no limit."""
-    auto_watch_seconds: int = field(
-        default_factory=_auto_watch_default, metadata=_key("autoWatchSeconds")
-    )
+    auto_watch_seconds: int
     """After ``rewind snapshot`` captured by itself (no running ``rewind serve`` answered), and
     when Pi's bridge starts with no watcher serving the repository, start ``rewind serve --watch
     --idle-exit N`` in the background so the next snapshots and the bridges' captures are served
     from its change feed (docs/capture.md#served-snapshots, #shared-watcher); default
-    :data:`DEFAULT_AUTO_WATCH_SECONDS` (or ``$REWIND_AUTO_WATCH``); 0 never starts one."""
+    :data:`DEFAULT_AUTO_WATCH_SECONDS` (or ``$REWIND_AUTO_WATCH``, read per construction);
+    0 never starts one."""
+
+    def __init__(
+        self,
+        max_untracked_file_bytes: int = DEFAULT_MAX_UNTRACKED_FILE_BYTES,
+        protected_dirs: tuple[str, ...] = DEFAULT_PROTECTED_DIRS,
+        shadow_repositories: bool = True,
+        shadow_excludes: tuple[str, ...] = DEFAULT_SHADOW_EXCLUDES,
+        shadow_max_file_bytes: int = DEFAULT_SHADOW_MAX_FILE_BYTES,
+        first_capture_max_files: int = DEFAULT_FIRST_CAPTURE_MAX_FILES,
+        first_capture_max_bytes: int = DEFAULT_FIRST_CAPTURE_MAX_BYTES,
+        auto_watch_seconds: int | None = None,
+    ) -> None:
+        self._init(
+            max_untracked_file_bytes=max_untracked_file_bytes,
+            protected_dirs=protected_dirs,
+            shadow_repositories=shadow_repositories,
+            shadow_excludes=shadow_excludes,
+            shadow_max_file_bytes=shadow_max_file_bytes,
+            first_capture_max_files=first_capture_max_files,
+            first_capture_max_bytes=first_capture_max_bytes,
+            auto_watch_seconds=(
+                _auto_watch_default() if auto_watch_seconds is None else auto_watch_seconds
+            ),
+        )
+
+    def replace(
+        self,
+        *,
+        max_untracked_file_bytes: int | None = None,
+        protected_dirs: tuple[str, ...] | None = None,
+        shadow_repositories: bool | None = None,
+        shadow_excludes: tuple[str, ...] | None = None,
+        shadow_max_file_bytes: int | None = None,
+        first_capture_max_files: int | None = None,
+        first_capture_max_bytes: int | None = None,
+        auto_watch_seconds: int | None = None,
+    ) -> SnapshotSettings:
+        """These settings with the given fields changed (``None``, never a valid value of
+        theirs: unchanged), as ``dataclasses.replace``."""
+        return SnapshotSettings(
+            _or(max_untracked_file_bytes, self.max_untracked_file_bytes),
+            _or(protected_dirs, self.protected_dirs),
+            _or(shadow_repositories, self.shadow_repositories),
+            _or(shadow_excludes, self.shadow_excludes),
+            _or(shadow_max_file_bytes, self.shadow_max_file_bytes),
+            _or(first_capture_max_files, self.first_capture_max_files),
+            _or(first_capture_max_bytes, self.first_capture_max_bytes),
+            _or(auto_watch_seconds, self.auto_watch_seconds),
+        )
 
 
-@dataclass(frozen=True)
-class RetentionSettings:
+_T = TypeVar("_T")
+
+
+def _or(given: _T | None, now: _T) -> _T:
+    return now if given is None else given
+
+
+class RetentionSettings(FrozenPlain):
     """Retention is on: ``rewind.retention`` is an object (these field defaults, the
     reference's), or absent (:data:`DEFAULT_RETENTION`)."""
 
-    max_snapshots: int | None = field(default=None, metadata=_key("maxSnapshots"))
+    __slots__ = (
+        "implicit",
+        "max_age_days",
+        "max_snapshots",
+        "pin_labeled_entries",
+        "scan_mode",
+        "startup_budget_ms",
+    )
+    max_snapshots: int | None
     """None = unlimited."""
-    max_age_days: float | None = field(default=None, metadata=_key("maxAgeDays"))
+    max_age_days: float | None
     """None = unlimited."""
-    pin_labeled_entries: bool = field(default=False, metadata=_key("pinLabeledEntries"))
-    scan_mode: ScanMode = field(default="ancestor-only", metadata=_key("scanMode"))
-    startup_budget_ms: float | None = field(default=None, metadata=_key("startupBudgetMs"))
+    pin_labeled_entries: bool
+    scan_mode: ScanMode
+    startup_budget_ms: float | None
     """None = no budget (startup sweeps only)."""
-    implicit: bool = field(default=False, metadata={})
+    implicit: bool
     """Not a key: True for :data:`DEFAULT_RETENTION` (``rewind.retention`` absent). Such a sweep
     also keeps a snapshot no session names while its commit is younger than ``maxAgeDays`` (not
     one day): a manual ``rewind snapshot`` or a session kept under another agent dir must not
     lose its points to a policy nobody chose."""
+
+    def __init__(
+        self,
+        max_snapshots: int | None = None,
+        max_age_days: float | None = None,
+        pin_labeled_entries: bool = False,
+        scan_mode: ScanMode = "ancestor-only",
+        startup_budget_ms: float | None = None,
+        implicit: bool = False,
+    ) -> None:
+        self._init(
+            max_snapshots=max_snapshots,
+            max_age_days=max_age_days,
+            pin_labeled_entries=pin_labeled_entries,
+            scan_mode=scan_mode,
+            startup_budget_ms=startup_budget_ms,
+            implicit=implicit,
+        )
 
 
 DEFAULT_MAX_AGE_DAYS = 30.0
@@ -162,12 +235,24 @@ days, labeled entries, each ledger's latest current/undo, open restore journals'
 anything committed in the last 30 days that no session names yet; drop the rest."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    silent_checkpoints: bool = field(default=False, metadata=_key("silentCheckpoints"))
-    snapshot: SnapshotSettings = field(default_factory=SnapshotSettings)
-    retention: RetentionSettings | None = DEFAULT_RETENTION
+class Settings(FrozenPlain):
+    __slots__ = ("retention", "silent_checkpoints", "snapshot")
+    silent_checkpoints: bool
+    snapshot: SnapshotSettings
+    retention: RetentionSettings | None
     """None: ``rewind.retention`` is ``false`` (off)."""
+
+    def __init__(
+        self,
+        silent_checkpoints: bool = False,
+        snapshot: SnapshotSettings | None = None,
+        retention: RetentionSettings | None = DEFAULT_RETENTION,
+    ) -> None:
+        self._init(
+            silent_checkpoints=silent_checkpoints,
+            snapshot=SnapshotSettings() if snapshot is None else snapshot,
+            retention=retention,
+        )
 
 
 def load_settings(
@@ -320,7 +405,15 @@ def _apply_project_floor(
             )
     if not update:
         return settings
-    return replace(settings, retention=replace(retention, **update))
+    floored = RetentionSettings(
+        update.get("max_snapshots", retention.max_snapshots),
+        update.get("max_age_days", retention.max_age_days),
+        retention.pin_labeled_entries,
+        retention.scan_mode,
+        retention.startup_budget_ms,
+        retention.implicit,
+    )
+    return Settings(settings.silent_checkpoints, settings.snapshot, floored)
 
 
 def settings_from_mapping(value: Any, warnings: list[str], *, source: str = "settings") -> Settings:
@@ -359,20 +452,19 @@ def _section(model: _Section, data: Any, prefix: str, warnings: list[str]) -> An
         warnings.append(f"{prefix}: expected an object; using its defaults")
         return model()
     values: dict[str, Any] = {}
-    for info in fields(model):
-        key = info.metadata.get("alias")
-        if key is not None and key in data:
-            values[info.name] = _field(model, info.name, data[key], prefix, warnings)
+    for name, (key, _rule) in _RULES.items():  # the model's fields in its constructor's order
+        if name in model.__slots__ and key in data:
+            values[name] = _field(model, name, data[key], prefix, warnings)
     return model(**values)
 
 
 def _field(
     model: _Section | type[Settings], name: str, value: Any, prefix: str, warnings: list[str]
 ) -> Any:
-    info = next(f for f in fields(model) if f.name == name)
-    key = f"{prefix}.{info.metadata['alias']}"
-    default = info.default_factory() if callable(info.default_factory) else info.default
-    checked = _RULES[name](value)
+    alias, rule = _RULES[name]
+    key = f"{prefix}.{alias}"
+    default = getattr(model(), name)
+    checked = rule(value)
     if checked is _INVALID:
         warnings.append(f"{key}: invalid value {value!r}; using the default {_show(default)}")
         return default
@@ -426,21 +518,24 @@ def _dir_names(value: Any) -> Any:
     return tuple(dict.fromkeys(value))
 
 
-_RULES: dict[str, Callable[[Any], Any]] = {
-    "silent_checkpoints": _boolean,
-    "max_untracked_file_bytes": _byte_count,
-    "protected_dirs": _dir_names,
-    "max_snapshots": _optional_count,
-    "max_age_days": _optional_amount,
-    "pin_labeled_entries": _boolean,
-    "scan_mode": _scan_mode,
-    "startup_budget_ms": _optional_amount,
-    "shadow_repositories": _boolean,
-    "shadow_excludes": _patterns,
-    "shadow_max_file_bytes": _byte_count,
-    "first_capture_max_files": _byte_count,  # a whole, non-negative count; 0 = no limit
-    "first_capture_max_bytes": _byte_count,
-    "auto_watch_seconds": _byte_count,  # a whole, non-negative number of seconds
+_RULES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    # field → (its key in the section, its rule); each section's fields in constructor order
+    "silent_checkpoints": ("silentCheckpoints", _boolean),
+    "max_untracked_file_bytes": ("maxUntrackedFileBytes", _byte_count),
+    "protected_dirs": ("protectedDirs", _dir_names),
+    "shadow_repositories": ("shadowRepositories", _boolean),
+    "shadow_excludes": ("shadowExcludes", _patterns),
+    "shadow_max_file_bytes": ("shadowMaxFileBytes", _byte_count),
+    # a whole, non-negative count; 0 = no limit
+    "first_capture_max_files": ("firstCaptureMaxFiles", _byte_count),
+    "first_capture_max_bytes": ("firstCaptureMaxBytes", _byte_count),
+    # a whole, non-negative number of seconds
+    "auto_watch_seconds": ("autoWatchSeconds", _byte_count),
+    "max_snapshots": ("maxSnapshots", _optional_count),
+    "max_age_days": ("maxAgeDays", _optional_amount),
+    "pin_labeled_entries": ("pinLabeledEntries", _boolean),
+    "scan_mode": ("scanMode", _scan_mode),
+    "startup_budget_ms": ("startupBudgetMs", _optional_amount),
 }
 
 

@@ -489,8 +489,6 @@ class SnapshotService:
     def _capture(self, repo: object, given: object) -> dict[str, object]:
         """A bridge's capture (:mod:`ledger.bridge.delegate`): the tree only; the bridge commits
         it. The bridge's own settings are used, so the answer is the one it would compute."""
-        from dataclasses import replace
-
         from ledger.errors import CaptureTooLargeError
         from ledger.git.capture.scan import capture_tree
         from ledger.git.repo import GitRepo
@@ -511,9 +509,9 @@ class SnapshotService:
         settings = SnapshotSettings(max_untracked_file_bytes=limit, protected_dirs=tuple(dirs))
         files, size = given.get("firstCaptureMaxFiles"), given.get("firstCaptureMaxBytes")
         if isinstance(files, int) and not isinstance(files, bool) and files >= 0:
-            settings = replace(settings, first_capture_max_files=files)
+            settings = settings.replace(first_capture_max_files=files)
         if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
-            settings = replace(settings, first_capture_max_bytes=size)  # absent: the defaults
+            settings = settings.replace(first_capture_max_bytes=size)  # absent: the defaults
         try:
             captured = capture_tree(repo, settings)
         except CaptureTooLargeError as exc:

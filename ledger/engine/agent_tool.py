@@ -249,7 +249,7 @@ def restore(engine: Engine, ref: str) -> RestoreReport:
         )
     # Bounded: a capture under the restore's lock that finds more to change, or a taken-back
     # file changed since it was sorted, refuses with nothing written (PlanOutgrownError).
-    plan = replace(plan, bounded=True)
+    plan = plan.as_bounded()
     with recording(), held_journals() as journals:
         try:
             outcome = engine.restore_files(target, planned=plan)

@@ -18,7 +18,6 @@ Invariants:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,33 +42,94 @@ RestoreMode = Literal["both", "files", "conversation"]
 ForkMode = Literal["conversation", "all", "code"]
 
 
-@dataclass
-class RestoreReport:
+class RestoreReport(Plain):
+    __slots__ = (
+        "added",
+        "changed",
+        "deleted",
+        "dry_run",
+        "entry",
+        "interrupted",
+        "leaf",
+        "mode",
+        "modified",
+        "others",
+        "outside",
+        "plan",
+        "position",
+        "record",
+        "target",
+        "undo",
+        "warnings",
+    )
     mode: str
     entry: str | None
     target: str | None
-    added: list[str] = field(default_factory=list)
-    modified: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    changed: bool = False
-    dry_run: bool = False
-    undo: str | None = None
-    record: str | None = None
-    leaf: str | None = None
-    position: str | None = None
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    changed: bool
+    dry_run: bool
+    undo: str | None
+    record: str | None
+    leaf: str | None
+    position: str | None
     """For a conversation move: the entry the conversation continues from (None = a new root)."""
-    warnings: list[str] = field(default_factory=list)
-    outside: list[OutsideChange] = field(default_factory=list)
+    warnings: list[str]
+    outside: list[OutsideChange]
     """Paths changed since the latest rewind point (outside the agent) that this restore
     overwrites or deletes (docs/design.md#outside-changes)."""
-    others: list[WrittenByOther] = field(default_factory=list)
+    others: list[WrittenByOther]
     """Files whose state now another session's agent wrote, that this restore overwrites or
     deletes, per session (docs/design.md#attribution)."""
-    interrupted: Journal | None = None
+    interrupted: Journal | None
     """For an undo that finishes an interrupted restore (``mode="recover"``): its journal."""
-    plan: RestorePlan | None = field(default=None, repr=False, compare=False)
+    plan: RestorePlan | None
     """The restore plan behind a dry run (not in the JSON): handed back as ``planned``, the
     operation reuses it and its scan instead of planning and scanning again."""
+
+    def __init__(
+        self,
+        mode: str,
+        entry: str | None,
+        target: str | None,
+        added: list[str] | None = None,
+        modified: list[str] | None = None,
+        deleted: list[str] | None = None,
+        changed: bool = False,
+        dry_run: bool = False,
+        undo: str | None = None,
+        record: str | None = None,
+        leaf: str | None = None,
+        position: str | None = None,
+        warnings: list[str] | None = None,
+        outside: list[OutsideChange] | None = None,
+        others: list[WrittenByOther] | None = None,
+        interrupted: Journal | None = None,
+        plan: RestorePlan | None = None,
+    ) -> None:
+        self.mode = mode
+        self.entry = entry
+        self.target = target
+        self.added = [] if added is None else added
+        self.modified = [] if modified is None else modified
+        self.deleted = [] if deleted is None else deleted
+        self.changed = changed
+        self.dry_run = dry_run
+        self.undo = undo
+        self.record = record
+        self.leaf = leaf
+        self.position = position
+        self.warnings = [] if warnings is None else warnings
+        self.outside = [] if outside is None else outside
+        self.others = [] if others is None else others
+        self.interrupted = interrupted
+        self.plan = plan
+
+    def _names(self) -> tuple[str, ...]:
+        # As the dataclass's ``field(repr=False, compare=False)``: the plan is neither shown nor
+        # compared.
+        return tuple(name for name in self.__slots__ if name != "plan")
 
     def to_json(self) -> dict[str, Any]:
         recovered = (

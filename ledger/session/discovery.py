@@ -19,26 +19,44 @@ Invariants:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import LedgerError, NameResolutionError, SessionFileError
+from ledger.plain import FrozenPlain
 from ledger.session.model import Session
 from ledger.session.store import read_header
 
 NEWEST = "@"
 
 
-@dataclass(frozen=True)
-class SessionInfo:
+class SessionInfo(FrozenPlain):
     """What a session file's header says, plus the file's mtime."""
 
+    __slots__ = ("cwd", "id", "mtime_ns", "parent_session", "path", "timestamp")
     path: Path
     id: str
     cwd: str | None
     parent_session: str | None
     timestamp: str | None
     mtime_ns: int
+
+    def __init__(
+        self,
+        path: Path,
+        id: str,
+        cwd: str | None,
+        parent_session: str | None,
+        timestamp: str | None,
+        mtime_ns: int,
+    ) -> None:
+        self._init(
+            path=path,
+            id=id,
+            cwd=cwd,
+            parent_session=parent_session,
+            timestamp=timestamp,
+            mtime_ns=mtime_ns,
+        )
 
 
 def iter_session_files(agent_dir: Path) -> list[Path]:

@@ -5,7 +5,6 @@ would write the new plan (its undo snapshot keeping what it overwrote)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,7 @@ def test_a_bounded_restore_refuses_when_a_planned_file_changed_after_its_plan(re
     assert plan.modified == ("agent.py",)
     write(repo, "agent.py", "the user edits the planned file\n")
     with pytest.raises(PlanOutgrownError) as refused:
-        restore_commit(git_repo, point, NO_PROTECTION, planned=replace(plan, bounded=True))
+        restore_commit(git_repo, point, NO_PROTECTION, planned=plan.as_bounded())
     assert refused.value.paths == ["agent.py"]
     assert (repo / "agent.py").read_text() == "the user edits the planned file\n"
 
@@ -54,6 +53,6 @@ def test_a_bounded_restore_writes_only_its_planned_files(repo: Path) -> None:
     git_repo = GitRepo.discover(repo)
     plan = plan_restore(git_repo, point, NO_PROTECTION)
     write(repo, "other.md", "the user's new notes\n")  # not in the plan: left as it is
-    outcome = restore_commit(git_repo, point, NO_PROTECTION, planned=replace(plan, bounded=True))
+    outcome = restore_commit(git_repo, point, NO_PROTECTION, planned=plan.as_bounded())
     assert outcome.changed and (repo / "agent.py").read_text() == "at the point\n"
     assert (repo / "other.md").read_text() == "the user's new notes\n"

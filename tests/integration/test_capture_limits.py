@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,7 +75,7 @@ def test_first_capture_over_the_file_limit_is_refused_before_writing_anything(re
     with pytest.raises(CaptureTooLargeError):
         capture_tree(gitrepo, FEW_FILES)
     # Raising the limit (0 = none) lets the same tree through, exactly.
-    result = capture_tree(gitrepo, replace(FEW_FILES, first_capture_max_files=0))
+    result = capture_tree(gitrepo, FEW_FILES.replace(first_capture_max_files=0))
     assert result.tree == fresh_tree(repo)
 
 
@@ -102,7 +101,7 @@ def test_the_big_directory_left_out_captures_fine(repo: Path, how: str) -> None:
     if how == "gitignored":
         (repo / ".gitignore").write_text("data/\n")
     else:
-        settings = replace(FEW_FILES, protected_dirs=(*FEW_FILES.protected_dirs, "data"))
+        settings = FEW_FILES.replace(protected_dirs=(*FEW_FILES.protected_dirs, "data"))
     result = _capture(repo, settings)
     assert result.tree == (
         fresh_tree(repo, exclude=("data",)) if how == "protected" else fresh_tree(repo)
@@ -117,7 +116,7 @@ def test_an_unignored_node_modules_does_not_count_while_protected(repo: Path) ->
     git_dir = GitRepo.discover(repo).git_dir
     PrivateIndex(git_dir).reset()
     with pytest.raises(CaptureTooLargeError) as caught:
-        _capture(repo, replace(FEW_FILES, protected_dirs=()))
+        _capture(repo, FEW_FILES.replace(protected_dirs=()))
     assert [b[:2] for b in caught.value.biggest] == [("web/node_modules/", 40)]
 
 

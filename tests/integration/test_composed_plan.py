@@ -64,8 +64,6 @@ def test_a_file_taken_back_that_changed_since_the_capture_is_not_trusted(repo: P
 
 
 def test_a_plan_without_a_scan_gives_no_composed_plan(repo: Path) -> None:
-    from dataclasses import replace
-
     r, point = _setup(repo)
     first = plan_restore(r, point, SnapshotSettings())
-    assert plan_from_scan(r, replace(first, scan=None), point) is None
+    assert plan_from_scan(r, first.with_scan(None), point) is None

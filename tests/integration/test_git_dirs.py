@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ledger.engine.operations import restore, undo
 from ledger.errors import ShadowRefusedError, UnsafeRestoreError
-from ledger.git.capture.scan import Capturer, capture_tree
+from ledger.git.capture.scan import Capturer, CaptureResult, capture_tree
 from ledger.git.feed.service import Feed
 from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.restore.plan import build_plan, resolve_commit
@@ -225,7 +224,7 @@ def test_an_old_snapshot_holding_a_git_directory_restores_around_it(
     git(app, "pack-refs", "--all")  # the loose ref the old snapshot holds is gone now
     assert not (app / "refs" / "heads" / "main").exists()
     captured = capture_tree(repo)
-    unskipped = replace(captured, skipped=())
+    unskipped = CaptureResult(captured.tree, (), captured.rebuilt, captured.updated, captured.ms)
     with pytest.raises(UnsafeRestoreError, match="inside a git directory") as refused:
         build_plan(repo, resolve_commit(repo, old), unskipped)
     assert "app.git/refs/heads/main" in refused.value.paths

@@ -11,7 +11,6 @@ import os
 import stat
 import subprocess
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,12 +153,12 @@ def test_capture_equals_a_fresh_index_under_the_default_excludes(
 def test_files_above_the_size_limit_are_skipped(plain: Path, agent_dir: Path) -> None:
     repo = open_work_tree(plain, agent_dir, create=True).repo
     (plain / "big.bin").write_bytes(b"x" * 2048)
-    result = capture_tree(repo, replace(SETTINGS, shadow_max_file_bytes=1024))
+    result = capture_tree(repo, SETTINGS.replace(shadow_max_file_bytes=1024))
     assert [(s.path, s.reason) for s in result.skipped] == [("big.bin", "too-large")]
     assert "big.bin" not in git(
         plain, f"--git-dir={repo.git_dir}", "ls-tree", "-r", "--name-only", result.tree
     )
-    unlimited = capture_tree(repo, replace(SETTINGS, shadow_max_file_bytes=0))
+    unlimited = capture_tree(repo, SETTINGS.replace(shadow_max_file_bytes=0))
     assert unlimited.tree == oracle(plain, repo)
 
 
@@ -167,7 +166,7 @@ def test_changed_excludes_rebuild_the_capture(plain: Path, agent_dir: Path) -> N
     repo = open_work_tree(plain, agent_dir, create=True).repo
     capture_tree(repo, SETTINGS)
     # protectedDirs still apply in a shadow; turned off here to see the excludes alone.
-    narrow = replace(SETTINGS, shadow_excludes=("src/deep/",), protected_dirs=())
+    narrow = SETTINGS.replace(shadow_excludes=("src/deep/",), protected_dirs=())
     tree = capture_tree(repo, narrow).tree
     assert tree == oracle(plain, repo)
     names = git(plain, f"--git-dir={repo.git_dir}", "ls-tree", "-r", "--name-only", tree)

@@ -10,7 +10,9 @@ git calls that act on the result (:mod:`ledger.git.capture.scan`):
   returns a :class:`CapturePlan`. It reads the work tree and the user's index only through the
   :class:`Probe` it is given, and changes nothing: applying the plan is the capture's job;
 - :func:`untracked_cache_quiet` reads what git's untracked cache reported during that status,
-  and :class:`RuleChanges` holds the directories whose rule files changed before it ran.
+  and :class:`RuleChanges` holds the directories whose rule files changed before it ran;
+- :class:`CaptureResult` is what the capture returns (beside :class:`SkippedPath`, which it
+  lists).
 
 Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, less what we skip):
 - A protected directory (settings) or an untracked file larger than the limit is skipped only
@@ -63,6 +65,33 @@ class SkippedPath(FrozenPlain):
     def fields(self) -> dict[str, object]:
         """Plain values (a snapshot report; a capture answered over the snapshot socket)."""
         return {"path": self.path, "reason": self.reason, "size": self.size}
+
+
+class CaptureResult(FrozenPlain):
+    """What a capture made (:mod:`ledger.git.capture.scan`, which re-exports it)."""
+
+    __slots__ = ("ms", "rebuilt", "skipped", "tree", "updated")
+    tree: str
+    skipped: tuple[SkippedPath, ...]
+    rebuilt: bool
+    """The private index was (re)built from nothing in this capture."""
+    updated: int
+    """Index entries added, re-hashed or removed."""
+    ms: float
+
+    def __init__(
+        self,
+        tree: str,
+        skipped: tuple[SkippedPath, ...] = (),
+        rebuilt: bool = False,
+        updated: int = 0,
+        ms: float = 0.0,
+    ) -> None:
+        self._init(tree=tree, skipped=skipped, rebuilt=rebuilt, updated=updated, ms=ms)
+
+    def timed(self, ms: float) -> CaptureResult:
+        """The same result, taking ``ms`` milliseconds."""
+        return CaptureResult(self.tree, self.skipped, self.rebuilt, self.updated, ms)
 
 
 class Changed(FrozenPlain):
@@ -441,6 +470,7 @@ __all__ = [
     "MANY_UNTRACKED",
     "TRACE_ENV",
     "CapturePlan",
+    "CaptureResult",
     "Changed",
     "Probe",
     "RuleChanges",

@@ -36,27 +36,45 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.git.capture.index import PrivateIndex
 from ledger.git.capture.status_command import PRIVATE_CONFIG, STATUS_ARGS, TRACE_ENV
 from ledger.git.runner import GitRunner
+from ledger.plain import Plain
 
 
-@dataclass
-class Prefetched:
+class Prefetched(Plain):
     """A finished prefetched status: what ``GitRunner.run`` would have returned, and when it
     started."""
 
+    __slots__ = ("returncode", "started_ns", "stderr", "stdout")
     returncode: int
     stdout: bytes
     stderr: bytes
     started_ns: int
 
+    def __init__(self, returncode: int, stdout: bytes, stderr: bytes, started_ns: int) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.started_ns = started_ns
 
-@dataclass
-class _Prefetch:
+
+class _Prefetch(Plain):
+    __slots__ = (
+        "argv",
+        "env",
+        "hold",
+        "index",
+        "index_path",
+        "output",
+        "previous_handlers",
+        "proc",
+        "reader",
+        "started_ns",
+        "thread",
+    )
     index_path: Path
     argv: list[str]
     env: dict[str, str]
@@ -65,9 +83,35 @@ class _Prefetch:
     hold: contextlib.ExitStack
     index: PrivateIndex
     thread: int
-    previous_handlers: dict[int, object] = field(default_factory=dict)
-    output: tuple[bytes, bytes] | None = None
-    reader: threading.Thread | None = None
+    previous_handlers: dict[int, object]
+    output: tuple[bytes, bytes] | None
+    reader: threading.Thread | None
+
+    def __init__(
+        self,
+        index_path: Path,
+        argv: list[str],
+        env: dict[str, str],
+        proc: subprocess.Popen[bytes],
+        started_ns: int,
+        hold: contextlib.ExitStack,
+        index: PrivateIndex,
+        thread: int,
+        previous_handlers: dict[int, object] | None = None,
+        output: tuple[bytes, bytes] | None = None,
+        reader: threading.Thread | None = None,
+    ) -> None:
+        self.index_path = index_path
+        self.argv = argv
+        self.env = env
+        self.proc = proc
+        self.started_ns = started_ns
+        self.hold = hold
+        self.index = index
+        self.thread = thread
+        self.previous_handlers = {} if previous_handlers is None else previous_handlers
+        self.output = output
+        self.reader = reader
 
 
 _current: _Prefetch | None = None

@@ -43,7 +43,6 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +53,10 @@ from ledger.git.capture import prefetch
 from ledger.git.capture.fingerprint import global_fingerprint
 from ledger.git.capture.index import IndexUnusable, PrivateIndex
 from ledger.git.capture.limits import check_dirty, check_first_capture
-from ledger.git.capture.plan import (
+from ledger.git.capture.plan import (  # CaptureResult: re-exported, callers import it from here
     CapturePlan,
+    CaptureResult,
     RuleChanges,
-    SkippedPath,
     classify,
     parse_status,
     untracked_cache_quiet,
@@ -87,17 +86,6 @@ LAZY_MAX_PATHS = 32
 """Up to this many paths differing from the private index, a capture hashes them and edits the
 tree instead of rewriting the index (see :mod:`ledger.git.capture.treeedit`); beyond, it records them."""
 _NO_SPACE = "No space left on device"
-
-
-@dataclass(frozen=True)
-class CaptureResult:
-    tree: str
-    skipped: tuple[SkippedPath, ...] = ()
-    rebuilt: bool = False
-    """The private index was (re)built from nothing in this capture."""
-    updated: int = 0
-    """Index entries added, re-hashed or removed."""
-    ms: float = 0.0
 
 
 class Capturer:
@@ -158,7 +146,7 @@ class Capturer:
                         feed.note_error(exc)
                         fed = None
                     if fed is not None:
-                        return replace(fed, ms=(time.perf_counter() - started) * 1000.0)
+                        return fed.timed((time.perf_counter() - started) * 1000.0)
                     epoch = feed.before_full()
                 try:
                     result = self.full_capture()
@@ -176,7 +164,7 @@ class Capturer:
             raise
         finally:
             prefetch.capture_ended()
-        return replace(result, ms=(time.perf_counter() - started) * 1000.0)
+        return result.timed((time.perf_counter() - started) * 1000.0)
 
     def full_capture(self) -> CaptureResult:
         """The full scan (git status on the private index), under the caller's lock."""

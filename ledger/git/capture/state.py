@@ -52,12 +52,12 @@ import sys
 import time
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
 
 from ledger.digests import sha1
+from ledger.plain import Plain
 
 STATE_VERSION = 2
 _SIG_FRESH_NS = 2_000_000_000
@@ -98,32 +98,81 @@ PLAIN = DirRules(None, None, False)
 """A directory without rule files or ``.git``."""
 
 
-@dataclass
-class CaptureState:
+class CaptureState(Plain):
     """The persisted companion of the private index (see the module for the format)."""
 
-    fingerprint: str = ""
-    tree: str | None = None
+    __slots__ = (
+        "_stamp_source",
+        "_stamps",
+        "danger",
+        "danger_until",
+        "dirs",
+        "fingerprint",
+        "git_dirs",
+        "gitlinks",
+        "index_mtime_real_ns",
+        "index_mtime_set_ns",
+        "kept_protected",
+        "synced",
+        "tree",
+    )
+    fingerprint: str
+    tree: str | None
     """The tree of the private index's entries (``git write-tree``), when known."""
-    dirs: dict[str, DirRules] = field(default_factory=dict)
-    gitlinks: list[str] = field(default_factory=list)
-    danger: list[str] = field(default_factory=list)
+    dirs: dict[str, DirRules]
+    gitlinks: list[str]
+    danger: list[str]
     """Racy entries too old to guard by the index timestamp: the next capture drops them."""
-    danger_until: int = 0
-    kept_protected: list[str] = field(default_factory=list)
-    git_dirs: list[str] = field(default_factory=list)
+    danger_until: int
+    kept_protected: list[str]
+    git_dirs: list[str]
     """Git directories inside the work tree that the last capture left out (their entries were
     removed from the private index when first seen)."""
-    synced: bool = False
+    synced: bool
     """Every signature in ``dirs`` was read after git's untracked cache last recorded its
     directory (see the module)."""
-    index_mtime_real_ns: int = 0
+    index_mtime_real_ns: int
     """The index file's mtime as git last wrote it."""
-    index_mtime_set_ns: int = 0
+    index_mtime_set_ns: int
     """The mtime we last gave the index file (equal to the real one unless moved back)."""
-    _stamps: Stamps | None = field(default=None, repr=False, compare=False)
-    _stamp_source: tuple[list[str], str] | None = field(default=None, repr=False, compare=False)
+    _stamps: Stamps | None
+    _stamp_source: tuple[list[str], str] | None
     """The stamps as read (names in file order, base64), decoded only when used."""
+
+    def __init__(
+        self,
+        fingerprint: str = "",
+        tree: str | None = None,
+        dirs: dict[str, DirRules] | None = None,
+        gitlinks: list[str] | None = None,
+        danger: list[str] | None = None,
+        danger_until: int = 0,
+        kept_protected: list[str] | None = None,
+        git_dirs: list[str] | None = None,
+        synced: bool = False,
+        index_mtime_real_ns: int = 0,
+        index_mtime_set_ns: int = 0,
+        _stamps: Stamps | None = None,
+        _stamp_source: tuple[list[str], str] | None = None,
+    ) -> None:
+        self.fingerprint = fingerprint
+        self.tree = tree
+        self.dirs = {} if dirs is None else dirs
+        self.gitlinks = [] if gitlinks is None else gitlinks
+        self.danger = [] if danger is None else danger
+        self.danger_until = danger_until
+        self.kept_protected = [] if kept_protected is None else kept_protected
+        self.git_dirs = [] if git_dirs is None else git_dirs
+        self.synced = synced
+        self.index_mtime_real_ns = index_mtime_real_ns
+        self.index_mtime_set_ns = index_mtime_set_ns
+        self._stamps = _stamps
+        self._stamp_source = _stamp_source
+
+    def _names(self) -> tuple[str, ...]:
+        # As the dataclass's ``field(repr=False, compare=False)``: the stamps (decoded or not)
+        # are neither shown nor compared.
+        return tuple(name for name in self.__slots__ if not name.startswith("_"))
 
     @property
     def stamps(self) -> Stamps:

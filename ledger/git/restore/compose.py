@@ -27,7 +27,6 @@ touches (it should touch none) leaves it without a scan, so the restore captures
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pygit2
 
@@ -61,9 +60,9 @@ def plan_from_scan(repo: GitRepo, first: RestorePlan, target_commit: str) -> Res
     plan = build_plan(repo, resolve_commit(repo, target_commit), scan.captured)
     touched = dict.fromkeys([*plan.added, *plan.modified, *plan.deleted, *plan.replace_dirs])
     if plan.submodules or any(path not in scan.stamps for path in touched):
-        return replace(plan, scan=None)  # never a guess: the restore captures again
+        return plan.with_scan(None)  # never a guess: the restore captures again
     stamps = {path: scan.stamps[path] for path in touched}
-    return replace(plan, scan=PlanScan(scan.captured, scan.settings, stamps))
+    return plan.with_scan(PlanScan(scan.captured, scan.settings, stamps))
 
 
 __all__ = ["keep_as_now", "plan_from_scan"]

@@ -53,7 +53,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -68,7 +67,7 @@ from ledger.git.liveness import (
 )
 from ledger.git.private import make_private_dir
 from ledger.git.repo import GitRepo
-from ledger.plain import FrozenPlain
+from ledger.plain import FrozenPlain, Plain
 
 JOURNAL_VERSION = 1
 JOURNAL_DIR_NAME = "journal"
@@ -77,18 +76,37 @@ STAGING_PREFIX = ".pi-rewind-staging-"
 into place, so a file is always either its old or its new version."""
 
 State = Literal["writing", "done"]
+_JSON_FIELDS = (
+    *("id", "undo", "undo_tree", "target", "target_tree", "started_ms", "session", "entry"),
+    *("operation", "state", "staging", "pid", "host", "failure", "recovering", "pid_start"),
+    *("boot_id", "lock"),
+)
+"""A journal file's fields, the first six required: ``Journal``'s but its path and lock_fd."""
 
 
-@dataclass(frozen=True)
-class RestoreIntent:
+class RestoreIntent(FrozenPlain):
     """What a restore is for, set by whoever drives it (CLI, engine host) around the call."""
 
-    session: str | None = None
+    __slots__ = ("agent_dir", "entry", "operation", "session")
+    session: str | None
     """The session file the restore's record goes to."""
-    entry: str | None = None
-    operation: str = "restore"
-    agent_dir: str | None = None
+    entry: str | None
+    operation: str
+    agent_dir: str | None
     """Pi's agent dir: a restore never writes inside it (defence in depth)."""
+
+    def __init__(
+        self,
+        session: str | None = None,
+        entry: str | None = None,
+        operation: str = "restore",
+        agent_dir: str | None = None,
+    ) -> None:
+        self._init(session=session, entry=entry, operation=operation, agent_dir=agent_dir)
+
+    def with_operation(self, operation: str) -> RestoreIntent:
+        """The same intent for another operation (a recovery: ``"recover"``)."""
+        return RestoreIntent(self.session, self.entry, operation, self.agent_dir)
 
 
 _INTENT: contextvars.ContextVar[RestoreIntent | None] = contextvars.ContextVar(
@@ -150,10 +168,31 @@ class JournalWriteError(LedgerError):
     """The journal could not be written: the restore did not start; nothing changed."""
 
 
-@dataclass
-class Journal:
+class Journal(Plain):
     """One restore in progress (or interrupted)."""
 
+    __slots__ = (
+        "boot_id",
+        "entry",
+        "failure",
+        "host",
+        "id",
+        "lock",
+        "lock_fd",
+        "operation",
+        "path",
+        "pid",
+        "pid_start",
+        "recovering",
+        "session",
+        "staging",
+        "started_ms",
+        "state",
+        "target",
+        "target_tree",
+        "undo",
+        "undo_tree",
+    )
     id: str
     undo: str
     """The snapshot of the work tree before the restore: every byte it may overwrite or delete."""
@@ -161,27 +200,79 @@ class Journal:
     target: str
     target_tree: str
     started_ms: int
-    session: str | None = None
-    entry: str | None = None
-    operation: str = "restore"
-    state: State = "writing"
-    staging: str | None = None
+    session: str | None
+    entry: str | None
+    operation: str
+    state: State
+    staging: str | None
     """The staging directory (relative to the root) the restore writes into first."""
-    pid: int = 0
-    host: str = ""
-    failure: str | None = None
-    recovering: str | None = None
+    pid: int
+    host: str
+    failure: str | None
+    recovering: str | None
     """For a recovery: the id of the journal whose undo snapshot it restores."""
-    pid_start: int | None = None
+    pid_start: int | None
     """The owner's start time (``/proc/<pid>/stat`` field 22, clock ticks after boot); ``None``
     in older journals and once the owner let go (:meth:`mark_failed`)."""
-    boot_id: str | None = None
-    lock: bool = False
+    boot_id: str | None
+    lock: bool
     """The owner holds ``<started>-<id>.lock`` (the liveness proof); ``False`` in older journals
     and where the file system has no ``flock`` (then the identity is the proof)."""
-    path: Path = field(default=Path(), compare=False)
-    lock_fd: int | None = field(default=None, compare=False, repr=False)
+    path: Path
+    lock_fd: int | None
     """In the owner only: the descriptor holding the lock."""
+
+    def __init__(
+        self,
+        id: str,
+        undo: str,
+        undo_tree: str,
+        target: str,
+        target_tree: str,
+        started_ms: int,
+        session: str | None = None,
+        entry: str | None = None,
+        operation: str = "restore",
+        state: State = "writing",
+        staging: str | None = None,
+        pid: int = 0,
+        host: str = "",
+        failure: str | None = None,
+        recovering: str | None = None,
+        pid_start: int | None = None,
+        boot_id: str | None = None,
+        lock: bool = False,
+        path: Path = Path(),
+        lock_fd: int | None = None,
+    ) -> None:
+        self.id = id
+        self.undo = undo
+        self.undo_tree = undo_tree
+        self.target = target
+        self.target_tree = target_tree
+        self.started_ms = started_ms
+        self.session = session
+        self.entry = entry
+        self.operation = operation
+        self.state = state
+        self.staging = staging
+        self.pid = pid
+        self.host = host
+        self.failure = failure
+        self.recovering = recovering
+        self.pid_start = pid_start
+        self.boot_id = boot_id
+        self.lock = lock
+        self.path = path
+        self.lock_fd = lock_fd
+
+    def _names(self) -> tuple[str, ...]:
+        # As the dataclass's fields: path and lock_fd not compared, only the path shown (repr).
+        return tuple(name for name in self.__slots__ if name not in ("lock_fd", "path"))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in (*self._names(), "path"))
+        return f"Journal({shown})"
 
     @property
     def started(self) -> str:
@@ -192,9 +283,7 @@ class Journal:
         return self.path.parent / (self.path.stem + ".lock")
 
     def to_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data.pop("path")
-        data.pop("lock_fd")
+        data: dict[str, object] = {name: getattr(self, name) for name in _JSON_FIELDS}
         data["version"] = JOURNAL_VERSION
         return data
 
@@ -410,25 +499,8 @@ def _parse(raw: bytes) -> Journal:
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
         raise ValueError("not a version-1 restore journal")
-    fields = {
-        k: data[k] for k in ("id", "undo", "undo_tree", "target", "target_tree", "started_ms")
-    }
-    for key in (
-        "session",
-        "entry",
-        "operation",
-        "state",
-        "staging",
-        "pid",
-        "host",
-        "failure",
-        "recovering",
-        "pid_start",
-        "boot_id",
-        "lock",
-    ):
-        if key in data:
-            fields[key] = data[key]
+    fields = {k: data[k] for k in _JSON_FIELDS[:6]}  # required: a KeyError when missing
+    fields |= {k: data[k] for k in _JSON_FIELDS[6:] if k in data}
     journal = Journal(**fields)
     if journal.state not in ("writing", "done"):
         raise ValueError(f"unknown state {journal.state!r}")

@@ -27,7 +27,6 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 
 import pygit2
 from pygit2.enums import FileMode
@@ -42,6 +41,7 @@ from ledger.git.restore.recheck import PlanScan, scan_clock_ns, stamp_plan
 from ledger.git.restore.safety import WorktreeGuard, parents, under
 from ledger.git.tree_names import Problem
 from ledger.git.trees import Change, split_changes, tree_changes
+from ledger.plain import FrozenPlain
 from ledger.quoting import display_names
 from ledger.settings import SnapshotSettings
 
@@ -51,41 +51,126 @@ SUBMODULE_HINT = (
 
 Write = tuple[str, int, str]
 """``(path, mode, blob)`` a restore writes from the target."""
+_COMPARED = (
+    *("added", "current_tree", "deleted", "modified", "skipped", "submodules"),
+    *("target_commit", "target_tree", "warnings"),
+)
+""":class:`RestorePlan`'s fields that ``==``, hash and repr use (in ``__slots__`` order)."""
 
 
-@dataclass(frozen=True)
-class RestorePlan:
+class RestorePlan(FrozenPlain):
     """What a restore to ``target_commit`` will change. Paths are repository-relative,
     ``/``-separated; a file↔directory change is a deletion plus additions."""
 
+    __slots__ = (
+        "added",
+        "bounded",
+        "changes",
+        "current_tree",
+        "deleted",
+        "modified",
+        "replace_dirs",
+        "scan",
+        "skipped",
+        "submodules",
+        "target_commit",
+        "target_tree",
+        "warnings",
+        "writes",
+    )
     target_commit: str
     target_tree: str
     current_tree: str
-    added: tuple[str, ...] = ()
-    modified: tuple[str, ...] = ()
-    deleted: tuple[str, ...] = ()
-    skipped: tuple[str, ...] = ()
+    added: tuple[str, ...]
+    modified: tuple[str, ...]
+    deleted: tuple[str, ...]
+    skipped: tuple[str, ...]
     """Changed paths left alone because they lie under a protected or skipped path of the
     current capture (protected directories, too-large files, repositories without commits)."""
-    warnings: tuple[str, ...] = ()
-    submodules: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...]
+    submodules: tuple[tuple[str, str], ...]
     """``(path, commit)`` of submodules to check out detached (also listed in ``modified``)."""
-    writes: tuple[Write, ...] = field(default=(), repr=False, compare=False)
+    writes: tuple[Write, ...]
     """``(path, mode, blob)`` written from the target (additions and modifications)."""
-    replace_dirs: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    replace_dirs: tuple[str, ...]
     """Directories (holding only files being deleted) that a file of the target replaces."""
-    changes: tuple[Change, ...] = field(default=(), repr=False, compare=False)
+    changes: tuple[Change, ...]
     """The leaf changes of ``added``, ``modified`` and ``deleted`` (both sides' mode and blob),
     so that whose work they are is asked without diffing the trees again."""
-    scan: PlanScan | None = field(default=None, repr=False, compare=False)
+    scan: PlanScan | None
     """The capture this plan was made from, re-checked and reused under the restore's lock
     instead of a second scan (:mod:`ledger.git.restore.recheck`); ``None``: capture again."""
-    bounded: bool = field(default=False, repr=False, compare=False)
+    bounded: bool
     """Given as ``planned``, the restore may touch no path beyond this plan's: when a capture
     under the lock finds more to change, it is refused with nothing written
     (:class:`~ledger.errors.PlanOutgrownError`). The agent's tool restores only the files it
     sorted as its own (docs/pi.md#the-agents-rewind-tool): a file the user changes meanwhile
     must not be written, even one undo away."""
+
+    def __init__(
+        self,
+        target_commit: str,
+        target_tree: str,
+        current_tree: str,
+        added: tuple[str, ...] = (),
+        modified: tuple[str, ...] = (),
+        deleted: tuple[str, ...] = (),
+        skipped: tuple[str, ...] = (),
+        warnings: tuple[str, ...] = (),
+        submodules: tuple[tuple[str, str], ...] = (),
+        writes: tuple[Write, ...] = (),
+        replace_dirs: tuple[str, ...] = (),
+        changes: tuple[Change, ...] = (),
+        scan: PlanScan | None = None,
+        bounded: bool = False,
+    ) -> None:
+        self._init(
+            target_commit=target_commit,
+            target_tree=target_tree,
+            current_tree=current_tree,
+            added=added,
+            modified=modified,
+            deleted=deleted,
+            skipped=skipped,
+            warnings=warnings,
+            submodules=submodules,
+            writes=writes,
+            replace_dirs=replace_dirs,
+            changes=changes,
+            scan=scan,
+            bounded=bounded,
+        )
+
+    def _names(self) -> tuple[str, ...]:
+        # As the dataclass's ``field(repr=False, compare=False)``: what the plan writes and how
+        # it was made are neither shown nor compared (nor hashed).
+        return _COMPARED
+
+    def with_scan(self, scan: PlanScan | None) -> RestorePlan:
+        """The same plan, made from ``scan`` (``None``: the restore captures again)."""
+        return self._but(scan, self.bounded)
+
+    def as_bounded(self) -> RestorePlan:
+        """The same plan, :attr:`bounded`."""
+        return self._but(self.scan, True)
+
+    def _but(self, scan: PlanScan | None, bounded: bool) -> RestorePlan:
+        return RestorePlan(
+            self.target_commit,
+            self.target_tree,
+            self.current_tree,
+            self.added,
+            self.modified,
+            self.deleted,
+            self.skipped,
+            self.warnings,
+            self.submodules,
+            self.writes,
+            self.replace_dirs,
+            self.changes,
+            scan,
+            bounded,
+        )
 
     @property
     def noop(self) -> bool:
@@ -436,7 +521,7 @@ def plan_restore(
     started_ns = scan_clock_ns()  # before the capture reads anything (recheck's rule)
     captured = capture_tree(repo, settings)
     plan = build_plan(repo, commit, captured)
-    return replace(plan, scan=stamp_plan(repo, plan, captured, settings, started_ns))
+    return plan.with_scan(stamp_plan(repo, plan, captured, settings, started_ns))
 
 
 __all__ = [

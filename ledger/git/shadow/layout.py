@@ -35,7 +35,6 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pygit2
@@ -45,6 +44,7 @@ from ledger.errors import NotARepositoryError, ShadowRefusedError
 from ledger.git.owned import replace_private_file
 from ledger.git.private import private_dir
 from ledger.git.repo import GitRepo, git_dir_at_or_above, is_inside
+from ledger.plain import FrozenPlain
 from ledger.settings import SnapshotSettings, load_settings
 
 SHADOW_DIR = Path("rewind") / "shadow"
@@ -58,18 +58,43 @@ UNBORN_HEAD = "ref: refs/heads/shadow"
 EXCLUDE_HEADER = "# rewind-ledger shadow excludes (rewind.snapshot.shadowExcludes); rewritten"
 
 
-@dataclass(frozen=True)
-class ShadowInfo:
+class ShadowInfo(FrozenPlain):
     """One shadow repository, as its ``shadow.json`` describes it."""
 
+    __slots__ = ("created", "directory", "home", "migrated_head", "migrated_to")
     home: Path
     directory: Path
     """The served directory's real path."""
     created: str
-    migrated_to: str | None = None
+    migrated_to: str | None
     """The repository root the shadow's snapshots were copied into (``git init`` happened)."""
-    migrated_head: str | None = None
+    migrated_head: str | None
     """The shadow store head at the last migration (a later snapshot means: migrate again)."""
+
+    def __init__(
+        self,
+        home: Path,
+        directory: Path,
+        created: str,
+        migrated_to: str | None = None,
+        migrated_head: str | None = None,
+    ) -> None:
+        self._init(
+            home=home,
+            directory=directory,
+            created=created,
+            migrated_to=migrated_to,
+            migrated_head=migrated_head,
+        )
+
+    def at(self, home: Path) -> ShadowInfo:
+        """The same shadow, its home at ``home`` (a staging directory before the rename)."""
+        return ShadowInfo(home, self.directory, self.created, self.migrated_to, self.migrated_head)
+
+    def migrated(self, to: str | None, head: str | None) -> ShadowInfo:
+        """The same shadow, migrated into the repository at ``to`` at store head ``head``
+        (both ``None``: serving its directory again)."""
+        return ShadowInfo(self.home, self.directory, self.created, to, head)
 
     @property
     def git_dir(self) -> Path:
@@ -225,7 +250,7 @@ def create_shadow(directory: Path | str, agent_dir: Path) -> ShadowInfo:
         config["core.worktree"] = str(real)
         config["core.logAllRefUpdates"] = False
         write_excludes(staging / GIT_SUBDIR, SnapshotSettings())
-        write_info(replace(info, home=staging))
+        write_info(info.at(staging))
         try:
             os.rename(staging, home)
         except OSError:
@@ -338,7 +363,7 @@ def capture_settings(repo: GitRepo, settings: SnapshotSettings) -> SnapshotSetti
         return settings
     write_excludes(repo.git_dir, settings)
     point_head_at_last_snapshot(repo)
-    return replace(settings, max_untracked_file_bytes=settings.shadow_max_file_bytes)
+    return settings.replace(max_untracked_file_bytes=settings.shadow_max_file_bytes)
 
 
 def point_head_at_last_snapshot(repo: ShadowRepo) -> None:

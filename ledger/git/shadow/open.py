@@ -14,7 +14,6 @@ git directory (a bare repository, a ``--separate-git-dir`` target) as a work tre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
@@ -30,14 +29,19 @@ from ledger.git.shadow.layout import (
     write_info,
 )
 from ledger.git.shadow.upkeep import migrate_if_needed
+from ledger.plain import Plain
 
 
-@dataclass
-class OpenedWorkTree:
+class OpenedWorkTree(Plain):
     """What :func:`open_work_tree` found, and what the user should be told once."""
 
+    __slots__ = ("notices", "repo")
     repo: GitRepo
-    notices: list[str] = field(default_factory=list)
+    notices: list[str]
+
+    def __init__(self, repo: GitRepo, notices: list[str] | None = None) -> None:
+        self.repo = repo
+        self.notices = [] if notices is None else notices
 
     @property
     def shadow(self) -> ShadowInfo | None:
@@ -95,7 +99,7 @@ def open_work_tree(
         )
     elif info.migrated_to is not None and (create if migrate is None else migrate):
         # The repository it was migrated into is gone (.git deleted): serve the directory again.
-        info = replace(info, migrated_to=None, migrated_head=None)
+        info = info.migrated(None, None)
         write_info(info)
     return OpenedWorkTree(ShadowRepo.open(info), notices)
 

@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ledger.errors import GitError, LedgerError, NotARepositoryError
@@ -40,6 +39,7 @@ from ledger.git.shadow.layout import (
     write_info,
 )
 from ledger.git.store.chain import Store
+from ledger.plain import FrozenPlain
 
 # --- git init later -----------------------------------------------------------------------
 
@@ -91,7 +91,7 @@ def migrate_shadow(shadow: ShadowRepo, repo: GitRepo) -> int:
             when,
             int(time.localtime(when).tm_gmtoff // 60),
         )
-    write_info(replace(shadow.shadow, migrated_to=str(repo.root), migrated_head=head))
+    write_info(shadow.shadow.migrated(str(repo.root), head))
     return len(appended)
 
 
@@ -131,8 +131,8 @@ def _copy_objects(shadow: ShadowRepo, repo: GitRepo) -> None:
 # --- orphaned shadows ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ShadowStatus:
+class ShadowStatus(FrozenPlain):
+    __slots__ = ("bytes", "directory", "home", "state")
     home: Path
     directory: str
     state: str
@@ -140,6 +140,9 @@ class ShadowStatus:
     ``migrated`` (its snapshots are in the directory's own repository now), ``in-repository``
     (the directory now lies inside another git work tree) or ``unreadable`` (no shadow.json)."""
     bytes: int
+
+    def __init__(self, home: Path, directory: str, state: str, bytes: int) -> None:
+        self._init(home=home, directory=directory, state=state, bytes=bytes)
 
     @property
     def orphaned(self) -> bool:
