@@ -25,6 +25,7 @@ from ledger.git.repo import GitRepo
 from ledger.git.restore.apply import Executor, Steps, VerifyError
 from ledger.git.restore.direct_write import Staged, conversion_free, stage_plan, write_staged
 from ledger.git.restore.journal import RestoreIntent, open_journals, restore_intent
+from ledger.git.restore.placement import Placer
 from ledger.git.restore.plan import plan_restore
 from ledger.git.restore.run import restore_commit
 from ledger.git.runner import GitRunner
@@ -86,10 +87,19 @@ def _git_checkout(repo: Path, writes: Sequence[tuple[str, int, str]], prefix: st
 
 
 def _direct(repo: Path, writes: Sequence[tuple[str, int, str]], prefix: str) -> None:
-    staged = stage_plan(GitRepo.discover(repo), writes)
+    """The in-process path as a restore runs it: staged flat, then placed at each path (the
+    placement makes the directories) in ``repo/prefix``, as git's checkout-index writes there."""
+    gitrepo = GitRepo.discover(repo)
+    staged = stage_plan(gitrepo, writes)
     assert not isinstance(staged, str), staged
-    os.mkdir(repo / prefix)
-    write_staged(repo, prefix, staged)
+    root = repo / prefix
+    os.mkdir(root)
+    os.mkdir(root / ".stage")
+    names = write_staged(root, ".stage", staged)
+    Placer(os.fsencode(root), GitRunner(repo, repo / ".git"), ".stage").place_all(
+        [item.path for item in staged], names
+    )
+    os.rmdir(root / ".stage")  # every staged file was renamed away
 
 
 def _both(repo: Path, entries: Sequence[Entry]) -> tuple[dict[str, object], dict[str, object]]:
@@ -282,13 +292,28 @@ def test_the_identity_is_asked_once_and_again_when_the_configuration_changes(
 
 
 def test_a_staged_file_is_never_written_through_a_symlink(repo: Path, tmp_path: Path) -> None:
+    """The staging directory replaced by a symlink: refused, nothing written where it points."""
     outside = tmp_path / "outside"
     outside.mkdir()
-    os.mkdir(repo / "stage")
-    os.symlink(outside, repo / "stage" / "dir")
+    os.symlink(outside, repo / "stage")
     with pytest.raises(OSError):
         write_staged(repo, "stage", [Staged("dir/x", FileMode.BLOB, b"x")])
     assert not list(outside.iterdir())
+
+
+def test_files_are_staged_flat_and_placed_at_their_paths(repo: Path) -> None:
+    """No directory is made in the staging directory (each mkdir and rmdir cost more than the
+    file): one name per file, in order; the placement makes the work tree's directories."""
+    os.mkdir(repo / "stage")
+    staged = [Staged("a/b/x", FileMode.BLOB, b"x"), Staged("a/c/y", FileMode.BLOB_EXECUTABLE, b"y")]
+    names = write_staged(repo, "stage", staged)
+    assert names == ["0", "1"] and sorted(os.listdir(repo / "stage")) == ["0", "1"]
+    Placer(os.fsencode(repo), GitRunner(repo, repo / ".git"), "stage").place_all(
+        [s.path for s in staged], names
+    )
+    assert (repo / "a" / "b" / "x").read_bytes() == b"x"
+    assert os.access(repo / "a" / "c" / "y", os.X_OK)
+    assert os.listdir(repo / "stage") == []
 
 
 def test_a_restore_that_brings_a_gitattributes_back_converts_the_files_under_it(

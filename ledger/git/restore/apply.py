@@ -188,8 +188,8 @@ class Executor:
             # what checkout-index would write; the same staging directory and renames.
             try:
                 placer.create_staging()
-                write_staged(self.repo.root, self.staging, staged)
-                placer.place_all([item.path for item in staged])
+                names = write_staged(self.repo.root, self.staging, staged)
+                placer.place_all([item.path for item in staged], names)
             finally:
                 with contextlib.suppress(OSError):
                     placer.remove_staging()

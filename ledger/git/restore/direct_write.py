@@ -28,7 +28,8 @@ What git does and this module copies (``entry.c``, tested against ``git checkout
 a regular file is created with ``open(O_CREAT | O_EXCL, 0777 if executable else 0666)``, so the
 process umask decides its permission bits exactly as for git (a served command runs under the
 client's umask, :mod:`ledger.bridge.served_commands`); a symlink gets the blob's bytes as its
-target; missing directories are created 0777 before the umask.
+target; missing directories are created 0777 before the umask (by the placement, which renames
+each flat-staged file to its path: :func:`write_staged`).
 
 Invariants: files are written only into the restore's staging directory (the caller renames them
 into place, :mod:`ledger.git.restore.placement`); every directory is reached with ``O_NOFOLLOW``
@@ -47,7 +48,7 @@ from pygit2.enums import FileMode
 
 from ledger.git.config_view import ConfigView, config_view, git_prefix, path_value
 from ledger.git.repo import GitRepo
-from ledger.git.restore.nofollow import DirStack, NotADirectoryOnPath
+from ledger.git.restore.nofollow import NotADirectoryOnPath, open_dir
 from ledger.plain import FrozenPlain
 
 DIRECT_BYTES = 64 << 20
@@ -191,33 +192,38 @@ def _git_bool(view: ConfigView, key: str, *, default: bool) -> bool:
         return default
 
 
-def write_staged(root: os.PathLike[str] | str, staging: str, files: Sequence[Staged]) -> None:
-    """Write ``files`` under ``root/staging/`` as git's checkout would (module docstring)."""
-    base = os.fsencode(os.fspath(root))
-    prefix = os.fsencode(staging)
-    # Our fresh staging directory only: its descriptors are kept from one file to the next
-    # (nofollow.DirStack), ~3 ms less than walking from the root for each of ~50 files.
-    with DirStack(base) as dirs:
+def write_staged(root: os.PathLike[str] | str, staging: str, files: Sequence[Staged]) -> list[str]:
+    """Write ``files`` into ``root/staging/`` as git's checkout would (module docstring), each
+    under a name of its own, not its path: ``0``, ``1``, … in order, returned for the placement
+    (:meth:`~ledger.git.restore.placement.Placer.place_all`), which creates the work tree's
+    directories as git does. Staging them flat makes no directory that is only removed again:
+    at ~50 files in ~40 directories, each ``mkdir`` (and ``rmdir`` at the end) cost far more than
+    the file (measured: 20 ms against 0.8 ms)."""
+    names: list[str] = []
+    try:
+        fd = open_dir(os.fsencode(os.fspath(root)), [os.fsencode(staging)])
+    except NotADirectoryOnPath as exc:
+        # Only our fresh staging directory is opened: something replaced it meanwhile.
+        raise OSError(exc.errno, f"staging directory changed under us: {exc.part!r}") from None
+    assert fd is not None  # only missing_ok gives None
+    try:
         for item in files:
-            parts = os.fsencode(item.path).split(b"/")
-            try:
-                fd = dirs.open([prefix, *parts[:-1]], create=True)
-            except NotADirectoryOnPath as exc:
-                # Only our fresh staging directory is walked: something replaced it meanwhile.
-                raise OSError(
-                    exc.errno, f"staging directory changed under us: {exc.part!r}"
-                ) from None
+            name = str(len(names))
+            names.append(name)
             if item.mode == FileMode.LINK:
-                os.symlink(item.data, parts[-1], dir_fd=fd)
+                os.symlink(item.data, name, dir_fd=fd)
                 continue
             perm = 0o777 if item.mode == FileMode.BLOB_EXECUTABLE else 0o666
-            out = os.open(parts[-1], _WRITE_FLAGS, perm, dir_fd=fd)
+            out = os.open(name, _WRITE_FLAGS, perm, dir_fd=fd)
             try:
                 view = memoryview(item.data)
                 while view:
                     view = view[os.write(out, view) :]
             finally:
                 os.close(out)
+    finally:
+        os.close(fd)
+    return names
 
 
 def read_file(root: os.PathLike[str] | str, path: str, limit: int = DIRECT_BYTES) -> bytes | None:

@@ -85,18 +85,22 @@ class Placer:
 
     # --- one path -----------------------------------------------------------------------
 
-    def place_all(self, paths: Sequence[str]) -> None:
-        """Rename each staged path into place, in order. The staging side's descriptors are kept
-        from one path to the next (:class:`~ledger.git.restore.nofollow.DirStack`: our own fresh
-        directory); the work tree's side is walked from the root for every path, so that a
-        directory replaced by a symlink meanwhile is refused, never followed."""
+    def place_all(self, paths: Sequence[str], sources: Sequence[str] | None = None) -> None:
+        """Rename each staged path into place, in order. ``sources``: where each was staged
+        under the staging directory (the in-process writes' flat names,
+        :func:`~ledger.git.restore.direct_write.write_staged`); default: its own path there, as
+        git's checkout stages it. The staging side's descriptors are kept from one path to the
+        next (:class:`~ledger.git.restore.nofollow.DirStack`: our own fresh directory); the work
+        tree's side is walked from the root for every path, so that a directory replaced by a
+        symlink meanwhile is refused, never followed."""
         with DirStack(self.root) as staged:
-            for path in paths:
-                self.place(path, staged)
+            for i, path in enumerate(paths):
+                self.place(path, staged, None if sources is None else sources[i])
 
-    def place(self, path: str, staged: DirStack | None = None) -> None:
+    def place(self, path: str, staged: DirStack | None = None, source: str | None = None) -> None:
         parts = os.fsencode(path).split(b"/")
-        staging = [os.fsencode(self.staging), *parts[:-1]]
+        src = os.fsencode(path if source is None else source).split(b"/")
+        staging = [os.fsencode(self.staging), *src[:-1]]
         if staged is not None:
             src_fd = self._kept_dir(staged, staging)
         else:
@@ -105,11 +109,11 @@ class Placer:
             dst_fd = self._open_dir(parts[:-1], create=True)
             try:
                 try:
-                    os.rename(parts[-1], parts[-1], src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                    os.rename(src[-1], parts[-1], src_dir_fd=src_fd, dst_dir_fd=dst_fd)
                 except OSError as exc:
                     if exc.errno != errno.EXDEV:
                         raise
-                    _copy_then_rename(src_fd, dst_fd, parts[-1])
+                    _copy_then_rename(src_fd, dst_fd, src[-1], parts[-1])
             finally:
                 os.close(dst_fd)
         finally:
@@ -136,16 +140,16 @@ class Placer:
         return fd
 
 
-def _copy_then_rename(src_fd: int, dst_fd: int, name: bytes) -> None:
+def _copy_then_rename(src_fd: int, dst_fd: int, source: bytes, name: bytes) -> None:
     """Across file systems: a copy beside the destination, then an atomic rename."""
     tmp = b"." + name + b".pi-rewind-tmp"
-    st = os.lstat(name, dir_fd=src_fd)
+    st = os.lstat(source, dir_fd=src_fd)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp, dir_fd=dst_fd)
     if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(name, dir_fd=src_fd), tmp, dir_fd=dst_fd)
+        os.symlink(os.readlink(source, dir_fd=src_fd), tmp, dir_fd=dst_fd)
     else:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+        src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
         try:
             dst = os.open(
                 tmp,
@@ -164,7 +168,7 @@ def _copy_then_rename(src_fd: int, dst_fd: int, name: bytes) -> None:
         finally:
             os.close(src)
     os.rename(tmp, name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
-    os.unlink(name, dir_fd=src_fd)
+    os.unlink(source, dir_fd=src_fd)
 
 
 def remove_tree(root: bytes | str | Path, rel: str) -> None:
