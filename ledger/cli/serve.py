@@ -145,6 +145,12 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             delegate.install(None)
         for running in service:
             running.close()
+        if finished("ledger.git.feed.inotify") is not None:
+            # Pi waits for this exit: the watches' teardown (~25 ms at 10k directories) is left
+            # to a reaper that outlives this process (ledger/git/feed/teardown.py).
+            from ledger.git.feed.teardown import hand_off
+
+            hand_off()
         if setup is not None and setup.early is not None:
             setup.early.drop()  # a walk started at spawn that the set-up never took
         feed = finished("ledger.git.feed.service")

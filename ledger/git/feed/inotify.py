@@ -37,6 +37,7 @@ import os
 import select
 import struct
 import threading
+import weakref
 from collections.abc import Callable
 
 IN_MODIFY = 0x002
@@ -168,6 +169,15 @@ def trim_heap() -> None:
         trim(0)
 
 
+_LIVE: weakref.WeakSet[InotifyWatcher] = weakref.WeakSet()
+"""The watchers of this process whose inotify instance is open (:func:`live_watchers`)."""
+
+
+def live_watchers() -> list[InotifyWatcher]:
+    """Every watcher of this process with an open inotify instance."""
+    return list(_LIVE)
+
+
 class InotifyWatcher:
     """Watch ``root`` recursively; collect changed root-relative paths (see the module doc)."""
 
@@ -212,6 +222,11 @@ class InotifyWatcher:
         self._wake_w = -1
         """Write end of the reader thread's wake-up pipe: :meth:`stop` ends its wait at once
         instead of after up to one poll interval (200 ms that Pi waited for at a bridge's end)."""
+
+    def descriptor(self) -> int:
+        """The inotify instance's descriptor (-1: none open), for :mod:`ledger.git.feed.teardown`."""
+        with self.lock:
+            return self._fd
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -286,6 +301,7 @@ class InotifyWatcher:
         return self.ready
 
     def _close(self) -> None:
+        _LIVE.discard(self)
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -338,6 +354,7 @@ class InotifyWatcher:
             return
         with self.lock:
             self._fd = fd
+            _LIVE.add(self)
         # Only where every directory below the root is on that one file system.
         self._leaves_by_links = fs_type in LINKS_COUNT_SUBDIRS and not below
 
