@@ -3,7 +3,7 @@
 Why it exists: a restore that writes one file used to start four git processes for it (a
 throw-away index, ``git checkout-index`` into the staging directory, ``git hash-object`` to verify
 it, ``git hash-object`` for a suspect of the one-scan re-check), ~4 ms each: most of a restore
-served by the watcher or run inside the bridge (docs/capture.md#restore-speed). git's checkout is
+served by the watcher or run inside the bridge (docs/capture.md#writing-in-process). git's checkout is
 needed for what only git knows: attributes (``text``, ``eol``, ``filter``, ``ident``,
 ``working-tree-encoding``), filters and line-ending conversion. When none of them can apply, git
 writes a blob's bytes as they are, and hashes a file's bytes as they are; this module does the
