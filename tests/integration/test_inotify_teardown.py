@@ -15,17 +15,9 @@ import pytest
 from ledger.git.feed import teardown
 from ledger.git.feed.inotify import InotifyWatcher, live_watchers
 from tests.bridgekit import FakePi, prompts_stay_exact
+from tests.integration.test_early_status import _watches
 
 pytestmark = pytest.mark.needs("change_feed")
-
-
-def _watches(pid: int) -> int:
-    """How many directories the process's inotify descriptors watch (``/proc/PID/fdinfo``)."""
-    count = 0
-    for info in Path(f"/proc/{pid}/fdinfo").iterdir():
-        with contextlib.suppress(OSError):
-            count += info.read_text().count("inotify wd:")
-    return count
 
 
 def _ready(root: Path) -> InotifyWatcher:
