@@ -38,21 +38,30 @@ _REAPERS: list[subprocess.Popen[bytes]] = []
 def hand_off() -> int:
     """Let a reaper hold this process's open inotify instances until it exits (see the module);
     how many were handed over (0: none open, or no reaper could start)."""
-    fds = [fd for fd in (w.descriptor() for w in live_watchers()) if fd >= 0]
-    if not fds:
-        return 0
     cat = resolve_executable("cat")
-    try:
-        reaper = subprocess.Popen(
-            [cat],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=fds,
-            start_new_session=True,
-        )
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return 0
+    with contextlib.ExitStack() as held:
+        # Each watcher closes its descriptor only under its lock (stop, fail): held until the
+        # reaper has started, no number handed over can be closed, and reused by another file
+        # (a lock's, say, which the reaper would then keep), in between.
+        fds = []
+        for watcher in live_watchers():
+            held.enter_context(watcher.lock)
+            fd = watcher.descriptor()
+            if fd >= 0:
+                fds.append(fd)
+        if not fds:
+            return 0
+        try:
+            reaper = subprocess.Popen(
+                [cat],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=fds,
+                start_new_session=True,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return 0
     _REAPERS.append(reaper)
     return len(fds)
 

@@ -4,9 +4,10 @@ Why it exists: ``git checkout-index -f`` unlinks a file and writes the new one i
 restore killed (or out of disk) in the middle of a write left truncated files: 285 of 300 in the
 fault campaign. Here git writes every new file into a staging directory inside the work tree
 (``<root>/.pi-rewind-staging-<id>/``, same file system, so a rename is atomic), and each file is
-then renamed over its destination. Files written in-process are staged flat, one name each
-(:func:`ledger.git.restore.direct_write.write_staged`), and renamed to their paths the same way. At every moment a path holds its old version or its new one,
-never a part of either (docs/design.md#crash-safe-restore).
+then renamed over its destination (files written in-process are staged flat, one name each,
+:func:`ledger.git.restore.direct_write.write_staged`, and renamed the same way). At every
+moment a path holds its old version or its new one, never a part of either
+(docs/design.md#crash-safe-restore).
 
 Invariants:
 - Renames and directory creation go through descriptors opened with ``O_NOFOLLOW``: nothing is
