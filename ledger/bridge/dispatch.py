@@ -300,7 +300,14 @@ def _scheduler(
     if settings.retention is None:
         return None
     # Pi owns the session and may not have written it yet: sweep from the mirrored entries.
-    return SweepScheduler(repo, agent_dir, settings, state.host.session)
+    # A pi -p run's sweeps wait until it is over, where its server can run them off Pi's path.
+    return SweepScheduler(
+        repo,
+        agent_dir,
+        settings,
+        state.host.session,
+        after_session=state.sweeps_after_session and state.print_mode,
+    )
 
 
 def _absorb(state: BridgeState, result: EventResult, outcome: Outcome) -> None:
@@ -505,6 +512,7 @@ def dispatch(state: BridgeState, message: EventMessage) -> Outcome:
         outcome.notices.extend(state.carried)
         state.carried = []
     if event == "session_start":
+        state.print_mode = not ctx.has_ui
         payload = message.payload
         reason = _str(payload, "reason") or "startup"
         previous = _str(payload, "previousSessionFile")
@@ -529,5 +537,9 @@ def dispatch(state: BridgeState, message: EventMessage) -> Outcome:
     _absorb(state, result, outcome)
     _retention_notices(state, outcome)
     if route.ends_session:
-        state.scheduler = None  # the engine ran its shutdown sweep
+        if state.scheduler is not None and state.scheduler.owed is not False:
+            from ledger.retention.after_session import owed_sweep
+
+            state.owed_sweep = owed_sweep(state.scheduler, state.host.session_file)
+        state.scheduler = None  # the engine ran its shutdown sweep (or left it owed)
     return outcome

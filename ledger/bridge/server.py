@@ -60,6 +60,7 @@ from ledger.presence import Kind, footer_mark, others_notice
 from ledger.work_tree_scope import ScopeView
 
 if TYPE_CHECKING:
+    from ledger.retention.after_session import OwedSweep
     from ledger.session.model import Session
 
 
@@ -369,9 +370,12 @@ def serve_stdio(
     agent_dir: Path | None = None,
     *,
     on_first_event: Callable[[EventMessage], None] | None = None,
+    owed: list[OwedSweep] | None = None,
 ) -> int:
     """Run the bridge on this process's stdin and stdout; ``on_first_event`` sees the first
-    event once it is answered (``rewind serve`` learns from it whether Pi has a UI)."""
+    event once it is answered (``rewind serve`` learns from it whether Pi has a UI). With
+    ``owed``, a print-mode session's shutdown sweep waits until the session is over and is put
+    there, for the caller to hand off or run (:mod:`ledger.retention.after_session`)."""
     server = BridgeServer(
         sys.stdin.buffer,
         sys.stdout.buffer,
@@ -382,4 +386,9 @@ def serve_stdio(
         # Pi the user sees (a wrapper in REWIND_BRIDGE_CMD would be named instead; 1: orphaned).
         pi_pid=os.getppid() if os.getppid() > 1 else None,
     )
-    return server.serve()
+    server.state.sweeps_after_session = owed is not None
+    try:
+        return server.serve()
+    finally:
+        if owed is not None and server.state.owed_sweep is not None:
+            owed.append(server.state.owed_sweep)

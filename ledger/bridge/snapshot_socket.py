@@ -40,7 +40,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ledger.bridge.private_socket import (
@@ -233,7 +233,9 @@ def serving(root: Path, git_dir: Path) -> bool:
     return True
 
 
-def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | None:
+def start_watcher(
+    start: Path, idle_exit_s: int, options: Sequence[str] = ()
+) -> subprocess.Popen[bytes] | None:
     """Start ``rewind serve --watch --idle-exit N`` for the repository holding ``start``,
     detached (its own session, no terminal, no output), so the next ``rewind snapshot`` there
     is served: the started process, or ``None`` where snapshots cannot be served (not Linux, no
@@ -253,6 +255,7 @@ def start_watcher(start: Path, idle_exit_s: int) -> subprocess.Popen[bytes] | No
     import subprocess
 
     command = [sys.executable, "-m", "ledger", "serve", "--watch", "--idle-exit", str(idle_exit_s)]
+    command += options  # a pi -p run's owed sweep (ledger/retention/after_session.py)
     try:
         watcher = subprocess.Popen(
             command,

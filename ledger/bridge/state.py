@@ -23,6 +23,7 @@ from ledger.session_names import TitleTracker
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
     from ledger.presence import Announcement, Kind
+    from ledger.retention.after_session import OwedSweep
     from ledger.retention.scheduler import SweepScheduler
     from ledger.settings import Settings
     from ledger.turngate import TurnGate
@@ -82,6 +83,13 @@ class BridgeState:
         self.carried: list[dict[str, str]] = []
         """Notices that starting the engine after the answer produced: shown with the next
         event's answer."""
+        self.sweeps_after_session = False
+        """Set by a server that runs a print-mode session's shutdown sweep once the session is
+        over (:mod:`ledger.retention.after_session`): such a session's sweeps then wait."""
+        self.print_mode = False
+        """The last ``session_start`` came from a Pi without a UI (``pi -p``)."""
+        self.owed_sweep: OwedSweep | None = None
+        """The shutdown sweep the session left owed, for its server to run or hand off."""
 
     @property
     def git_dir(self) -> Path | None:

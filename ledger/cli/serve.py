@@ -40,11 +40,14 @@ SWITCH_INTERVAL_S = 0.0002
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from threading import Thread
 
     from ledger.bridge.hosted import HostedSessions
     from ledger.bridge.print_mode import EarlyWalk
     from ledger.bridge.protocol import EventMessage
     from ledger.bridge.snapshot_socket import SnapshotService
+    from ledger.git.repo import GitRepo
+    from ledger.retention.after_session import OwedSweep
 
 
 def register(
@@ -91,6 +94,10 @@ def register(
         help="with --watch: exit after this long without a snapshot or capture request "
         "(default: never)",
     )
+    # With --watch, from a pi -p bridge that starts the watcher as it ends: that run's owed
+    # shutdown sweep, from its session file (ledger/retention/after_session.py). Not for users.
+    parser.add_argument("--sweep-session", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--sweep-agent-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
 
 
@@ -127,17 +134,26 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
 
             setup.early = start_walk(start)
     option = ctx.agent_dir_option
+    owed: list[OwedSweep] = []
     try:
         code = serve_stdio(
             Path(option) if option else None,
             on_first_event=setup.first_event if setup is not None else None,
+            owed=owed,
         )
     finally:
+        # A pi -p run's shutdown sweep, left owed (ledger/retention/after_session.py): handed to
+        # the watcher started below when the session file holds the session, else run here.
+        sweep_args = owed[0].hand_off_args() if owed and setup and setup.watcher_later else None
+        handed = False
         if setup is not None and setup.watcher_later is not None:
             # A pi -p run's watcher, for the runs after it, starts once this run is over (also
             # when serving failed): started with the run, its imports, walk and first scan took
             # the 2 cores the run's captures and Pi needed (issue 34). Detached, not waited.
-            _start_watcher_for_later_runs(*setup.watcher_later)
+            started = _start_watcher_for_later_runs(*setup.watcher_later, sweep_args or [])
+            handed = started and sweep_args is not None
+        if owed and not handed:
+            owed[0].run()  # no watcher to take it: Pi waits for this sweep, as it always did
         # Only what was set up: the first event (its answer, then the captures' set-up) may
         # never have come, and importing the feed just to say so would load pygit2 at exit.
         delegate = finished("ledger.bridge.delegate")
@@ -280,13 +296,15 @@ def _set_up_captures(
     threading.Thread(target=run, name="rewind-capture-setup", daemon=True).start()
 
 
-def _start_watcher_for_later_runs(root: Path, seconds: int) -> None:
-    """Start the repository's watcher (``autoWatchSeconds``) for the runs after this one;
-    this run's captures stay with its own feed (a new watcher's first capture scans fully)."""
+def _start_watcher_for_later_runs(root: Path, seconds: int, options: list[str]) -> bool:
+    """Start the repository's watcher (``autoWatchSeconds``) for the runs after this one, with
+    ``options`` (the run's owed sweep); this run's captures stay with its own feed (a new
+    watcher's first capture scans fully). True when a watcher process was started."""
     from ledger.bridge.snapshot_socket import start_watcher
 
     with contextlib.suppress(Exception):
-        start_watcher(root, seconds)
+        return start_watcher(root, seconds, options) is not None
+    return False
 
 
 def _auto_watch_seconds(root: Path, ctx: CliContext) -> int:
@@ -403,6 +421,26 @@ def _status(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
+    _few_malloc_arenas()
+    repo = ctx.repo()
+    owed = _owed_sweep(args, repo.root, repo.git_dir)
+    try:
+        return _watch_repo(args, ctx, repo)
+    finally:
+        if owed is not None:
+            owed.join()  # also when this watcher was refused: the sweep was the run's
+
+
+def _owed_sweep(args: argparse.Namespace, root: Path, git_dir: Path) -> Thread | None:
+    """The shutdown sweep of the pi -p run that started this watcher, in the background."""
+    if args.sweep_session is None or args.sweep_agent_dir is None:
+        return None
+    from ledger.retention.after_session import sweep_in_background
+
+    return sweep_in_background(root, git_dir, args.sweep_agent_dir, args.sweep_session)
+
+
+def _watch_repo(args: argparse.Namespace, ctx: CliContext, repo: GitRepo) -> int:
     import signal
     import time
 
@@ -412,8 +450,6 @@ def _watch(args: argparse.Namespace, ctx: CliContext) -> int:
     from ledger.git.feed.inotify import trim_heap
     from ledger.git.shadow.layout import ShadowRepo
 
-    _few_malloc_arenas()
-    repo = ctx.repo()
     if isinstance(repo, ShadowRepo) or not supported():
         # Without peer credentials no socket's client can be checked (ledger/facilities.py).
         why = (

@@ -30,6 +30,13 @@ Contract:
   unless one already completed in this session with fewer than 50 new snapshots since (the
   reference's rule). A sweep that found an empty live set, failed or ran out of budget did not
   complete, and leaves the counter as it was.
+- ``after_session=True`` (a print-mode session, ``pi -p``; docs/design.md#when-sweeps-run):
+  nothing is swept while the session runs but the 50-snapshot sweeps; no startup sweep (it would
+  share the bridge's interpreter and the machine's cores with the run's captures), and
+  ``on_shutdown()`` sweeps nothing: it only marks the shutdown sweep as owed (``owed``, with the
+  session read then, in the engine's thread), for whoever outlives the session to run
+  (:meth:`finish_owed` here, or the watcher the bridge starts for the later runs:
+  :mod:`ledger.retention.after_session`). Pi does not wait for it.
 - ``reports`` lists ``(reason, SweepReport)`` of every sweep that ran to the end; ``wait()``
   joins a sweep in flight; ``drain_notices()`` returns and clears ``(level, text)`` warnings.
 """
@@ -39,6 +46,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from ledger.clock import Clock
 from ledger.git.repo import GitRepo
@@ -72,13 +80,15 @@ class SweepScheduler:
         *,
         background: bool = True,
         clock: Clock | None = None,
+        after_session: bool = False,
     ) -> None:
         """``repo``: the repository (the worker opens its own handle on ``repo.root``);
         ``agent_dir``: where ``sessions/`` lives (``repo-sessions`` scans); ``settings``: a
         :class:`~ledger.settings.Settings` (retention off when ``settings.retention`` is None);
         ``source``: returns the current session (a Session, a path, or None), called in the
         engine's thread; ``background``: run startup and 50-snapshot sweeps in a thread;
-        ``clock``: the time the plan ages references against."""
+        ``clock``: the time the plan ages references against; ``after_session``: the session's
+        sweeps (but the 50-snapshot ones) wait until it is over (see the module's docstring)."""
         self.root = repo.root
         self.git_dir = repo.git_dir
         self.clock = clock
@@ -86,6 +96,10 @@ class SweepScheduler:
         self.settings = settings
         self.source = source
         self.background = background
+        self.after_session = after_session
+        self.owed: SweepStart | Literal[False] = False
+        """The session to run the owed shutdown sweep from (``after_session``); False: none
+        owed."""
         self.new_snapshots = 0
         self.completed = False
         self.reports: list[tuple[str, SweepReport]] = []
@@ -108,7 +122,7 @@ class SweepScheduler:
     # --- the engine's hooks -------------------------------------------------------------------
 
     def on_session_start(self) -> None:
-        if self.enabled:
+        if self.enabled and not self.after_session:
             self._start("startup")
 
     def on_snapshot_added(self, count: int) -> None:
@@ -132,7 +146,17 @@ class SweepScheduler:
         self.wait()
         if self.completed and self.new_snapshots < SWEEP_EVERY:
             return
+        if self.after_session:
+            self.owed = self._session()  # read here: a bridge host answers in its own thread
+            return
         self._sweep("shutdown", self._session())
+
+    def finish_owed(self) -> None:
+        """Run the shutdown sweep :meth:`on_shutdown` left owed (``after_session``), here and
+        now; nothing if none is owed (or it was run already)."""
+        owed, self.owed = self.owed, False
+        if owed is not False:
+            self._sweep("shutdown", owed)
 
     # --- running ------------------------------------------------------------------------------
 

@@ -150,3 +150,45 @@ def test_the_plan_ages_references_with_the_schedulers_clock(repo: Path, agent_di
     ((_, report),) = scheduler.reports
     assert report.plan.live == [points[-1]], "only the pinned current survives ten days"
     assert {report.plan.decisions[sha].reason for sha in points[:2]} == {"dropped: too old"}
+
+
+def test_after_the_session_nothing_is_swept_until_the_owed_shutdown_sweep_is_run(
+    repo: Path, agent_dir: Path
+) -> None:
+    """A pi -p session's scheduler (``after_session``): no startup sweep, and its shutdown only
+    leaves the sweep owed, read from the session then; running it later sweeps once."""
+    stale = snapshot(repo, "a.txt", "stale\n")
+    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
+    read: list[int] = []
+
+    def source() -> Path:
+        read.append(1)
+        return path
+
+    two_days_later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
+    scheduler = scheduler_for(
+        repo, retention(), source, after_session=True, clock=two_days_later
+    )
+    head = store_head(repo)
+    assert is_ancestor(repo, stale)
+    scheduler.on_session_start()
+    assert not scheduler.running and read == []
+    scheduler.on_shutdown()
+    assert scheduler.reports == [] and store_head(repo) == head, "nothing swept at shutdown"
+    assert scheduler.owed == path and read == [1], "the session is read at shutdown"
+    scheduler.finish_owed()
+    assert [reason for reason, _ in scheduler.reports] == ["shutdown"]
+    assert not is_ancestor(repo, stale)
+    scheduler.finish_owed()
+    assert len(scheduler.reports) == 1 and scheduler.owed is False, "run once"
+
+
+def test_after_the_session_a_completed_fifty_snapshot_sweep_leaves_nothing_owed(
+    repo: Path, agent_dir: Path
+) -> None:
+    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
+    scheduler = scheduler_for(repo, retention(max_snapshots=10), lambda: path, after_session=True)
+    scheduler.on_snapshot_added(SWEEP_EVERY)
+    scheduler.on_shutdown()  # waits for the 50-snapshot sweep in flight
+    assert [reason for reason, _ in scheduler.reports] == ["new-snapshots"]
+    assert scheduler.owed is False

@@ -1,0 +1,126 @@
+"""A ``pi -p`` run's shutdown sweep runs once the run is over, off Pi's path
+(ledger/retention/after_session.py, docs/design.md#when-sweeps-run): handed to the watcher the
+bridge starts for the later runs when the session file holds the session, else run by the
+bridge itself before it exits, as before. Real bridges, a real watcher, a real store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ledger.bridge.snapshot_socket import find_repository, serving
+from ledger.git.repo import GitRepo
+from ledger.git.store.chain import Store
+from tests.bridgekit import FakePi, prompts_stay_exact
+
+
+def _snapshots(repo: Path) -> set[str]:
+    return set(Store(GitRepo.discover(repo)).snapshots())
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _watcher_argv(repo: Path) -> list[str] | None:
+    """The argv of the watcher running in ``repo`` (None: none runs)."""
+    here = os.path.realpath(repo)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"--watch" in argv and os.readlink(f"/proc/{pid}/cwd") == here:
+                return [part.decode() for part in argv if part]
+        except OSError:
+            continue
+    return None
+
+
+def _stop_watcher(repo: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "ledger", "serve", "--stop"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _print_run(repo: Path, isolated_env: Path, *, written: bool) -> tuple[FakePi, set[str]]:
+    """A pi -p session of three prompts, retention keeping one snapshot; its store before the
+    end. ``written``: Pi wrote the session file (it does once the model has answered)."""
+    agent = isolated_env / ".pi" / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    (agent / "settings.json").write_text(json.dumps({"rewind": {"retention": {"maxSnapshots": 1}}}))
+    pi = FakePi(repo, agent)
+    pi.has_ui = False
+    assert pi.event("session_start", {"reason": "startup"}).error is None
+    prompts_stay_exact(pi, 3, "print")
+    if written:
+        pi.write_file()
+    before = _snapshots(repo)
+    reply = pi.event("session_shutdown", {"reason": "quit"})
+    assert reply.error is None
+    assert _snapshots(repo) == before, "the answer Pi waits for swept nothing"
+    return pi, before
+
+
+def test_without_a_watcher_to_start_the_bridge_sweeps_before_it_exits(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REWIND_AUTO_WATCH", "0")
+    pi, before = _print_run(repo, isolated_env, written=True)
+    assert len(before) > 2
+    assert pi.close() == 0
+    after = _snapshots(repo)
+    assert after < before and len(after) <= 2, "swept when the bridge had exited"
+    assert _watcher_argv(repo) is None
+
+
+def test_the_watcher_started_for_later_runs_sweeps_from_the_session_file(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REWIND_AUTO_WATCH", raising=False)
+    found = find_repository(repo)
+    assert found is not None
+    pi, before = _print_run(repo, isolated_env, written=True)
+    assert not serving(*found), "no watcher during the run"
+    try:
+        assert pi.close() == 0
+        _wait(lambda: _watcher_argv(repo) is not None, "the watcher for later runs")
+        argv = _watcher_argv(repo)
+        assert argv is not None
+        assert argv[argv.index("--sweep-session") + 1] == str(pi.session_file), argv
+        assert argv[argv.index("--sweep-agent-dir") + 1] == str(pi.agent_dir), argv
+        _wait(lambda: len(_snapshots(repo)) <= 2, "the watcher to sweep")
+        assert _snapshots(repo) < before
+        _wait(lambda: serving(*found), "the watcher to serve after its sweep")
+    finally:
+        _stop_watcher(repo)
+
+
+def test_a_session_file_without_the_session_is_swept_by_the_bridge_from_its_mirror(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pi had not written the session (no file here): the watcher cannot read it, so the bridge
+    sweeps from the entries it mirrored, before it exits."""
+    monkeypatch.delenv("REWIND_AUTO_WATCH", raising=False)
+    pi, before = _print_run(repo, isolated_env, written=False)
+    assert not pi.session_file.exists()
+    try:
+        assert pi.close() == 0
+        after = _snapshots(repo)
+        assert after < before and len(after) <= 2, "swept when the bridge had exited"
+        _wait(lambda: _watcher_argv(repo) is not None, "the watcher for later runs")
+        assert "--sweep-session" not in (_watcher_argv(repo) or [])
+    finally:
+        _stop_watcher(repo)
