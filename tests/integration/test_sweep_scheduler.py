@@ -166,9 +166,7 @@ def test_after_the_session_nothing_is_swept_until_the_owed_shutdown_sweep_is_run
         return path
 
     two_days_later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
-    scheduler = scheduler_for(
-        repo, retention(), source, after_session=True, clock=two_days_later
-    )
+    scheduler = scheduler_for(repo, retention(), source, after_session=True, clock=two_days_later)
     head = store_head(repo)
     assert is_ancestor(repo, stale)
     scheduler.on_session_start()
