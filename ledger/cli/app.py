@@ -344,6 +344,8 @@ def _serve_stdio_args() -> argparse.Namespace:
         status=False,
         stop=False,
         idle_exit=0.0,
+        sweep_session=None,
+        sweep_agent_dir=None,
         run=serve.run,
     )
 

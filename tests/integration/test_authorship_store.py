@@ -165,3 +165,21 @@ def test_a_file_over_the_bound_is_not_read(tmp_path: Path, monkeypatch: pytest.M
     assert store.read().status == "too-large"
     reader = AuthorshipReader(store)
     assert reader.refresh() == "too-large" and reader.index.records == 0
+
+
+def test_a_range_is_read_whole_or_as_far_as_the_file_goes(tmp_path: Path) -> None:
+    """One read for the range the caller sized (``_read_range``); a file shorter than that
+    gives what it has, never more and never an error."""
+    path = tmp_path / "data"
+    data = bytes(range(256)) * (store_module.READ_CHUNK // 256 + 3)
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert store_module._read_range(fd, 0, len(data)) == data
+        assert store_module._read_range(fd, 7, 300) == data[7:300]
+        assert store_module._read_range(fd, 10, 10) == b""
+        assert store_module._read_range(fd, len(data) - 5, len(data) + 100) == data[-5:]
+        os.truncate(path, 1000)
+        assert store_module._read_range(fd, 0, len(data)) == data[:1000]
+    finally:
+        os.close(fd)
