@@ -66,6 +66,7 @@ from ledger.git.private import private_dir, unsafe_private_dir
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.bridge.server import BridgeServer
+    from ledger.retention.after_session import OwedSweep
 
 HELLO_VERSION = 1
 SOCKET_NAME = "bridge.sock"
@@ -254,7 +255,14 @@ class HostedSessions:
                 self.hosted += 1
             hosted = True
             conn.sendall(b'{"ok": true}\n')
-            self._serve(conn)
+            owed = self._serve(conn)
+            if owed is not None:
+                # A pi -p session's shutdown sweep, run once Pi no longer waits: the connection
+                # closed first. Still counted as a session, so that stopping the watcher waits
+                # for it as for an event in flight (ledger/retention/after_session.py).
+                with contextlib.suppress(OSError):
+                    conn.close()
+                owed.run()
         except (OSError, ValueError):
             pass  # the extension went away mid-write: nothing of ours is half-done
         except Exception as exc:  # never a traceback on the watcher's stderr: counted
@@ -320,7 +328,8 @@ class HostedSessions:
             return hello, refusal(hello)
         return hello, None
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> OwedSweep | None:
+        """Serve one session on ``conn``; the shutdown sweep a print-mode session left owed."""
         from ledger.bridge.server import BridgeServer
 
         thread = threading.current_thread()
@@ -329,11 +338,15 @@ class HostedSessions:
             # (PI_CODING_AGENT_DIR, HOME), which equals ours (checked in the hello).
             # The extension connects from Pi's own process: its pid is the Pi the user sees.
             server = BridgeServer(reader, writer, kind="hosted", pi_pid=peer_pid(conn))
+            # A pi -p run's sweeps wait until it is over: no startup sweep beside its captures
+            # in this process, and none in the shutdown answer Pi waits for (issue 34).
+            server.state.sweeps_after_session = True
             with self._guard:
                 if self._closed.is_set():
-                    return  # stopping already: this session starts no event here
+                    return None  # stopping already: this session starts no event here
                 self._servers[thread] = server
             server.serve()
+            return server.state.owed_sweep
 
     def _forget(self, thread: threading.Thread, conn: socket.socket, hosted: bool) -> None:
         with contextlib.suppress(OSError):

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from ledger.bridge.hosted import socket_path
 from ledger.bridge.snapshot_socket import find_repository, serving
 from ledger.git.repo import GitRepo
 from ledger.git.store.chain import Store
 from tests.bridgekit import FakePi, prompts_stay_exact
+from tests.gitkit import ROOT
+from tests.watchkit import start_watch, stop_watch
 
 
 def _snapshots(repo: Path) -> set[str]:
@@ -55,13 +58,20 @@ def _stop_watcher(repo: Path) -> None:
     )
 
 
-def _print_run(repo: Path, isolated_env: Path, *, written: bool) -> tuple[FakePi, set[str]]:
-    """A pi -p session of three prompts, retention keeping one snapshot; its store before the
-    end. ``written``: Pi wrote the session file (it does once the model has answered)."""
+def _keep_one(isolated_env: Path) -> Path:
     agent = isolated_env / ".pi" / "agent"
     agent.mkdir(parents=True, exist_ok=True)
     (agent / "settings.json").write_text(json.dumps({"rewind": {"retention": {"maxSnapshots": 1}}}))
-    pi = FakePi(repo, agent)
+    return agent
+
+
+def _print_run(
+    repo: Path, isolated_env: Path, *, written: bool, hosted: Path | None = None
+) -> tuple[FakePi, set[str]]:
+    """A pi -p session of three prompts, retention keeping one snapshot; its store before the
+    end. ``written``: Pi wrote the session file (it does once the model has answered);
+    ``hosted``: the watcher's bridge socket to connect to."""
+    pi = FakePi(repo, _keep_one(isolated_env), hosted=hosted)
     pi.has_ui = False
     assert pi.event("session_start", {"reason": "startup"}).error is None
     prompts_stay_exact(pi, 3, "print")
@@ -124,3 +134,26 @@ def test_a_session_file_without_the_session_is_swept_by_the_bridge_from_its_mirr
         assert "--sweep-session" not in (_watcher_argv(repo) or [])
     finally:
         _stop_watcher(repo)
+
+
+@pytest.mark.needs("peer_credentials")
+def test_a_session_hosted_by_the_watcher_is_swept_there_once_pi_has_let_go(
+    repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later pi -p run, hosted by the watcher: no sweep beside its captures or in its
+    shutdown answer; the watcher's session thread sweeps once the connection is closed."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the watcher's environment, for hosting
+    monkeypatch.setenv("REWIND_FEED_VERIFY", "0")
+    agent = _keep_one(isolated_env)
+    watcher = start_watch(repo, env={**os.environ, "PI_CODING_AGENT_DIR": str(agent)})
+    try:
+        pi, before = _print_run(
+            repo, isolated_env, written=False, hosted=socket_path(repo / ".git")
+        )
+        assert len(before) > 2
+        assert pi.close() == 0
+        _wait(lambda: len(_snapshots(repo)) <= 2, "the watcher to sweep after the session")
+        assert _snapshots(repo) < before
+    finally:
+        err = stop_watch(watcher)
+    assert "hosted 1 Pi sessions" in err, err
