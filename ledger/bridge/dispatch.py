@@ -307,6 +307,7 @@ def _scheduler(
         settings,
         state.host.session,
         after_session=state.sweeps_after_session and state.print_mode,
+        defer=state.defer_sweep,
     )
 
 

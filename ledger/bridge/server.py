@@ -61,6 +61,7 @@ from ledger.work_tree_scope import ScopeView
 
 if TYPE_CHECKING:
     from ledger.retention.after_session import OwedSweep
+    from ledger.retention.scheduler import SweepStart
     from ledger.session.model import Session
 
 
@@ -371,11 +372,14 @@ def serve_stdio(
     *,
     on_first_event: Callable[[EventMessage], None] | None = None,
     owed: list[OwedSweep] | None = None,
+    hand_off: Callable[[], bool] | None = None,
 ) -> int:
     """Run the bridge on this process's stdin and stdout; ``on_first_event`` sees the first
     event once it is answered (``rewind serve`` learns from it whether Pi has a UI). With
-    ``owed``, a print-mode session's shutdown sweep waits until the session is over and is put
-    there, for the caller to hand off or run (:mod:`ledger.retention.after_session`)."""
+    ``owed``, a print-mode session starts no startup sweep, and its shutdown sweep is put there
+    for the caller to hand to a watcher when ``hand_off()`` (asked in the shutdown answer) says
+    one will be started and the session file holds the session; else the answer sweeps, as
+    ever (:mod:`ledger.retention.after_session`)."""
     server = BridgeServer(
         sys.stdin.buffer,
         sys.stdout.buffer,
@@ -387,8 +391,19 @@ def serve_stdio(
         pi_pid=os.getppid() if os.getppid() > 1 else None,
     )
     server.state.sweeps_after_session = owed is not None
+    if owed is not None:
+        server.state.defer_sweep = lambda session: _handed_off(hand_off, session)
     try:
         return server.serve()
     finally:
         if owed is not None and server.state.owed_sweep is not None:
             owed.append(server.state.owed_sweep)
+
+
+def _handed_off(hand_off: Callable[[], bool] | None, session: SweepStart) -> bool:
+    """Whether the shutdown sweep of ``session`` goes to a watcher (see :func:`serve_stdio`)."""
+    if hand_off is None or not hand_off():
+        return False
+    from ledger.retention.after_session import holds_session  # the engine is loaded by now
+
+    return holds_session(session)

@@ -14,6 +14,7 @@ and a dataclass costs ~1-1.5 ms to create (its methods are compiled at import), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from ledger.engine.engine import Engine
     from ledger.presence import Announcement, Kind
     from ledger.retention.after_session import OwedSweep
-    from ledger.retention.scheduler import SweepScheduler
+    from ledger.retention.scheduler import SweepScheduler, SweepStart
     from ledger.settings import Settings
     from ledger.turngate import TurnGate
 
@@ -90,6 +91,10 @@ class BridgeState:
         """The last ``session_start`` came from a Pi without a UI (``pi -p``)."""
         self.owed_sweep: OwedSweep | None = None
         """The shutdown sweep the session left owed, for its server to run or hand off."""
+        self.defer_sweep: Callable[[SweepStart], bool] | None = None
+        """Asked in the shutdown answer whether the owed sweep will be run in time once the
+        session is over (``None``: always; a bridge of its own: only when it can hand it to a
+        watcher it starts, :func:`ledger.retention.after_session.holds_session`)."""
 
     @property
     def git_dir(self) -> Path | None:

@@ -140,11 +140,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             Path(option) if option else None,
             on_first_event=setup.first_event if setup is not None else None,
             owed=owed,
+            hand_off=(lambda: setup.watcher_later is not None) if setup is not None else None,
         )
     finally:
-        # A pi -p run's shutdown sweep, left owed (ledger/retention/after_session.py): handed to
-        # the watcher started below when the session file holds the session, else run here.
-        sweep_args = owed[0].hand_off_args() if owed and setup and setup.watcher_later else None
+        # A pi -p run's shutdown sweep owed to the watcher below (ledger/retention/after_session.py)
+        sweep_args = owed[0].hand_off_args() if owed else None
         handed = False
         if setup is not None and setup.watcher_later is not None:
             # A pi -p run's watcher, for the runs after it, starts once this run is over (also
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             started = _start_watcher_for_later_runs(*setup.watcher_later, sweep_args or [])
             handed = started and sweep_args is not None
         if owed and not handed:
-            owed[0].run()  # no watcher to take it: Pi waits for this sweep, as it always did
+            owed[0].run()  # the watcher could not be started after all: here, now
         # Only what was set up: the first event (its answer, then the captures' set-up) may
         # never have come, and importing the feed just to say so would load pygit2 at exit.
         delegate = finished("ledger.bridge.delegate")

@@ -31,12 +31,13 @@ Contract:
   reference's rule). A sweep that found an empty live set, failed or ran out of budget did not
   complete, and leaves the counter as it was.
 - ``after_session=True`` (a print-mode session, ``pi -p``; docs/design.md#when-sweeps-run):
-  nothing is swept while the session runs but the 50-snapshot sweeps; no startup sweep (it would
-  share the bridge's interpreter and the machine's cores with the run's captures), and
-  ``on_shutdown()`` sweeps nothing: it only marks the shutdown sweep as owed (``owed``, with the
-  session read then, in the engine's thread), for whoever outlives the session to run
-  (:meth:`finish_owed` here, or the watcher the bridge starts for the later runs:
-  :mod:`ledger.retention.after_session`). Pi does not wait for it.
+  no startup sweep (it would share the bridge's interpreter and the machine's cores with the
+  run's captures; 50-snapshot sweeps run as usual), and ``on_shutdown()`` sweeps nothing when
+  ``defer(session)`` agrees (always without ``defer``): it only marks the shutdown sweep as owed
+  (``owed``, with the session read then, in the engine's thread), for whoever outlives the
+  session to run once Pi no longer waits (:meth:`finish_owed` here, or the watcher the bridge
+  starts for the later runs: :mod:`ledger.retention.after_session`). Where ``defer`` says no
+  (nobody would run it in time), it sweeps then, as without ``after_session``.
 - ``reports`` lists ``(reason, SweepReport)`` of every sweep that ran to the end; ``wait()``
   joins a sweep in flight; ``drain_notices()`` returns and clears ``(level, text)`` warnings.
 """
@@ -81,14 +82,16 @@ class SweepScheduler:
         background: bool = True,
         clock: Clock | None = None,
         after_session: bool = False,
+        defer: Callable[[SweepStart], bool] | None = None,
     ) -> None:
         """``repo``: the repository (the worker opens its own handle on ``repo.root``);
         ``agent_dir``: where ``sessions/`` lives (``repo-sessions`` scans); ``settings``: a
         :class:`~ledger.settings.Settings` (retention off when ``settings.retention`` is None);
         ``source``: returns the current session (a Session, a path, or None), called in the
         engine's thread; ``background``: run startup and 50-snapshot sweeps in a thread;
-        ``clock``: the time the plan ages references against; ``after_session``: the session's
-        sweeps (but the 50-snapshot ones) wait until it is over (see the module's docstring)."""
+        ``clock``: the time the plan ages references against; ``after_session``: no startup
+        sweep, and the shutdown sweep left owed when ``defer`` (given the session) agrees (see
+        the module's docstring)."""
         self.root = repo.root
         self.git_dir = repo.git_dir
         self.clock = clock
@@ -97,6 +100,7 @@ class SweepScheduler:
         self.source = source
         self.background = background
         self.after_session = after_session
+        self.defer = defer
         self.owed: SweepStart | Literal[False] = False
         """The session to run the owed shutdown sweep from (``after_session``); False: none
         owed."""
@@ -146,10 +150,11 @@ class SweepScheduler:
         self.wait()
         if self.completed and self.new_snapshots < SWEEP_EVERY:
             return
-        if self.after_session:
-            self.owed = self._session()  # read here: a bridge host answers in its own thread
+        session = self._session()  # here, in the engine's thread (a bridge host's calls)
+        if self.after_session and (self.defer is None or self.defer(session)):
+            self.owed = session
             return
-        self._sweep("shutdown", self._session())
+        self._sweep("shutdown", session)
 
     def finish_owed(self) -> None:
         """Run the shutdown sweep :meth:`on_shutdown` left owed (``after_session``), here and

@@ -162,10 +162,9 @@ def test_a_resumed_and_a_forked_session_resolve_earlier_points(pi: PiRunner) -> 
 def test_a_print_mode_run_sweeps_at_its_end_with_retention_settings_in_the_agent_dir(
     pi: PiRunner,
 ) -> None:
-    """A pi -p run starts no startup sweep and Pi does not wait for its shutdown sweep: the
-    sweep runs once the session is over (docs/design.md#when-sweeps-run). With no watcher to
-    hand it to (``REWIND_AUTO_WATCH=0`` in tests) the bridge runs it before it exits, so it is
-    done when Pi is, and it saw the run's own prompt."""
+    """A pi -p run starts no startup sweep (docs/design.md#when-sweeps-run); its one sweep, at
+    its end, saw the run's own prompt. With no watcher to hand it to (``REWIND_AUTO_WATCH=0``
+    in tests) the shutdown answer runs it, so it is done when Pi is."""
     three_prompts(pi)
     (path,) = pi.sessions()
     turn_records = [e.raw["data"] for e in read_session(path).entries if e.custom_type == TURN]

@@ -1,7 +1,8 @@
-"""A ``pi -p`` run's shutdown sweep runs once the run is over, off Pi's path
-(ledger/retention/after_session.py, docs/design.md#when-sweeps-run): handed to the watcher the
-bridge starts for the later runs when the session file holds the session, else run by the
-bridge itself before it exits, as before. Real bridges, a real watcher, a real store."""
+"""A ``pi -p`` run's shutdown sweep runs once the run is over, off Pi's path, where someone runs
+it then (ledger/retention/after_session.py, docs/design.md#when-sweeps-run): the watcher the
+bridge starts for the later runs, when the session file holds the session, or the watcher that
+hosts the session; else the shutdown answer sweeps, as before. Real bridges, a real watcher, a
+real store."""
 
 from __future__ import annotations
 
@@ -66,10 +67,16 @@ def _keep_one(isolated_env: Path) -> Path:
 
 
 def _print_run(
-    repo: Path, isolated_env: Path, *, written: bool, hosted: Path | None = None
+    repo: Path,
+    isolated_env: Path,
+    *,
+    written: bool,
+    deferred: bool,
+    hosted: Path | None = None,
 ) -> tuple[FakePi, set[str]]:
     """A pi -p session of three prompts, retention keeping one snapshot; its store before the
     end. ``written``: Pi wrote the session file (it does once the model has answered);
+    ``deferred``: the shutdown answer is expected to sweep nothing (else: to sweep);
     ``hosted``: the watcher's bridge socket to connect to."""
     pi = FakePi(repo, _keep_one(isolated_env), hosted=hosted)
     pi.has_ui = False
@@ -78,21 +85,25 @@ def _print_run(
     if written:
         pi.write_file()
     before = _snapshots(repo)
+    assert len(before) > 2, "no startup sweep"
     reply = pi.event("session_shutdown", {"reason": "quit"})
     assert reply.error is None
-    assert _snapshots(repo) == before, "the answer Pi waits for swept nothing"
+    if deferred:
+        assert _snapshots(repo) == before, "the answer Pi waits for swept nothing"
+    else:
+        assert len(_snapshots(repo)) <= 2, "nobody to hand it to: the answer swept, as ever"
     return pi, before
 
 
-def test_without_a_watcher_to_start_the_bridge_sweeps_before_it_exits(
+def test_without_a_watcher_to_start_the_shutdown_answer_sweeps_as_before(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Nobody would run the sweep after the run: the answer sweeps (a bridge's own exit after
+    its input ended is given only seconds by the extension before it is killed)."""
     monkeypatch.setenv("REWIND_AUTO_WATCH", "0")
-    pi, before = _print_run(repo, isolated_env, written=True)
-    assert len(before) > 2
+    pi, before = _print_run(repo, isolated_env, written=True, deferred=False)
     assert pi.close() == 0
-    after = _snapshots(repo)
-    assert after < before and len(after) <= 2, "swept when the bridge had exited"
+    assert _snapshots(repo) < before
     assert _watcher_argv(repo) is None
 
 
@@ -102,7 +113,7 @@ def test_the_watcher_started_for_later_runs_sweeps_from_the_session_file(
     monkeypatch.delenv("REWIND_AUTO_WATCH", raising=False)
     found = find_repository(repo)
     assert found is not None
-    pi, before = _print_run(repo, isolated_env, written=True)
+    pi, before = _print_run(repo, isolated_env, written=True, deferred=True)
     assert not serving(*found), "no watcher during the run"
     try:
         assert pi.close() == 0
@@ -118,18 +129,17 @@ def test_the_watcher_started_for_later_runs_sweeps_from_the_session_file(
         _stop_watcher(repo)
 
 
-def test_a_session_file_without_the_session_is_swept_by_the_bridge_from_its_mirror(
+def test_a_session_file_without_the_session_is_swept_in_the_shutdown_answer(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Pi had not written the session (no file here): the watcher cannot read it, so the bridge
-    sweeps from the entries it mirrored, before it exits."""
+    """Pi had not written the session (no file here): the watcher could not read it, so the
+    answer sweeps from the entries the bridge mirrored, and the watcher gets no sweep."""
     monkeypatch.delenv("REWIND_AUTO_WATCH", raising=False)
-    pi, before = _print_run(repo, isolated_env, written=False)
+    pi, before = _print_run(repo, isolated_env, written=False, deferred=False)
     assert not pi.session_file.exists()
     try:
         assert pi.close() == 0
-        after = _snapshots(repo)
-        assert after < before and len(after) <= 2, "swept when the bridge had exited"
+        assert _snapshots(repo) < before
         _wait(lambda: _watcher_argv(repo) is not None, "the watcher for later runs")
         assert "--sweep-session" not in (_watcher_argv(repo) or [])
     finally:
@@ -148,9 +158,8 @@ def test_a_session_hosted_by_the_watcher_is_swept_there_once_pi_has_let_go(
     watcher = start_watch(repo, env={**os.environ, "PI_CODING_AGENT_DIR": str(agent)})
     try:
         pi, before = _print_run(
-            repo, isolated_env, written=False, hosted=socket_path(repo / ".git")
+            repo, isolated_env, written=False, deferred=True, hosted=socket_path(repo / ".git")
         )
-        assert len(before) > 2
         assert pi.close() == 0
         _wait(lambda: len(_snapshots(repo)) <= 2, "the watcher to sweep after the session")
         assert _snapshots(repo) < before

@@ -190,3 +190,28 @@ def test_after_the_session_a_completed_fifty_snapshot_sweep_leaves_nothing_owed(
     scheduler.on_shutdown()  # waits for the 50-snapshot sweep in flight
     assert [reason for reason, _ in scheduler.reports] == ["new-snapshots"]
     assert scheduler.owed is False
+
+
+def test_after_the_session_a_shutdown_sweep_nobody_would_run_later_runs_at_once(
+    repo: Path, agent_dir: Path
+) -> None:
+    """``defer`` is asked with the session read at shutdown; when it says no, the sweep runs in
+    the shutdown call, as without ``after_session`` (and still no startup sweep ran)."""
+    stale = snapshot(repo, "a.txt", "stale\n")
+    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
+    asked: list[object] = []
+
+    def defer(start: object) -> bool:
+        asked.append(start)
+        return False
+
+    two_days_later = FixedClock(int(time.time() * 1000) + 2 * 86_400_000)
+    scheduler = scheduler_for(
+        repo, retention(), lambda: path, after_session=True, defer=defer, clock=two_days_later
+    )
+    scheduler.on_session_start()
+    assert not scheduler.running and scheduler.reports == []
+    scheduler.on_shutdown()
+    assert asked == [path]
+    assert [reason for reason, _ in scheduler.reports] == ["shutdown"]
+    assert scheduler.owed is False and not is_ancestor(repo, stale)
