@@ -151,10 +151,20 @@ class SweepScheduler:
         if self.completed and self.new_snapshots < SWEEP_EVERY:
             return
         session = self._session()  # here, in the engine's thread (a bridge host's calls)
-        if self.after_session and (self.defer is None or self.defer(session)):
+        if self.after_session and self._deferred(session):
             self.owed = session
             return
         self._sweep("shutdown", session)
+
+    def _deferred(self, session: SweepStart) -> bool:
+        """Whether the shutdown sweep of ``session`` is left owed (``after_session``); a
+        ``defer`` that fails says no: the sweep then runs now, as it always did."""
+        if self.defer is None:
+            return True
+        try:
+            return self.defer(session)
+        except Exception:
+            return False
 
     def finish_owed(self) -> None:
         """Run the shutdown sweep :meth:`on_shutdown` left owed (``after_session``), here and

@@ -215,3 +215,14 @@ def test_after_the_session_a_shutdown_sweep_nobody_would_run_later_runs_at_once(
     assert asked == [path]
     assert [reason for reason, _ in scheduler.reports] == ["shutdown"]
     assert scheduler.owed is False and not is_ancestor(repo, stale)
+
+
+def test_after_the_session_a_failing_defer_means_sweep_now(repo: Path, agent_dir: Path) -> None:
+    path = session(agent_dir, repo, current=snapshot(repo, "a.txt", "live\n"))
+
+    def defer(_start: object) -> bool:
+        raise OSError("the session file went away")
+
+    scheduler = scheduler_for(repo, retention(), lambda: path, after_session=True, defer=defer)
+    scheduler.on_shutdown()  # never raises into the agent
+    assert [reason for reason, _ in scheduler.reports] == ["shutdown"] and scheduler.owed is False
