@@ -107,6 +107,7 @@ def test_without_a_watcher_to_start_the_shutdown_answer_sweeps_as_before(
     assert _watcher_argv(repo) is None
 
 
+@pytest.mark.needs("peer_credentials")  # a watcher to start
 def test_the_watcher_started_for_later_runs_sweeps_from_the_session_file(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,6 +130,7 @@ def test_the_watcher_started_for_later_runs_sweeps_from_the_session_file(
         _stop_watcher(repo)
 
 
+@pytest.mark.needs("peer_credentials")  # a watcher to start
 def test_a_session_file_without_the_session_is_swept_in_the_shutdown_answer(
     repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
