@@ -86,6 +86,7 @@ def test_a_print_mode_bridge_leaves_its_watches_to_a_reaper_that_ends_with_it(
         "#!/bin/sh\n"
         f"echo pid $$ >> '{log}'\n"
         f"for fd in /proc/$$/fd/*; do readlink \"$fd\" >> '{log}'; done\n"
+        f"echo listed >> '{log}'\n"
         f"exec {real_cat.stdout.strip()}\n"
     )
     script.chmod(0o755)
@@ -97,7 +98,9 @@ def test_a_print_mode_bridge_leaves_its_watches_to_a_reaper_that_ends_with_it(
     prompts_stay_exact(pi, 1, "print")
     assert pi.close() == 0
     deadline = time.monotonic() + 10
-    while not log.exists() or "pid" not in log.read_text():
+    # Until the script has listed every descriptor: read sooner, the log missed the last ones
+    # (the glob lists 0, 1, 10, 2, 3: the inotify descriptor, 3, came last; a flaky test).
+    while not log.exists() or "listed" not in log.read_text():
         assert time.monotonic() < deadline, "no reaper started at the bridge's end"
         time.sleep(0.01)
     text = log.read_text()
