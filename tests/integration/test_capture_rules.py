@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ledger.git.capture.scan import Capturer
+from ledger.git.capture.untracked_cache import CacheSnapshot, TraceCounters
 from ledger.git.repo import GitRepo
 from tests.gitkit import fresh_tree, git, ls_tree
 from tests.snapshotkit import NO_PROTECTION
@@ -30,10 +31,12 @@ class _Recording(Capturer):
         super().__init__(repo, NO_PROTECTION)
         self.quiet: list[bool] = []
 
-    def _status(self, *, prefetch_fits: bool = False) -> tuple[list[bytes], bool, int]:
-        records, quiet, started_ns = super()._status(prefetch_fits=prefetch_fits)
-        self.quiet.append(quiet)
-        return records, quiet, started_ns
+    def _status(
+        self, *, prefetch_fits: bool = False
+    ) -> tuple[list[bytes], TraceCounters, int, CacheSnapshot | None]:
+        records, counters, started_ns, before = super()._status(prefetch_fits=prefetch_fits)
+        self.quiet.append(counters.quiet)
+        return records, counters, started_ns, before
 
 
 def _capture(repo: Path) -> tuple[str, list[bool]]:

@@ -9,8 +9,8 @@ git calls that act on the result (:mod:`ledger.git.capture.scan`):
 - :func:`classify` decides, for each, whether it is recorded, removed or skipped on purpose, and
   returns a :class:`CapturePlan`. It reads the work tree and the user's index only through the
   :class:`Probe` it is given, and changes nothing: applying the plan is the capture's job;
-- :func:`untracked_cache_quiet` reads what git's untracked cache reported during that status,
-  and :class:`RuleChanges` holds the directories whose rule files changed before it ran;
+- :class:`RuleChanges` holds the directories whose rule files changed before status ran (what
+  git's untracked cache reported during it: :mod:`ledger.git.capture.untracked_cache`);
 - :class:`CaptureResult` is what the capture returns (beside :class:`SkippedPath`, which it
   lists).
 
@@ -29,7 +29,6 @@ Rules (each one keeps the capture equal to ``git add -A`` into a fresh index, le
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Literal, Protocol
@@ -438,34 +437,6 @@ class RuleChanges(Plain):
         self.repos += other.repos
 
 
-_QUIET_KEYS = ("node-creation", "gitignore-invalidation", "directory-invalidation", "opendir")
-
-
-def untracked_cache_quiet(stderr: bytes) -> bool:
-    """Whether git's untracked cache reported that it created, invalidated and opened no
-    directory: every directory status visited had the stat data and ``.gitignore`` content git
-    recorded for it (git's own racy-timestamp rules apply). Anything else (a counter not zero,
-    missing because the cache was not used, an unknown output) is ``False``: not quiet."""
-    values: dict[str, list[object]] = {}
-    for line in stderr.splitlines():
-        if not line.startswith(b"{") or b'"read_directory"' not in line:
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if (
-            isinstance(event, dict)
-            and event.get("event") == "data"
-            and event.get("category") == "read_directory"
-            and event.get("key") in _QUIET_KEYS
-        ):
-            values.setdefault(str(event["key"]), []).append(event.get("value"))
-    return all(key in values for key in _QUIET_KEYS) and all(
-        value in ("0", 0) for found in values.values() for value in found
-    )
-
-
 __all__ = [
     "MANY_UNTRACKED",
     "TRACE_ENV",
@@ -482,5 +453,4 @@ __all__ = [
     "git_dir_prefix",
     "parse_status",
     "protected_prefix",
-    "untracked_cache_quiet",
 ]

@@ -24,7 +24,9 @@ Invariants (docs/capture.md#status-prefetch):
   become an interruption while a prefetch runs, so that its ``finally`` runs.
 - The lock is let go only when the prefetch's hold is the last one of this thread: a capture
   nested in another hold (a restore's) leaves it to :func:`stop`.
-Standard library and :mod:`ledger.git.capture.index` only (no pygit2): it runs before them.
+Standard library, :mod:`ledger.git.capture.index` and :mod:`ledger.git.capture.untracked_cache`
+only (no pygit2): it runs before them. It reads the index's untracked cache before its git starts,
+under the same lock, for the capture's late pass (``Capturer._capture``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 
 from ledger.git.capture.index import PrivateIndex
 from ledger.git.capture.status_command import PRIVATE_CONFIG, STATUS_ARGS, TRACE_ENV
+from ledger.git.capture.untracked_cache import CacheSnapshot, read_extension
 from ledger.git.runner import GitRunner
 from ledger.plain import Plain
 
@@ -48,17 +51,27 @@ class Prefetched(Plain):
     """A finished prefetched status: what ``GitRunner.run`` would have returned, and when it
     started."""
 
-    __slots__ = ("returncode", "started_ns", "stderr", "stdout")
+    __slots__ = ("returncode", "started_ns", "stderr", "stdout", "untracked_before")
     returncode: int
     stdout: bytes
     stderr: bytes
     started_ns: int
+    untracked_before: CacheSnapshot | None
+    """The index's untracked cache as it was before this status (read_extension)."""
 
-    def __init__(self, returncode: int, stdout: bytes, stderr: bytes, started_ns: int) -> None:
+    def __init__(
+        self,
+        returncode: int,
+        stdout: bytes,
+        stderr: bytes,
+        started_ns: int,
+        untracked_before: CacheSnapshot | None = None,
+    ) -> None:
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         self.started_ns = started_ns
+        self.untracked_before = untracked_before
 
 
 class _Prefetch(Plain):
@@ -74,6 +87,7 @@ class _Prefetch(Plain):
         "reader",
         "started_ns",
         "thread",
+        "untracked_before",
     )
     index_path: Path
     argv: list[str]
@@ -86,6 +100,7 @@ class _Prefetch(Plain):
     previous_handlers: dict[int, object]
     output: tuple[bytes, bytes] | None
     reader: threading.Thread | None
+    untracked_before: CacheSnapshot | None
 
     def __init__(
         self,
@@ -100,7 +115,9 @@ class _Prefetch(Plain):
         previous_handlers: dict[int, object] | None = None,
         output: tuple[bytes, bytes] | None = None,
         reader: threading.Thread | None = None,
+        untracked_before: CacheSnapshot | None = None,
     ) -> None:
+        self.untracked_before = untracked_before
         self.index_path = index_path
         self.argv = argv
         self.env = env
@@ -147,6 +164,7 @@ def start(root: str, git_dir: str) -> bool:
             return False
         runner = GitRunner(Path(root), Path(git_dir))
         argv, env = status_command(runner, index.index_path)
+        before = read_extension(index.index_path)  # under the lock: as status will find it
         started_ns = time.time_ns()
         proc = subprocess.Popen(
             argv,
@@ -160,7 +178,15 @@ def start(root: str, git_dir: str) -> bool:
         hold.close()
         return False
     prefetch = _Prefetch(
-        index.index_path, argv, env, proc, started_ns, hold, index, threading.get_ident()
+        index.index_path,
+        argv,
+        env,
+        proc,
+        started_ns,
+        hold,
+        index,
+        threading.get_ident(),
+        untracked_before=before,
     )
     # Read both pipes as git writes them (a status of many changes fills a pipe long before the
     # command gets to it, and git would stop there).
@@ -199,7 +225,7 @@ def take(index_path: Path, argv: Sequence[str], env: Mapping[str, str]) -> Prefe
     stdout, stderr = prefetch.output or (b"", b"")
     prefetch.output = None  # used once
     prefetch.argv = []
-    return Prefetched(returncode, stdout, stderr, prefetch.started_ns)
+    return Prefetched(returncode, stdout, stderr, prefetch.started_ns, prefetch.untracked_before)
 
 
 def discard() -> None:

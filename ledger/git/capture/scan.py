@@ -59,7 +59,6 @@ from ledger.git.capture.plan import (  # CaptureResult: re-exported, callers imp
     RuleChanges,
     classify,
     parse_status,
-    untracked_cache_quiet,
 )
 from ledger.git.capture.prefetch import status_command
 from ledger.git.capture.racy import guard_racy_entries, old_racy_entries
@@ -76,6 +75,13 @@ from ledger.git.capture.state import (
 )
 from ledger.git.capture.status_command import PRIVATE_CONFIG, STATUS_ARGS, TRACE_ENV
 from ledger.git.capture.treeedit import LazyUnsupported, current_entries, edit_tree
+from ledger.git.capture.untracked_cache import (
+    CacheSnapshot,
+    TraceCounters,
+    late_dirs,
+    read_extension,
+    reread_dirs,
+)
 from ledger.git.repo import GitRepo, is_git_dir
 from ledger.git.runner import GitResult, GitRunner, chunks, decode_path, first_lines, nul_join
 from ledger.git.shadow.layout import ShadowRepo, capture_settings
@@ -228,7 +234,7 @@ class Capturer:
             updated += len(drop)
             state.gitlinks = [g for g in state.gitlinks if g not in set(stale)]
 
-        records, quiet, status_started_ns = self._status(
+        records, counters, status_started_ns, untracked_before = self._status(
             prefetch_fits=not (
                 fresh or drop or changes.ignore or changes.attributes or changes.repos
             )
@@ -236,14 +242,19 @@ class Capturer:
         # A status started before this capture (prefetched): entries it recorded are racy from
         # its first second on, not this capture's.
         start_s = min(start_s, status_started_ns // 1_000_000_000)
-        synced = quiet
+        synced = quiet = counters.quiet
         if not quiet and not everywhere:
             # Some directory changed since git's untracked cache recorded it (an entry
             # created, removed or renamed; a .gitignore edited): an ignored rule file or a
-            # .git may have appeared there, which status cannot list. Look everywhere (their
-            # stamps first), now; when something did change, status runs again after these.
+            # .git may have appeared there, which status cannot list. Look at the directories
+            # git read again, when its cache names them, else everywhere (their stamps first),
+            # now; when something did change, status runs again after these.
+            after = read_extension(self.index.index_path)
+            dirs = late_dirs(
+                state.dirs, reread_dirs(untracked_before, after, counters.opened), self._root_s
+            )
             late = RuleChanges()
-            self._compare_rules(state, list(state.dirs), late, stamped=True, after_rules=True)
+            self._compare_rules(state, dirs, late, stamped=True, after_rules=True)
             synced = True
             if late:
                 changes.merge(late)
@@ -252,7 +263,8 @@ class Capturer:
                     self._update_index(["--force-remove"], again, forget_untracked=True)
                     modified = modified or bool(again)
                     updated += len(again)
-                records, synced, status_started_ns = self._status()
+                records, counters, status_started_ns, _ = self._status()
+                synced = counters.quiet
         ignore_dirs, attr_dirs = changes.ignore, changes.attributes
 
         plan = classify(
@@ -378,18 +390,23 @@ class Capturer:
         except LazyUnsupported:
             return None
 
-    def _status(self, *, prefetch_fits: bool = False) -> tuple[list[bytes], bool, int]:
-        """``git status`` on the private index: its records, whether git's untracked cache found
-        every directory as it had recorded it (:func:`untracked_cache_quiet`), and when it
-        started (``time_ns``). ``prefetch_fits``: nothing changed the index or the rules since
-        a status this command started early (:mod:`ledger.git.capture.prefetch`), which is
-        then taken if it is exactly this one; otherwise such a status is stopped first."""
+    def _status(
+        self, *, prefetch_fits: bool = False
+    ) -> tuple[list[bytes], TraceCounters, int, CacheSnapshot | None]:
+        """``git status`` on the private index: its records, what git's untracked cache reported
+        (:class:`~ledger.git.capture.untracked_cache.TraceCounters`), when it started
+        (``time_ns``), and the index's untracked cache as it was before it
+        (:func:`~ledger.git.capture.untracked_cache.read_extension`; read under our lock, so
+        nothing else wrote the index between). ``prefetch_fits``: nothing changed the index or
+        the rules since a status this command started early (:mod:`ledger.git.capture.prefetch`),
+        which is then taken if it is exactly this one; otherwise such a status is stopped first."""
         early = None
         if prefetch_fits and prefetch.pending():
             argv, env = status_command(self.git, self.index.index_path)
             early = prefetch.take(self.index.index_path, argv, env)
         if early is None:
             prefetch.discard()
+            before = read_extension(self.index.index_path)
             started_ns = time.time_ns()
             try:
                 result = self.git.run(
@@ -404,11 +421,12 @@ class Capturer:
                 raise IndexUnusable(str(exc)) from exc
         else:
             started_ns = early.started_ns
+            before = early.untracked_before
             result = GitResult(early.returncode, early.stdout, early.stderr)
             if result.returncode != 0:
                 detail = first_lines(result.stderr) or f"exit status {result.returncode}"
                 raise IndexUnusable(str(GitError("git status (capture index)", detail)))
-        return result.lines_z(), untracked_cache_quiet(result.stderr), started_ns
+        return result.lines_z(), TraceCounters(result.stderr), started_ns, before
 
     def _compare_rules(
         self,
