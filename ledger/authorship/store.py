@@ -75,7 +75,16 @@ means: rebuild (``newer``: in memory only, never written)."""
 class Loaded(Plain):
     """A whole read of the file."""
 
-    __slots__ = ("end", "last_snapshot", "pending", "records", "skipped", "status", "version")
+    __slots__ = (
+        "end",
+        "identity",
+        "last_snapshot",
+        "pending",
+        "records",
+        "skipped",
+        "status",
+        "version",
+    )
     status: Status
     records: list[Record]
     skipped: int
@@ -86,6 +95,8 @@ class Loaded(Plain):
     """Where a tailing reader goes on: after the last whole frame, or before an incomplete one."""
     last_snapshot: str | None
     """The snapshot of the file's last whole record (a sparse read too)."""
+    identity: FileIdentity | None
+    """The file read (:func:`file_identity`): it held this content while it is the same."""
 
     def __init__(
         self,
@@ -104,6 +115,17 @@ class Loaded(Plain):
         self.version = version
         self.end = end
         self.last_snapshot = last_snapshot
+        self.identity = None
+
+
+FileIdentity = tuple[int, int, int, int]
+"""``(st_dev, st_ino, st_size, st_mtime_ns)`` of the index file. The file is only appended to
+or replaced (a compaction, a rebuild: a new inode), and an append changes its size, so while the
+identity is the same, so is every byte read under it."""
+
+
+def file_identity(st: os.stat_result) -> FileIdentity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _no_flock(exc: OSError) -> bool:
@@ -215,12 +237,16 @@ class AuthorshipStore:
             with _open_read(self.path) as (fd, size):
                 if size > MAX_FILE_BYTES:
                     return Loaded("too-large")
+                identity = file_identity(os.fstat(fd))
                 data = _read_range(fd, 0, size)
         except FileNotFoundError:
             return Loaded("missing")
         except OSError:
             return Loaded("damaged")
-        return _loaded(data, only)
+        loaded = _loaded(data, only)
+        if len(data) == identity[2]:
+            loaded.identity = identity
+        return loaded
 
     # --- rewrites -------------------------------------------------------------------------
 

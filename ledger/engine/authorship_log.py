@@ -38,7 +38,13 @@ from pathlib import Path
 
 from ledger.authorship.model import AuthorshipIndex, Key, Record, absent
 from ledger.authorship.rebuild import Chain, Point, ordered, rebuild
-from ledger.authorship.store import AuthorshipReader, AuthorshipStore
+from ledger.authorship.store import (
+    AuthorshipReader,
+    AuthorshipStore,
+    FileIdentity,
+    Loaded,
+    file_identity,
+)
 from ledger.clock import ms_from_iso
 from ledger.errors import AuthorshipIndexError, LedgerError
 from ledger.git.private import make_private_dir, private_dir
@@ -116,6 +122,8 @@ class AuthorshipLog:
         self.rebuilds = 0
         self.last_error: str | None = None
         self._reading = threading.RLock()
+        self._last_seen: tuple[FileIdentity, str | None] | None = None
+        """The index file as last read whole here, and its latest snapshot then."""
         """Held while the loaded index is read from the file (:meth:`preload` runs in the
         bridge's background): a caller meanwhile waits for it, then reads only what follows."""
 
@@ -178,7 +186,22 @@ class AuthorshipLog:
             return self._memory.last_snapshot
         if self._reader is not None or self.keep_loaded:
             return self._loaded().index.last_snapshot
-        return self.store.read(only=()).last_snapshot
+        seen = self._last_seen
+        if seen is not None:
+            # Read already in this process (a restore's plan read the index for its paths):
+            # the same answer while the file is the same (docs/authorship.md#one-read-per-restore).
+            try:
+                if file_identity(os.stat(self.store.path)) == seen[0]:
+                    return seen[1]
+            except OSError:
+                pass
+        return self._remember(self.store.read(only=())).last_snapshot
+
+    def _remember(self, loaded: Loaded) -> Loaded:
+        """Keep a whole, sound read's latest snapshot for :meth:`_last`."""
+        if loaded.status == "ok" and not loaded.pending and loaded.identity is not None:
+            self._last_seen = (loaded.identity, loaded.last_snapshot)
+        return loaded
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -226,7 +249,7 @@ class AuthorshipLog:
             if reader.status == "ok":
                 return reader.index
             return self._rebuild(reader.status)
-        loaded = self.store.read(only=paths)
+        loaded = self._remember(self.store.read(only=paths))
         if loaded.status == "ok":
             index = AuthorshipIndex.of(loaded.records)
             index.last_snapshot = loaded.last_snapshot

@@ -15,6 +15,14 @@ same paths without the bundle *file*: the certificate *directory* stays, which O
 lazily, a certificate at a time, only when a TLS peer is verified. So TLS through libgit2 would
 still verify against the system's certificates; only the up-front parse is gone.
 
+And the :mod:`ssl` module itself is not loaded (issue 34: ~14 ms of every such process, its
+enums and the socket module; ``import pygit2`` 51–57 → 39–42 ms): pygit2 takes only
+``DefaultVerifyPaths`` and ``get_default_verify_paths`` from it, so while pygit2 loads, a
+stand-in module holds those two, computed as ``ssl.py`` computes them (``_ssl``'s OpenSSL paths,
+the ``SSL_CERT_FILE``/``SSL_CERT_DIR`` environment first). The stand-in leaves
+``sys.modules`` when pygit2's import ends; any other name asked of it loads the real module.
+Where ssl was loaded before, the real module is patched as described above.
+
 Invariants:
 - Nothing is imported until pygit2 is (this module needs only :mod:`sys`); the finder removes
   itself at its first use, and finds pygit2 through the finders after it, so the module loaded is
@@ -68,6 +76,18 @@ class _Pygit2Finder:
 
 def _without_bundle(exec_module: Callable[[ModuleType], None]) -> Callable[[ModuleType], None]:
     def run(module: ModuleType) -> None:
+        if "ssl" not in sys.modules:
+            stub = _paths_only_ssl()
+            if stub is not None:
+                # pygit2 takes two names from ssl; the module itself (~14 ms: its enums, the
+                # socket module) is loaded only if something asks for more (_PathsOnlySsl).
+                sys.modules["ssl"] = stub
+                try:
+                    exec_module(module)
+                finally:
+                    if sys.modules.get("ssl") is stub:
+                        del sys.modules["ssl"]
+                return
         import ssl
 
         real = ssl.get_default_verify_paths
@@ -87,6 +107,52 @@ def _without_bundle(exec_module: Callable[[ModuleType], None]) -> Callable[[Modu
             ssl.get_default_verify_paths = real
 
     return run
+
+
+def _paths_only_ssl() -> ModuleType | None:
+    """A stand-in for :mod:`ssl` while pygit2 loads: ``DefaultVerifyPaths`` and
+    ``get_default_verify_paths`` as ssl defines them (from ``_ssl``, the environment overriding
+    OpenSSL's built-in paths), the latter without the bundle file when a certificate directory
+    exists; any other name loads the real module. ``None``: no ``_ssl`` (use the real path)."""
+    try:
+        import _ssl
+        import os
+        from collections import namedtuple
+        from types import ModuleType
+    except ImportError:
+        return None
+
+    verify_paths = namedtuple(  # type: ignore[name-match]  # ssl.py's name
+        "DefaultVerifyPaths",
+        "cafile capath openssl_cafile_env openssl_cafile openssl_capath_env openssl_capath",
+    )
+
+    def get_default_verify_paths() -> object:
+        parts = _ssl.get_default_verify_paths()
+        cafile = os.environ.get(parts[0], parts[1])
+        capath = os.environ.get(parts[2], parts[3])
+        found = verify_paths(
+            cafile if os.path.isfile(cafile) else None,
+            capath if os.path.isdir(capath) else None,
+            *parts,
+        )
+        return found._replace(cafile=None) if found.capath else found
+
+    class _PathsOnlySsl(ModuleType):
+        def __getattr__(self, name: str) -> object:
+            if name.startswith("__"):  # the import system asks for __path__ and the like
+                raise AttributeError(name)
+            # Anything else (another thread importing ssl meanwhile): the real module.
+            if sys.modules.get("ssl") is self:
+                del sys.modules["ssl"]
+            import ssl
+
+            return getattr(ssl, name)
+
+    stub = _PathsOnlySsl("ssl")
+    stub.DefaultVerifyPaths = verify_paths  # type: ignore[attr-defined]
+    stub.get_default_verify_paths = get_default_verify_paths  # type: ignore[attr-defined]
+    return stub
 
 
 def _remove() -> None:

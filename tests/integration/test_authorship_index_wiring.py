@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger.authorship.store import AuthorshipStore
+from ledger.authorship.store import AuthorshipStore, Loaded
 from ledger.engine import operations
+from ledger.engine.authorship_log import AuthorshipLog
 from ledger.engine.operations import restore, undo
 from ledger.git.private import private_dir
 from tests.enginekit import Agent
@@ -174,3 +175,33 @@ def test_a_capture_whose_base_was_pruned_does_not_make_every_file_the_users(
     plan = restore(a.engine, first, "files", dry_run=True)
     assert _others(plan) == {b.engine.session().id: ["b.txt"]}, "still B's, not found as the user's"
     assert _own(plan) == []
+
+
+def test_a_restore_reads_the_index_once_and_again_only_after_another_write(
+    repo: Path, tmp_path: Path
+) -> None:
+    # A cold restore's plan reads the index for its paths; the record of its rewind needs the
+    # latest recorded snapshot, which that read found: not read again while the file is the
+    # same (docs/authorship.md#one-read-per-restore), read again once another process wrote.
+    a = Agent.start(repo, tmp_path / "agent")
+    a.prompt("one", _writes({"a.txt": "a1\n"}))
+    a.prompt("two", _writes({"b.txt": "b\n"}))
+    a.engine.authorship.index_for(None)  # the file made whole (it was begun by appends)
+    store = AuthorshipStore(private_dir(a.engine.repo.git_dir))
+    assert store.read().status == "ok"
+    log = AuthorshipLog(a.engine.repo)  # a fresh process's: nothing loaded
+    reads: list[object] = []
+    real = log.store.read
+
+    def counting(*, only: object = None) -> Loaded:
+        reads.append(only)
+        return real(only=only)  # type: ignore[arg-type]
+
+    log.store.read = counting  # type: ignore[method-assign]
+    log.index_for({b"a.txt"})
+    assert log._last() == store.read().last_snapshot
+    assert len(reads) == 1
+    a.prompt("three", _writes({"c.txt": "c\n"}))  # another writer appends
+    latest = store.read().last_snapshot
+    assert log._last() == latest
+    assert len(reads) == 2

@@ -281,6 +281,10 @@ def _stop_git(prefetch: _Prefetch) -> None:
 
 def _read(prefetch: _Prefetch) -> None:
     with contextlib.suppress(Exception):
+        if prefetch.untracked_before is not None:
+            # Parsed while git runs (the capture's late pass needs it after), in this thread:
+            # git's output fits the pipes meanwhile, or waits a few milliseconds.
+            prefetch.untracked_before.prepare()
         prefetch.output = prefetch.proc.communicate()
 
 

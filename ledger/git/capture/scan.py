@@ -79,6 +79,7 @@ from ledger.git.capture.untracked_cache import (
     CacheSnapshot,
     TraceCounters,
     late_dirs,
+    prepare_in_background,
     read_extension,
     reread_dirs,
 )
@@ -250,10 +251,8 @@ class Capturer:
             # git read again, when its cache names them, else everywhere (their stamps first),
             # now; when something did change, status runs again after these.
             after = read_extension(self.index.index_path)
-            dirs = late_dirs(
-                state.dirs, reread_dirs(untracked_before, after, counters.opened), self._root_s
-            )
-            late = RuleChanges()
+            reread = reread_dirs(untracked_before, after, counters.opened)
+            dirs, late = late_dirs(state.dirs, reread, self._root_s), RuleChanges()
             self._compare_rules(state, dirs, late, stamped=True, after_rules=True)
             synced = True
             if late:
@@ -393,13 +392,11 @@ class Capturer:
     def _status(
         self, *, prefetch_fits: bool = False
     ) -> tuple[list[bytes], TraceCounters, int, CacheSnapshot | None]:
-        """``git status`` on the private index: its records, what git's untracked cache reported
-        (:class:`~ledger.git.capture.untracked_cache.TraceCounters`), when it started
-        (``time_ns``), and the index's untracked cache as it was before it
-        (:func:`~ledger.git.capture.untracked_cache.read_extension`; read under our lock, so
-        nothing else wrote the index between). ``prefetch_fits``: nothing changed the index or
-        the rules since a status this command started early (:mod:`ledger.git.capture.prefetch`),
-        which is then taken if it is exactly this one; otherwise such a status is stopped first."""
+        """``git status`` on the private index: its records, git's untracked-cache counters,
+        when it started (``time_ns``), and the index's untracked cache as it was (read under our
+        lock). ``prefetch_fits``: nothing changed the index or the rules since a status this
+        command started early (:mod:`ledger.git.capture.prefetch`), which is then taken if it
+        is exactly this one; otherwise such a status is stopped first."""
         early = None
         if prefetch_fits and prefetch.pending():
             argv, env = status_command(self.git, self.index.index_path)
@@ -407,6 +404,7 @@ class Capturer:
         if early is None:
             prefetch.discard()
             before = read_extension(self.index.index_path)
+            parsing = prepare_in_background(before)  # while git runs, off the capture's path
             started_ns = time.time_ns()
             try:
                 result = self.git.run(
@@ -419,6 +417,9 @@ class Capturer:
                 )
             except GitError as exc:
                 raise IndexUnusable(str(exc)) from exc
+            finally:
+                if parsing is not None:
+                    parsing.join()
         else:
             started_ns = early.started_ns
             before = early.untracked_before

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -117,13 +118,54 @@ def untracked_cache_quiet(stderr: bytes) -> bool:
 class CacheSnapshot:
     """The ``UNTR`` extension of an index as read at one moment, with the index file's
     modification time then: git's racy-timestamp rule for the cache's directories compares
-    their recorded mtime with it."""
+    their recorded mtime with it. :meth:`prepare` parses it (~5.5 ms at 10k directories): the
+    capture has it done while status runs, off the capture's path."""
 
-    __slots__ = ("data", "index_mtime_s")
+    __slots__ = ("_layout", "_racy", "data", "index_mtime_s")
 
     def __init__(self, data: bytes, index_mtime_s: int) -> None:
         self.data = data
         self.index_mtime_s = index_mtime_s
+        self._layout: _Parsed | None = None
+        self._racy: list[str] | None = None
+
+    def prepare(self) -> None:
+        """Parse now (idempotent; a malformed extension leaves nothing parsed)."""
+        if self._layout is not None:
+            return
+        try:
+            layout = _parse(self.data)
+            # Racy directories (git's rule, read-cache.c ``is_racy_stat``, at whole seconds:
+            # a superset of the nanosecond rule): recorded with an mtime not older than the
+            # index, so git reads them again even with the same stat data, as a change within
+            # that timestamp could hide behind them.
+            limit = self.index_mtime_s
+            racy = [
+                layout.paths[layout.valid[k]]
+                for k, record in enumerate(struct.iter_unpack(">9I", layout.stat_block(self.data)))
+                if record[2] >= limit
+            ]
+        except (Malformed, IndexError, ValueError, struct.error):
+            return
+        self._racy = racy
+        self._layout = layout
+
+    def layout(self) -> tuple[_Parsed, list[str]]:
+        """The parsed extension and its racy directories; :class:`Malformed` if it is not."""
+        self.prepare()
+        if self._layout is None or self._racy is None:
+            raise Malformed("not an untracked cache extension")
+        return self._layout, self._racy
+
+
+def prepare_in_background(before: CacheSnapshot | None) -> threading.Thread | None:
+    """Parse ``before`` in a thread (the caller joins it): while a status runs, the parse
+    costs the capture nothing."""
+    if before is None:
+        return None
+    worker = threading.Thread(target=before.prepare, name="rewind-untracked-cache", daemon=True)
+    worker.start()
+    return worker
 
 
 def read_extension(index_path: Path | str) -> CacheSnapshot | None:
@@ -182,16 +224,17 @@ def reread_dirs(
 
 def _reread(before: CacheSnapshot, after: bytes, opened: int) -> list[str] | None:
     old_data = before.data
-    new = _parse(after)
-    if old_data[: new.header_end] != after[: new.header_end]:
-        return None  # the environment, flags or exclude files changed: git rebuilt its cache
-    if old_data[: new.stats_at] == after[: new.stats_at] and len(old_data) == len(after):
-        # The same directories, the same valid ones: compare their stat data in place.
-        old = new
-        changed = {new.valid[k] for k in _differing_records(old_data, after, new)}
-        extra: list[str] = []
+    old, racy = before.layout()
+    if len(old_data) == len(after) and old_data[: old.stats_at] == after[: old.stats_at]:
+        # The same header, directories and valid ones: compare their stat data in place (the
+        # common case: an entry renamed, created or removed in known directories, no untracked
+        # file listed anew).
+        changed = {old.valid[k] for k in _differing_records(old_data, after, old)}
+        names = _names(old, changed)
     else:
-        old = _parse(old_data)
+        new = _parse(after)
+        if old_data[: new.header_end] != after[: new.header_end]:
+            return None  # the environment, flags or exclude files changed: git rebuilt its cache
         recorded = {old.paths[node]: old.stat(old_data, k) for k, node in enumerate(old.valid)}
         changed = set()
         valid_after: set[str] = set()
@@ -202,18 +245,10 @@ def _reread(before: CacheSnapshot, after: bytes, opened: int) -> list[str] | Non
                 changed.add(node)
         # Valid before and not after (not readable, or gone, which changed its parent):
         # looked at as well.
-        extra = [p for p in recorded if p not in valid_after]
+        names = _names(new, changed) + [p for p in recorded if p not in valid_after]
     if len(changed) > opened:
         return None  # a recorded stat changed that git did not read again: not git's layout
-    # Racy directories (git's rule, read-cache.c ``is_racy_stat``, at whole seconds: a superset
-    # of the nanosecond rule): recorded with an mtime not older than the index, so git read
-    # them again even with the same stat data, as a change within that timestamp could hide.
-    names = _names(new, changed) + extra
-    limit = before.index_mtime_s
-    for k, record in enumerate(struct.iter_unpack(">9I", old.stat_block(old_data))):
-        if record[2] >= limit:
-            names.append(old.paths[old.valid[k]])
-    return names
+    return names + racy
 
 
 def _names(parsed: _Parsed, nodes: set[int]) -> list[str]:
