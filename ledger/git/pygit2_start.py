@@ -81,12 +81,11 @@ def _without_bundle(exec_module: Callable[[ModuleType], None]) -> Callable[[Modu
             if stub is not None:
                 # pygit2 takes two names from ssl; the module itself (~14 ms: its enums, the
                 # socket module) is loaded only if something asks for more (_PathsOnlySsl).
-                sys.modules["ssl"] = stub
+                sys.modules.update(ssl=stub)
                 try:
                     exec_module(module)
                 finally:
-                    if sys.modules.get("ssl") is stub:
-                        del sys.modules["ssl"]
+                    _drop(stub)
                 return
         import ssl
 
@@ -143,8 +142,7 @@ def _paths_only_ssl() -> ModuleType | None:
             if name.startswith("__"):  # the import system asks for __path__ and the like
                 raise AttributeError(name)
             # Anything else (another thread importing ssl meanwhile): the real module.
-            if sys.modules.get("ssl") is self:
-                del sys.modules["ssl"]
+            _drop(self)
             import ssl
 
             return getattr(ssl, name)
@@ -153,6 +151,14 @@ def _paths_only_ssl() -> ModuleType | None:
     stub.DefaultVerifyPaths = verify_paths  # type: ignore[attr-defined]
     stub.get_default_verify_paths = get_default_verify_paths  # type: ignore[attr-defined]
     return stub
+
+
+def _drop(stub: ModuleType) -> None:
+    """Take the stand-in out of ``sys.modules``: only it (a real ``ssl`` loaded meanwhile
+    stays). Through ``pop``/``update``: ledger/loaded_modules.py is the one reader of entries."""
+    current = sys.modules.pop("ssl", None)
+    if current is not None and current is not stub:
+        sys.modules.update(ssl=current)
 
 
 def _remove() -> None:
