@@ -70,11 +70,7 @@ _PROBE_WITHOUT_SSL = (
 )
 
 
-def test_pygit2_loads_without_the_ssl_module_and_ssl_loads_whole_after() -> None:
-    # Nothing in a rewind process imports ssl before pygit2: its two names come from a
-    # stand-in (~14 ms less per process), and a later import of ssl gets the real module.
-    env = dict(os.environ)
-    cafile, capath = _system_paths(env)
+def _probe_without_ssl(env: dict[str, str]) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE_WITHOUT_SSL],
         env=env,
@@ -82,7 +78,16 @@ def test_pygit2_loads_without_the_ssl_module_and_ssl_loads_whole_after() -> None
         text=True,
         check=True,
     )
-    probe = json.loads(out.stdout)
+    result: dict[str, object] = json.loads(out.stdout)
+    return result
+
+
+def test_pygit2_loads_without_the_ssl_module_and_ssl_loads_whole_after() -> None:
+    # Nothing in a rewind process imports ssl before pygit2: its two names come from a
+    # stand-in (~14 ms less per process), and a later import of ssl gets the real module.
+    env = dict(os.environ)
+    cafile, capath = _system_paths(env)
+    probe = _probe_without_ssl(env)
     assert probe["ssl_loaded_by_pygit2"] is False
     assert probe["real_ssl"] is True
     assert (probe["cafile_after"], probe["capath_after"]) == (cafile, capath)
@@ -96,13 +101,6 @@ def test_without_a_certificate_directory_and_without_ssl_loaded_the_bundle_is_gi
     env = {**os.environ, "SSL_CERT_DIR": "/nonexistent/certs"}
     cafile, capath = _system_paths(env)
     assert capath is None
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE_WITHOUT_SSL],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    probe = json.loads(out.stdout)
+    probe = _probe_without_ssl(env)
     assert probe["ssl_loaded_by_pygit2"] is False
     assert probe["file"] == cafile
