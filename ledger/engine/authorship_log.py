@@ -122,10 +122,10 @@ class AuthorshipLog:
         self.rebuilds = 0
         self.last_error: str | None = None
         self._reading = threading.RLock()
-        self._last_seen: tuple[FileIdentity, str | None] | None = None
-        """The index file as last read whole here, and its latest snapshot then."""
         """Held while the loaded index is read from the file (:meth:`preload` runs in the
         bridge's background): a caller meanwhile waits for it, then reads only what follows."""
+        self._last_seen: tuple[FileIdentity, str | None] | None = None
+        """The index file as last read whole here, and its latest snapshot then."""
 
     # --- appends ----------------------------------------------------------------------------
 

@@ -162,3 +162,37 @@ def test_the_late_pass_takes_gone_directories_and_everything_under_them(tmp_path
     assert late_dirs(known, ["a"], str(tmp_path)) == ["a"]
     # "x" is gone: the root changed; "x" and all below it are looked at, "xa" is not below it.
     assert late_dirs(known, [""], str(tmp_path)) == ["", "x", "x/y", "x/y/z", "xa"]
+
+
+def test_a_bitmap_run_beyond_its_size_names_nothing_and_holds_nothing(aged: Path) -> None:
+    # A damaged extension whose first bitmap claims a run of 2^32 - 1 words of ones: refused
+    # before it is expanded (it would list 2^38 bits).
+    (aged / "a" / "new.txt").write_bytes(b"new\n")
+    before, after, opened = _across_status(aged)
+    parsed = _parse(after.data)
+    names_end = parsed.stats_at
+    # Walk back over the three bitmaps to the first one: re-find it from the directory list.
+    first = _first_bitmap_at(after.data, parsed)
+    bits, words = struct.unpack_from(">II", after.data, first)
+    assert words >= 1 and first < names_end
+    huge = struct.pack(">Q", (0xFFFFFFFF << 1) | 1)
+    data = after.data[: first + 8] + huge + after.data[first + 16 :]
+    started = time.perf_counter()
+    assert reread_dirs(before, CacheSnapshot(data, after.index_mtime_s), opened) is None
+    assert reread_dirs(CacheSnapshot(data, before.index_mtime_s), after, opened) is None
+    assert time.perf_counter() - started < 5
+
+
+def _first_bitmap_at(data: bytes, parsed: object) -> int:
+    """Where the first bitmap (the valid one) starts: right after the directory blocks."""
+    from ledger.git.capture.untracked_cache import _varint
+
+    i = parsed.header_end  # type: ignore[attr-defined]
+    count, i = _varint(data, i)
+    for _ in range(count):
+        untracked, i = _varint(data, i)
+        _, i = _varint(data, i)
+        i = data.index(b"\0", i) + 1
+        for _ in range(untracked):
+            i = data.index(b"\0", i) + 1
+    return i

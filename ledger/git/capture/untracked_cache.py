@@ -110,11 +110,6 @@ class TraceCounters:
         return total
 
 
-def untracked_cache_quiet(stderr: bytes) -> bool:
-    """:attr:`TraceCounters.quiet` of one status's stderr."""
-    return TraceCounters(stderr).quiet
-
-
 class CacheSnapshot:
     """The ``UNTR`` extension of an index as read at one moment, with the index file's
     modification time then: git's racy-timestamp rule for the cache's directories compares
@@ -388,6 +383,10 @@ def _ewah_bits(data: bytes, i: int, limit: int) -> tuple[list[int], int]:
         w += 1
         run = (marker >> 1) & 0xFFFFFFFF
         literals = marker >> 33
+        if position + 64 * run > bits + 63:
+            # Bounded before anything is held: a run past the bitmap's own size (a damaged
+            # file) would otherwise list up to 2^38 bits.
+            raise Malformed("a run beyond the bitmap")
         if marker & 1:
             found.extend(range(position, position + 64 * run))
         position += 64 * run
