@@ -176,7 +176,7 @@ def decode_payload(payload: bytes) -> Record | None:
 class Decoded(Plain):
     """What one read of a stretch of the file gave."""
 
-    __slots__ = ("end", "last_snapshot", "pending", "records", "skipped")
+    __slots__ = ("end", "last_at", "last_snapshot", "pending", "records", "skipped")
     records: list[Record]
     end: int
     """Where the next read starts: after the last whole frame, or before an incomplete one."""
@@ -187,6 +187,8 @@ class Decoded(Plain):
     last_snapshot: str | None
     """The snapshot of the last whole frame read (parsed even when a sparse read left the
     frame out): the work tree as last captured by anyone, the base of the next capture."""
+    last_at: int | None
+    """Where that frame starts (``None``: no whole frame was read)."""
 
     def __init__(
         self,
@@ -201,6 +203,7 @@ class Decoded(Plain):
         self.skipped = skipped
         self.pending = pending
         self.last_snapshot = last_snapshot
+        self.last_at = None
 
 
 _FILTERED = Record("", Author("user", ""))
@@ -224,6 +227,10 @@ class _Paths:
     def within(self, start: int, end: int) -> bool:
         at = bisect.bisect_left(self.hits, start)
         return at < len(self.hits) and self.hits[at] < end
+
+
+_NOTHING = _Paths(b"", frozenset())
+"""Ask about no path: a frame is checked, never parsed."""
 
 
 def _whole_frame(data: bytes, pos: int, only: _Paths | None = None) -> tuple[Record, int] | None:
@@ -250,6 +257,13 @@ def _whole_frame(data: bytes, pos: int, only: _Paths | None = None) -> tuple[Rec
         entries = tuple(key for key in record.entries if key[0] in only.paths)
         record = Record(record.snapshot, record.author, entries) if entries else _FILTERED
     return record, end
+
+
+def frame_checksum(data: bytes, pos: int) -> int | None:
+    """The checksum of the whole, checking frame at ``pos``, else ``None``."""
+    if _whole_frame(data, pos, _NOTHING) is None:
+        return None
+    return int(_PREFIX.unpack_from(data, pos)[2])
 
 
 def _could_be_incomplete(data: bytes, pos: int) -> bool:
@@ -286,6 +300,7 @@ def decode_frames(data: bytes, start: int = 0, *, only: Iterable[bytes] | None =
     while pos < size:
         whole = _whole_frame(data, pos, wanted)
         if whole is not None:
+            out.last_at = pos
             if whole[0] is not _FILTERED:
                 out.records.append(whole[0])
                 out.last_snapshot = whole[0].snapshot
@@ -349,4 +364,5 @@ __all__ = [
     "decode_payload",
     "encode_header",
     "encode_record",
+    "frame_checksum",
 ]

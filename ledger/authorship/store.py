@@ -41,12 +41,14 @@ from typing import Literal
 
 from ledger.authorship.codec import (
     VERSION,
+    Decoded,
     Header,
     State,
     decode_frames,
     decode_header,
     encode_header,
     encode_record,
+    frame_checksum,
 )
 from ledger.authorship.model import AuthorshipIndex, Key, Record, compact
 from ledger.errors import AuthorshipIndexError
@@ -79,6 +81,7 @@ class Loaded(Plain):
         "end",
         "identity",
         "last_snapshot",
+        "latest",
         "pending",
         "records",
         "skipped",
@@ -97,6 +100,8 @@ class Loaded(Plain):
     """The snapshot of the file's last whole record (a sparse read too)."""
     identity: FileIdentity | None
     """The file read (:func:`file_identity`): it held this content while it is the same."""
+    latest: Latest | None
+    """Its latest whole record, for :meth:`AuthorshipStore.latest` to go on from."""
 
     def __init__(
         self,
@@ -116,6 +121,7 @@ class Loaded(Plain):
         self.end = end
         self.last_snapshot = last_snapshot
         self.identity = None
+        self.latest = None
 
 
 FileIdentity = tuple[int, int, int, int]
@@ -126,6 +132,44 @@ identity is the same, so is every byte read under it."""
 
 def file_identity(st: os.stat_result) -> FileIdentity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Latest(Plain):
+    """The file's latest whole record as one read found it: the work tree's latest recorded
+    snapshot (the base of the next capture), and where the next such read can start
+    (docs/authorship.md#the-latest-snapshot-without-a-whole-read)."""
+
+    __slots__ = ("at", "checksum", "end", "identity", "snapshot")
+    identity: FileIdentity
+    """The file as read: the same identity, the same answer, nothing read."""
+    at: int
+    """Where that record's frame starts."""
+    checksum: int
+    """Its checksum: a later read finds the same frame there before it trusts what it knew."""
+    end: int
+    """Where the next read goes on (after the last whole frame, or before an incomplete one)."""
+    snapshot: str
+
+    def __init__(
+        self, identity: FileIdentity, at: int, checksum: int, end: int, snapshot: str
+    ) -> None:
+        self.identity = identity
+        self.at = at
+        self.checksum = checksum
+        self.end = end
+        self.snapshot = snapshot
+
+
+def _latest_in(identity: FileIdentity, data: bytes, base: int, decoded: Decoded) -> Latest | None:
+    """The latest record ``decoded`` found in ``data`` (the file's bytes from ``base`` on)."""
+    if decoded.last_at is None or decoded.last_snapshot is None:
+        return None
+    checksum = frame_checksum(data, decoded.last_at)
+    if checksum is None:
+        return None
+    return Latest(
+        identity, base + decoded.last_at, checksum, base + decoded.end, decoded.last_snapshot
+    )
 
 
 def _no_flock(exc: OSError) -> bool:
@@ -243,10 +287,47 @@ class AuthorshipStore:
             return Loaded("missing")
         except OSError:
             return Loaded("damaged")
-        loaded = _loaded(data, only)
+        loaded, decoded = _loaded_with(data, only)
         if len(data) == identity[2]:
             loaded.identity = identity
+            if decoded is not None:
+                loaded.latest = _latest_in(identity, data, 0, decoded)
         return loaded
+
+    def latest(self, known: Latest | None = None) -> Latest | None:
+        """The file's latest whole record (``None``: the file is missing, unreadable, too large,
+        damaged at its head, or holds no record). With ``known`` (an earlier answer), only what
+        was appended after it is read, once the file is found to be the same one grown by
+        appends: the same inode, not shorter, and the frame ``known`` names still there with
+        its checksum (an inode reused by a rewrite fails that). The latest record does not
+        depend on anything before it, so the answer is the one a whole read gives."""
+        try:
+            with _open_read(self.path) as (fd, size):
+                identity = file_identity(os.fstat(fd))
+                if known is not None and identity == known.identity:
+                    return known
+                if size > MAX_FILE_BYTES:
+                    return None
+                if known is not None and identity[:2] == known.identity[:2] and size >= known.end:
+                    data = _read_range(fd, known.at, size)
+                    if len(data) == size - known.at and frame_checksum(data, 0) == known.checksum:
+                        decoded = decode_frames(data, known.end - known.at, only=())
+                        if decoded.last_at is None:
+                            # Nothing whole appended yet: the same record, read on from its end.
+                            end = known.at + decoded.end
+                            return Latest(identity, known.at, known.checksum, end, known.snapshot)
+                        found = _latest_in(identity, data, known.at, decoded)
+                        if found is not None:
+                            return found
+                data = _read_range(fd, 0, size)
+        except OSError:
+            return None
+        if len(data) != identity[2]:
+            # Shorter than its size said (never for a file only appended to): answered, but
+            # under an identity no later look matches, so it is read again.
+            identity = (identity[0], identity[1], -1, -1)
+        _, whole = _loaded_with(data, ())
+        return None if whole is None else _latest_in(identity, data, 0, whole)
 
     # --- rewrites -------------------------------------------------------------------------
 
@@ -379,16 +460,22 @@ def _read_range(fd: int, start: int, end: int) -> bytes:
 
 
 def _loaded(data: bytes, only: Iterable[bytes] | None = None) -> Loaded:
+    return _loaded_with(data, only)[0]
+
+
+def _loaded_with(data: bytes, only: Iterable[bytes] | None) -> tuple[Loaded, Decoded | None]:
+    """What a whole read found, and its frames as decoded (``None``: none were: no header, or
+    another version)."""
     header = decode_header(data)
     if header is None:
-        return Loaded("damaged")
+        return Loaded("damaged"), None
     if header.version > VERSION:
-        return Loaded("newer", version=header.version)
+        return Loaded("newer", version=header.version), None
     if header.version != VERSION:
-        return Loaded("damaged", version=header.version)
+        return Loaded("damaged", version=header.version), None
     decoded = decode_frames(data, header.length, only=only)
     status: Status = "damaged" if decoded.skipped else _status_of(header)
-    return Loaded(
+    loaded = Loaded(
         status,
         decoded.records,
         decoded.skipped,
@@ -397,6 +484,7 @@ def _loaded(data: bytes, only: Iterable[bytes] | None = None) -> Loaded:
         decoded.end,
         decoded.last_snapshot,
     )
+    return loaded, decoded
 
 
 def _status_of(header: Header) -> Status:
@@ -470,6 +558,7 @@ __all__ = [
     "TMP_SUFFIX",
     "AuthorshipReader",
     "AuthorshipStore",
+    "Latest",
     "Loaded",
     "Status",
 ]

@@ -41,9 +41,8 @@ from ledger.authorship.rebuild import Chain, Point, ordered, rebuild
 from ledger.authorship.store import (
     AuthorshipReader,
     AuthorshipStore,
-    FileIdentity,
+    Latest,
     Loaded,
-    file_identity,
 )
 from ledger.clock import ms_from_iso
 from ledger.errors import AuthorshipIndexError, LedgerError
@@ -96,6 +95,12 @@ def keys_between(repo: GitRepo, base: str | None, snapshot: str) -> list[Key]:
 _SHARED: dict[str, tuple[AuthorshipReader, threading.RLock]] = {}
 """Per index file, the reader the served commands of this process share (:meth:`AuthorshipLog.share_loaded`)."""
 _SHARED_GUARD = threading.Lock()
+_LATEST: dict[str, Latest] = {}
+"""Per index file, its latest record as this process last found it: a later session of a
+watcher, or a restore's record after its plan, reads only what was appended since
+(docs/authorship.md#the-latest-snapshot-without-a-whole-read). Any entry is a correct place to
+go on from (the file is only appended to, and a rewrite is seen), so which of two racing
+threads stores its answer last does not matter."""
 
 
 class AuthorshipLog:
@@ -124,8 +129,6 @@ class AuthorshipLog:
         self._reading = threading.RLock()
         """Held while the loaded index is read from the file (:meth:`preload` runs in the
         bridge's background): a caller meanwhile waits for it, then reads only what follows."""
-        self._last_seen: tuple[FileIdentity, str | None] | None = None
-        """The index file as last read whole here, and its latest snapshot then."""
 
     # --- appends ----------------------------------------------------------------------------
 
@@ -186,21 +189,23 @@ class AuthorshipLog:
             return self._memory.last_snapshot
         if self._reader is not None or self.keep_loaded:
             return self._loaded().index.last_snapshot
-        seen = self._last_seen
-        if seen is not None:
-            # Read already in this process (a restore's plan read the index for its paths):
-            # the same answer while the file is the same (docs/authorship.md#one-read-per-restore).
-            try:
-                if file_identity(os.stat(self.store.path)) == seen[0]:
-                    return seen[1]
-            except OSError:
-                pass
-        return self._remember(self.store.read(only=())).last_snapshot
+        # Read before in this process (a restore's plan read the index for its paths; an
+        # earlier session of this watcher): nothing read while the file is the same, only
+        # what was appended since when it grew (docs/authorship.md#one-read-per-restore).
+        key = str(self.store.path)
+        with _SHARED_GUARD:
+            known = _LATEST.get(key)
+        latest = self.store.latest(known)
+        if latest is not None and latest is not known:
+            with _SHARED_GUARD:
+                _LATEST[key] = latest
+        return None if latest is None else latest.snapshot
 
     def _remember(self, loaded: Loaded) -> Loaded:
-        """Keep a whole, sound read's latest snapshot for :meth:`_last`."""
-        if loaded.status == "ok" and not loaded.pending and loaded.identity is not None:
-            self._last_seen = (loaded.identity, loaded.last_snapshot)
+        """Keep a whole read's latest record for :meth:`_last`."""
+        if loaded.latest is not None:
+            with _SHARED_GUARD:
+                _LATEST[str(self.store.path)] = loaded.latest
         return loaded
 
     # --- reads ------------------------------------------------------------------------------

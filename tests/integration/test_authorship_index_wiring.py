@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger.authorship.store import AuthorshipStore, Loaded
-from ledger.engine import operations
+import pytest
+
+from ledger.authorship import store as store_module
+from ledger.authorship.store import AuthorshipStore
+from ledger.engine import authorship_log, operations
 from ledger.engine.authorship_log import AuthorshipLog
 from ledger.engine.operations import restore, undo
 from ledger.git.private import private_dir
@@ -177,31 +180,39 @@ def test_a_capture_whose_base_was_pruned_does_not_make_every_file_the_users(
     assert _own(plan) == []
 
 
-def test_a_restore_reads_the_index_once_and_again_only_after_another_write(
-    repo: Path, tmp_path: Path
+def test_a_restore_reads_the_index_once_and_then_only_what_another_writer_appended(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cold restore's plan reads the index for its paths; the record of its rewind needs the
-    # latest recorded snapshot, which that read found: not read again while the file is the
-    # same (docs/authorship.md#one-read-per-restore), read again once another process wrote.
+    # latest recorded snapshot, which that read found: nothing is read again while the file is
+    # the same, and once another process appended, only the bytes from the latest known record
+    # on (docs/authorship.md#one-read-per-restore: a watcher's next session reads that way too).
     a = Agent.start(repo, tmp_path / "agent")
     a.prompt("one", _writes({"a.txt": "a1\n"}))
     a.prompt("two", _writes({"b.txt": "b\n"}))
     a.engine.authorship.index_for(None)  # the file made whole (it was begun by appends)
     store = AuthorshipStore(private_dir(a.engine.repo.git_dir))
     assert store.read().status == "ok"
-    log = AuthorshipLog(a.engine.repo)  # a fresh process's: nothing loaded
-    reads: list[object] = []
-    real = log.store.read
+    size = store.path.stat().st_size
+    monkeypatch.setattr(authorship_log, "_LATEST", {})  # a fresh process's: nothing known
+    ranges: list[tuple[int, int]] = []
+    real = store_module._read_range
 
-    def counting(*, only: object = None) -> Loaded:
-        reads.append(only)
-        return real(only=only)  # type: ignore[arg-type]
+    def counting(fd: int, start: int, end: int) -> bytes:
+        ranges.append((start, end))
+        return real(fd, start, end)
 
-    log.store.read = counting  # type: ignore[method-assign]
+    monkeypatch.setattr(store_module, "_read_range", counting)
+    log = AuthorshipLog(a.engine.repo)
     log.index_for({b"a.txt"})
+    assert ranges == [(0, size)]
+    known = dict(authorship_log._LATEST)
     assert log._last() == store.read().last_snapshot
-    assert len(reads) == 1
+    assert ranges[1:] == [(0, size)], "only the check's own whole read: _last read nothing"
     a.prompt("three", _writes({"c.txt": "c\n"}))  # another writer appends
-    latest = store.read().last_snapshot
-    assert log._last() == latest
-    assert len(reads) == 2
+    monkeypatch.setattr(authorship_log, "_LATEST", known)  # what this process knew before it
+    grown = store.path.stat().st_size
+    ranges.clear()
+    assert log._last() == store.read().last_snapshot
+    start, end = ranges[0]
+    assert len(ranges) == 2 and end == grown and 0 < start < size, ranges

@@ -109,3 +109,44 @@ def test_a_tailing_reader_sees_what_a_whole_read_sees(
         assert reader.refresh() == "ok"
         assert reader.index.records == before + 1
         assert os.path.getsize(store.path) > 0
+
+
+# Steps a file can take between two looks at its latest snapshot: appends (whole records,
+# half a frame, garbage), a rewrite (a new inode, perhaps the same bytes), nothing.
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.lists(records, min_size=1, max_size=3)),
+        st.tuples(st.just("half"), records),
+        st.tuples(st.just("garbage"), st.binary(min_size=1, max_size=30)),
+        st.tuples(st.just("rewrite"), st.lists(records, max_size=3)),
+        st.tuples(st.just("look"), st.none()),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=st.lists(records, max_size=4), changes=steps)
+def test_the_latest_snapshot_read_on_from_a_known_record_is_what_a_whole_read_finds(
+    start: list[Record], changes: list[tuple[str, object]]
+) -> None:
+    # docs/authorship.md#the-latest-snapshot-without-a-whole-read: whatever happened to the
+    # file between two looks, going on from the earlier answer gives the whole read's answer.
+    with tempfile.TemporaryDirectory() as tmp:
+        store = AuthorshipStore(Path(tmp))
+        assert store.replace(start)
+        known = store.latest()
+        for kind, value in changes:
+            if kind == "append":
+                assert store.append(value)  # type: ignore[arg-type]
+            elif kind in ("half", "garbage"):
+                data = b"".join(encode_record(value)) if kind == "half" else value  # type: ignore[arg-type]
+                with open(store.path, "ab") as handle:
+                    handle.write(data[: max(1, len(data) // 2)] if kind == "half" else data)  # type: ignore[index]
+            elif kind == "rewrite":
+                assert store.replace(value)  # type: ignore[arg-type]
+            whole = store.read(only=()).last_snapshot
+            fresh = store.latest()
+            assert (fresh.snapshot if fresh else None) == whole
+            known = store.latest(known)
+            assert (known.snapshot if known else None) == whole
