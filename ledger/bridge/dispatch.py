@@ -116,7 +116,7 @@ def _open(state: BridgeState, cwd: str | None, agent_dir: Path, outcome: Outcome
 
     try:
         # Outside git, a shadow repository (docs/shadow.md); a git init since is migrated.
-        opened = open_work_tree(cwd or ".", agent_dir, create=True)
+        opened = open_work_tree(cwd or ".", agent_dir, create=True, known=state.known_repo)
     except ShadowRefusedError as exc:
         outcome.notices.append({"level": "warning", "text": f"Rewind: off: {exc.message}"})
         return None

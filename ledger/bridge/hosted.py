@@ -66,6 +66,7 @@ from ledger.git.private import private_dir, unsafe_private_dir
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ledger.bridge.server import BridgeServer
+    from ledger.git.locate import Located
     from ledger.retention.after_session import OwedSweep
 
 HELLO_VERSION = 1
@@ -91,12 +92,21 @@ class HostedSessions:
         root: Path,
         git_dir: Path,
         *,
+        common_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.git_dir = Path(os.path.realpath(git_dir))
         self.path = socket_path(self.git_dir)
+        self._located: Located | None = (
+            (self.root, self.git_dir, Path(os.path.realpath(common_dir)))
+            if common_dir is not None
+            else None
+        )
+        """git's answer for the root, as this process's repository has it: a session whose
+        cwd is the root opens its repository from it (the hello said the root and the git dir
+        are these, and the environment ours, so git would answer the same)."""
         self.hosted = 0
         """Sessions accepted so far."""
         self.declined: dict[str, int] = {}
@@ -341,6 +351,7 @@ class HostedSessions:
             # A pi -p run's sweeps wait until it is over: no startup sweep beside its captures
             # in this process, and none in the shutdown answer Pi waits for (issue 34).
             server.state.sweeps_after_session = True
+            server.state.known_repo = self._located
             with self._guard:
                 if self._closed.is_set():
                     return None  # stopping already: this session starts no event here

@@ -23,6 +23,7 @@ from ledger.session_names import TitleTracker
 
 if TYPE_CHECKING:
     from ledger.engine.engine import Engine
+    from ledger.git.locate import Located
     from ledger.presence import Announcement, Kind
     from ledger.retention.after_session import OwedSweep
     from ledger.retention.scheduler import SweepScheduler, SweepStart
@@ -87,6 +88,10 @@ class BridgeState:
         self.sweeps_after_session = False
         """Set by a server that runs a print-mode session's shutdown sweep once the session is
         over (:mod:`ledger.retention.after_session`): such a session's sweeps then wait."""
+        self.known_repo: Located | None = None
+        """A hosted session's: git's answer for the watcher's work tree root, which the
+        session opens without asking git again when its cwd is that root
+        (:meth:`ledger.git.repo.GitRepo.discover`)."""
         self.print_mode = False
         """The last ``session_start`` came from a Pi without a UI (``pi -p``)."""
         self.owed_sweep: OwedSweep | None = None

@@ -477,7 +477,8 @@ def _watch_repo(args: argparse.Namespace, ctx: CliContext, repo: GitRepo) -> int
     if os.environ.get("REWIND_HOSTED", "1") != "0":
         from ledger.bridge.hosted import HostedSessions
 
-        hosted = HostedSessions(repo.root, repo.git_dir)  # we hold the serve lock
+        # We hold the serve lock; a real repository (a shadow is refused above).
+        hosted = HostedSessions(repo.root, repo.git_dir, common_dir=repo.common_dir)
         if not hosted.start():
             not_hosting = f"; not hosting Pi sessions: {hosted.refusal}"
             hosted = None

@@ -23,8 +23,11 @@ from pathlib import Path
 
 TIMEOUT_S = 30.0
 
+Located = tuple[Path, Path, Path]
+"""``(work tree, git dir, common dir)``, as :func:`locate` answers."""
 
-def locate(probe: Path) -> tuple[Path, Path, Path] | None:
+
+def locate(probe: Path) -> Located | None:
     """``(work tree, git dir, common dir)`` as git sees them from ``probe``, or None outside a
     work tree (including inside a ``.git`` directory and in a bare repository).
 

@@ -23,7 +23,7 @@ import pygit2
 from pygit2 import Commit, Object, Tree
 
 from ledger.errors import NotARepositoryError, UnsafeLayoutError
-from ledger.git.locate import locate
+from ledger.git.locate import Located, locate
 
 
 class GitRepo:
@@ -39,7 +39,7 @@ class GitRepo:
         """Where objects and refs live: ``git_dir`` except in a linked worktree."""
 
     @classmethod
-    def discover(cls, start: Path | str) -> GitRepo:
+    def discover(cls, start: Path | str, *, known: Located | None = None) -> GitRepo:
         """The repository whose work tree contains ``start`` (a file or directory).
 
         The work tree is the one git itself uses from ``start`` (``git rev-parse
@@ -49,13 +49,21 @@ class GitRepo:
         ``git init --separate-git-dir ~/proj.git`` is the home directory (data loss found in the
         fault campaign, docs/defects.md#separate-git-dir).
 
+        ``known``: git's answer for a work tree's root, asked before by this process with the
+        same environment (the watcher's own, for a session it hosts): used instead of asking
+        again when ``start`` is that root (~2 ms of a hosted ``session_start``: issue 34). Every
+        check below still runs on it.
+
         Raises :class:`NotARepositoryError`, or :class:`UnsafeLayoutError` when the work tree
         does not hold ``start`` or holds the git dir under another name than ``.git``."""
         path = Path(start)
         probe = path if path.is_dir() else path.parent
         if not probe.is_dir():
             raise NotARepositoryError(path)
-        located = locate(probe)
+        if known is not None and os.path.realpath(probe) == os.fspath(known[0]):
+            located: Located | None = known
+        else:
+            located = locate(probe)
         if located is None:
             raise NotARepositoryError(path)
         root, git_dir, common = located

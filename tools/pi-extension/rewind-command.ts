@@ -720,6 +720,9 @@ function settingIn(file: string, name: string): unknown {
 	}
 }
 
+/** Reads one `rewind` setting (what `rewindSetting` is, for rewind-tool.ts). */
+export type RewindSetting = (cwd: string, name: string) => unknown;
+
 /** `rewind.<name>` from the project's `.pi/settings.json`, else the agent dir's `settings.json`
  * (the project wins, as in Pi's own settings); undefined when neither sets it. */
 export function rewindSetting(cwd: string, name: string): unknown {

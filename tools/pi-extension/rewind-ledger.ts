@@ -1124,10 +1124,10 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	// `/rewind` (tools/pi-extension/rewind-command.ts). Loaded here, not imported at the top: a
 	// copy of this one file into ~/.pi/agent/extensions/ still runs, without /rewind, and says so.
 	try {
-		const { registerRewind } = await import("./rewind-command.ts");
+		const { registerRewind, rewindSetting } = await import("./rewind-command.ts");
 		registerRewind(pi, bridge);
 		const { registerRewindTool } = await import("./rewind-tool.ts");
-		registerRewindTool(pi, bridge); // the model's own `rewind` tool (issue 36)
+		registerRewindTool(pi, bridge, rewindSetting); // the model's own `rewind` tool (issue 36)
 	} catch (err) {
 		const why = err instanceof Error ? err.message : String(err);
 		pi.on("session_start", (_e, ctx) => {

@@ -20,7 +20,10 @@
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { StringEnum } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-import { rewindSetting, type RewindBridge } from "./rewind-command.ts";
+// Types only: erased when Pi's loader transpiles this file. A value imported from
+// rewind-command.ts would evaluate that module a second time (Pi's loader keeps no module
+// cache), ~1-2 ms more of every Pi start (issue 34): rewind-ledger.ts hands over what is needed.
+import type { RewindBridge, RewindSetting } from "./rewind-command.ts";
 
 type Json = Record<string, unknown>;
 
@@ -62,13 +65,14 @@ function unavailable(bridge: RewindBridge): string {
 }
 
 /** Whether the tool is on: `rewind.agentTool` is not `false` (docs/pi.md#the-agents-rewind-tool). */
-export function agentToolOn(cwd: string): boolean {
+export function agentToolOn(cwd: string, rewindSetting: RewindSetting): boolean {
 	return rewindSetting(cwd, "agentTool") !== false;
 }
 
-/** Register the `rewind` tool (unless `rewind.agentTool` is `false`). */
-export function registerRewindTool(pi: ExtensionAPI, bridge: RewindBridge): void {
-	if (!agentToolOn(process.cwd())) return;
+/** Register the `rewind` tool (unless `rewind.agentTool` is `false`); `setting` reads the
+ * `rewind` settings (rewind-command.ts's `rewindSetting`). */
+export function registerRewindTool(pi: ExtensionAPI, bridge: RewindBridge, setting: RewindSetting): void {
+	if (!agentToolOn(process.cwd(), setting)) return;
 	pi.registerTool({
 		name: "rewind",
 		label: "Rewind",

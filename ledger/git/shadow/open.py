@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.errors import NoShadowError, NotARepositoryError, ShadowRefusedError, UnsafeLayoutError
+from ledger.git.locate import Located
 from ledger.git.repo import GitRepo, git_dir_at_or_above
 from ledger.git.shadow.layout import (
     ShadowInfo,
@@ -54,6 +55,7 @@ def open_work_tree(
     *,
     create: bool,
     migrate: bool | None = None,
+    known: Located | None = None,
 ) -> OpenedWorkTree:
     """The repository for ``start``: the real one when git finds one, else the shadow serving
     ``start`` (created for ``start`` itself when ``create`` and none exists).
@@ -61,13 +63,14 @@ def open_work_tree(
     ``migrate`` (default: ``create``): when the real repository's root has a shadow whose
     snapshots it does not hold yet (``git init`` happened), copy them over
     (:func:`ledger.git.shadow.upkeep.migrate_shadow`). Read-only callers pass neither.
+    ``known``: see :meth:`GitRepo.discover`.
 
     Raises :class:`NotARepositoryError` (also :class:`UnsafeLayoutError`),
     :class:`ShadowRefusedError` or :class:`NoShadowError`."""
     path = Path(start)
     probe = path if path.is_dir() else path.parent
     try:
-        repo = GitRepo.discover(path)
+        repo = GitRepo.discover(path, known=known)
     except UnsafeLayoutError:
         raise
     except NotARepositoryError:
