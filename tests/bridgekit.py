@@ -302,6 +302,42 @@ class FakePi:
                 return Reply({}, [], None, calls, error=message["error"])
         raise AssertionError("unreachable")
 
+    def ahead(self, events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Write every event before reading any answer, as the extension does since stop 50
+        (each with its facts as they are when it is written), then answer the bridge's calls
+        until every event has its result, which must come in the order written."""
+        ids: list[int] = []
+        for name, payload in events:
+            self._ids += 1
+            ids.append(self._ids)
+            message: dict[str, Any] = {
+                "type": "event",
+                "id": self._ids,
+                "event": name,
+                "payload": payload,
+                "ctx": {
+                    "hasUI": self.has_ui,
+                    "cwd": str(self.cwd),
+                    "sessionFile": str(self.session_file),
+                    "leafId": self.leaf,
+                },
+            }
+            if self.facts:
+                message["session"] = self.session_facts()
+            self.send_raw(orjson.dumps(message))
+        results: list[dict[str, Any]] = []
+        for message in self._messages():
+            if message["type"] == "call":
+                answer = {"type": "reply", "id": message["id"], "result": self._answer(message)}
+                self.send_raw(orjson.dumps(answer))
+                continue
+            assert message["type"] == "result", message
+            assert message["id"] == ids[len(results)], (message["id"], ids)
+            results.append(message)
+            if len(results) == len(ids):
+                return results
+        raise AssertionError("unreachable")
+
     def _messages(self) -> Iterator[dict[str, Any]]:
         while True:
             yield self.read()

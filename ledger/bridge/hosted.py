@@ -264,7 +264,9 @@ class HostedSessions:
             with self._guard:
                 self.hosted += 1
             hosted = True
-            conn.sendall(b'{"ok": true}\n')
+            # `ahead`: events may be written before the one before is answered (README, "The
+            # bridge protocol"); an older watcher says nothing, and is sent one at a time.
+            conn.sendall(b'{"ok": true, "ahead": true}\n')
             owed = self._serve(conn)
             if owed is not None:
                 # A pi -p session's shutdown sweep, run once Pi no longer waits: the connection

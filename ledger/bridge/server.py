@@ -37,6 +37,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -63,6 +64,10 @@ if TYPE_CHECKING:
     from ledger.retention.after_session import OwedSweep
     from ledger.retention.scheduler import SweepStart
     from ledger.session.model import Session
+
+
+MAX_AHEAD = 64
+"""Events a host may write while a call of ours waits for its reply (more are refused)."""
 
 
 class BridgeClosed(Exception):
@@ -103,6 +108,8 @@ class BridgeServer:
         self.between_events = threading.Lock()
         """Held while an event is handled: whoever holds it knows no event is half-done."""
         self._stopping = False
+        self._ahead: deque[bytes] = deque()
+        """Events the host wrote while a call of ours waited for its reply, in order."""
         self.warming: threading.Thread | None = None
         """What the last ``session_start`` prepares in the background (:mod:`.warm_up`)."""
 
@@ -117,7 +124,10 @@ class BridgeServer:
         self._send({"type": "error", "id": event_id, "error": {"code": code, "message": message}})
 
     def _call(self, method: str, params: dict[str, Any]) -> Any:
-        """Ask the host and wait for its reply; other messages meanwhile are refused."""
+        """Ask the host and wait for its reply. An event that comes meanwhile (a host may write
+        an event before the one before it is answered: README, "The bridge protocol") is kept,
+        at most :data:`MAX_AHEAD`, for :meth:`serve` to handle after this one; anything else is
+        refused."""
         self._calls += 1
         call_id = f"c{self._calls}"
         self._send({"type": "call", "id": call_id, "method": method, "params": params})
@@ -134,7 +144,10 @@ class BridgeServer:
                 if message.error is not None:
                     raise HostCallError(f"the host refused '{method}': {message.error}")
                 return message.result
-            # The host must answer our call before sending anything else (one event at a time).
+            if isinstance(message, EventMessage) and len(self._ahead) < MAX_AHEAD:
+                self._ahead.append(line)  # decoded again when its turn comes: cheap, and rare
+                continue
+            # The host must answer our call before anything but events.
             self._error(
                 message.id,
                 "bad-message",
@@ -169,7 +182,7 @@ class BridgeServer:
     def serve(self) -> int:
         try:
             while True:
-                line = self.reader.readline()
+                line = self._ahead.popleft() if self._ahead else self.reader.readline()
                 if not line:
                     break
                 with self.between_events:

@@ -113,7 +113,7 @@ def test_a_hello_in_another_environment_or_for_another_repository_is_declined(
 ) -> None:
     watcher = start_watch(repo)
     env = bridge_env(os.environ)
-    assert _hello(repo) == {"ok": True}
+    assert _hello(repo) == {"ok": True, "ahead": True}
     assert _hello(repo, env={**env, "GIT_AUTHOR_NAME": "x"}) == {
         "ok": False,
         "why": "another environment",

@@ -35,6 +35,8 @@ from tests.watchkit import start_watch, stop_watch, watch
 pytestmark = pytest.mark.needs("peer_credentials")  # served snapshots, hosted sessions
 
 OTHER_USER = "rewindother"
+OK = {"ok": True, "ahead": True}
+"""The hosting's answer to a hello it accepts (``ahead``: events may be written ahead)."""
 
 
 @pytest.fixture(autouse=True)
@@ -304,7 +306,7 @@ def test_bad_hellos_are_declined_with_an_answer_and_the_watcher_keeps_hosting(re
     assert _ask(path, b'"bridge"\n') == {"ok": False, "why": "unknown hello"}
     wrong_types = {"v": HELLO_VERSION, "op": "bridge", "root": 5, "gitDir": [], "env": "x"}
     assert _ask(path, json.dumps(wrong_types).encode() + b"\n")["why"] == "another repository"
-    assert _ask(path, _hello_line(repo)) == {"ok": True}
+    assert _ask(path, _hello_line(repo)) == OK
     err = stop_watch(watcher)
     assert "Traceback" not in err and "RecursionError" not in err
     assert (
@@ -315,15 +317,15 @@ def test_bad_hellos_are_declined_with_an_answer_and_the_watcher_keeps_hosting(re
 def test_idle_connections_cost_no_thread_and_keep_out_no_real_session(repo: Path) -> None:
     watcher = start_watch(repo)
     path = bridge_path(repo / ".git")
-    assert _ask(path, _hello_line(repo)) == {"ok": True}
+    assert _ask(path, _hello_line(repo)) == OK
     time.sleep(0.5)
     before = _threads(watcher.pid)
     with _idle_connections(path, 300):
         time.sleep(1.0)
         during = _threads(watcher.pid)
         assert during <= before + 2, (before, during)  # was one thread per connection
-        assert _ask(path, _hello_line(repo)) == {"ok": True}  # while they wait
-    assert _ask(path, _hello_line(repo)) == {"ok": True}  # and after
+        assert _ask(path, _hello_line(repo)) == OK  # while they wait
+    assert _ask(path, _hello_line(repo)) == OK  # and after
     err = stop_watch(watcher)
     assert "hosted 3 Pi sessions" in err and "busy: " in err and "Traceback" not in err
 
@@ -342,14 +344,14 @@ def test_sessions_beyond_the_cap_are_declined_busy(repo: Path) -> None:
             conn.connect(str(path))
             conn.sendall(_hello_line(repo))
             answers.append(json.loads(conn.makefile("rb").readline()))
-        assert answers.count({"ok": True}) == MAX_SESSIONS
+        assert answers.count(OK) == MAX_SESSIONS
         assert answers[MAX_SESSIONS:] == [{"ok": False, "why": "busy"}] * 3
         assert _threads(watcher.pid) <= before + MAX_SESSIONS + 2
     finally:
         for conn in sessions:
             conn.close()
     deadline = time.monotonic() + 30
-    while _ask(path, _hello_line(repo)) != {"ok": True}:  # room again once they end
+    while _ask(path, _hello_line(repo)) != OK:  # room again once they end
         assert time.monotonic() < deadline, "sessions were not ended"
         time.sleep(0.1)
     err = stop_watch(watcher)

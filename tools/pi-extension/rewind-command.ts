@@ -35,9 +35,7 @@
  * an action directly; `/rewind undo-to OP` restores the files as they were before operation OP.
  */
 
-import * as fs from "node:fs";
-import * as path from "node:path";
-import { getAgentDir, type ExtensionAPI, type ExtensionCommandContext, type ExtensionContext } from "@mariozechner/pi-coding-agent";
+import type { ExtensionCommandContext, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { decodeKittyPrintable, matchesKey, truncateToWidth, visibleWidth } from "@mariozechner/pi-tui";
 
 type Json = Record<string, unknown>;
@@ -702,82 +700,38 @@ async function open(bridge: RewindBridge, ctx: ExtensionContext, command: Extens
 	await run(decision, bridge, ctx, command, keys);
 }
 
-const DEFAULT_KEY = "alt+r";
 /** How often an open preview that names another session's running turn is asked for again. */
 const FOLLOW_MS = 1000;
 /** The widget that says how to run an action a shortcut could not (see `run`). */
 const HINT_KEY = "rewind-hint";
 
-/** The value of `rewind.<name>` in one settings file, or undefined (not set, or the file is
- * missing or unreadable: a setting of the extension is a convenience, never an error). */
-function settingIn(file: string, name: string): unknown {
+/** `/rewind [ACTION ENTRY]`: the list, or an action run directly (rewind-ledger.ts registers
+ * the command and loads this module at its first use). */
+export async function rewindCommand(args: string, bridge: RewindBridge, ctx: ExtensionCommandContext): Promise<void> {
+	const kept = draft;
+	draft = undefined;
 	try {
-		if (fs.statSync(file).size > 1 << 20) return undefined; // a settings file, not a dump
-		const rewind = JSON.parse(fs.readFileSync(file, "utf8"))?.rewind;
-		return rewind && typeof rewind === "object" ? (rewind as Record<string, unknown>)[name] : undefined;
-	} catch {
-		return undefined;
-	}
-}
-
-/** Reads one `rewind` setting (what `rewindSetting` is, for rewind-tool.ts). */
-export type RewindSetting = (cwd: string, name: string) => unknown;
-
-/** `rewind.<name>` from the project's `.pi/settings.json`, else the agent dir's `settings.json`
- * (the project wins, as in Pi's own settings); undefined when neither sets it. */
-export function rewindSetting(cwd: string, name: string): unknown {
-	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
-		const value = settingIn(file, name);
-		if (value !== undefined) return value;
-	}
-	return undefined;
-}
-
-/** The key that opens the list (docs/pi.md#rewind): `rewind.key` (a key name), else Alt+R;
- * `false` binds none. A value that is not a key name is ignored. */
-export function rewindKey(cwd: string): string | undefined {
-	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
-		const key = settingIn(file, "key");
-		if (key === false) return undefined;
-		if (typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim())) return key.trim().toLowerCase();
-	}
-	return DEFAULT_KEY;
-}
-
-/** Register `/rewind` and its key (Alt+R unless `rewind.key` says otherwise). */
-export function registerRewind(pi: ExtensionAPI, bridge: RewindBridge): void {
-	pi.registerCommand("rewind", {
-		description: "Rewind: see every rewind point of this branch, preview what a rewind would do, and do it",
-		handler: async (args: string, ctx: ExtensionCommandContext) => {
-			const kept = draft;
-			draft = undefined;
+		await ctx.waitForIdle();
+		const [action, entryId] = args.trim().split(/\s+/);
+		if (action && ACTIONS.has(action)) {
+			await run({ action, entryId }, bridge, ctx, ctx);
+			return;
+		}
+		await open(bridge, ctx, ctx);
+	} finally {
+		// What the user was writing before Alt+R's action took the editor. After a fork
+		// this ctx is stale (Pi throws on its use): the draft stays with the old session.
+		if (kept) {
 			try {
-				await ctx.waitForIdle();
-				const [action, entryId] = args.trim().split(/\s+/);
-				if (action && ACTIONS.has(action)) {
-					await run({ action, entryId }, bridge, ctx, ctx);
-					return;
-				}
-				await open(bridge, ctx, ctx);
-			} finally {
-				// What the user was writing before Alt+R's action took the editor. After a fork
-				// this ctx is stale (Pi throws on its use): the draft stays with the old session.
-				if (kept) {
-					try {
-						if (!ctx.ui.getEditorText()) ctx.ui.setEditorText(kept);
-					} catch {
-						// the session was replaced
-					}
-				}
+				if (!ctx.ui.getEditorText()) ctx.ui.setEditorText(kept);
+			} catch {
+				// the session was replaced
 			}
-		},
-	});
-	const key = rewindKey(process.cwd());
-	if (!key) return;
-	pi.registerShortcut(key as Parameters<ExtensionAPI["registerShortcut"]>[0], {
-		description: "Rewind: open the /rewind list",
-		handler: async (ctx: ExtensionContext) => {
-			await open(bridge, ctx, undefined);
-		},
-	});
+		}
+	}
+}
+
+/** The key's action: open the list. */
+export async function rewindKeyPressed(bridge: RewindBridge, ctx: ExtensionContext): Promise<void> {
+	await open(bridge, ctx, undefined);
 }

@@ -50,7 +50,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { getAgentDir, type ExtensionAPI, type ExtensionContext } from "@mariozechner/pi-coding-agent";
 import type { RewindOff } from "./rewind-command.ts";
 
 type Level = "info" | "warning" | "error";
@@ -135,7 +135,7 @@ function findRepository(cwd: string): { root: string; gitDir: string } | undefin
 }
 
 /** A connection on which the repository's watcher hosts this session, or undefined. */
-async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: string } | undefined> {
+async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: string; ahead: boolean } | undefined> {
 	if (process.env.REWIND_HOSTED === "0" || process.platform !== "linux" || !process.getuid) return undefined;
 	const repo = findRepository(cwd);
 	if (!repo) return undefined;
@@ -156,7 +156,7 @@ async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: s
 		socket.setEncoding("utf8");
 		let buffer = "";
 		let settled = false;
-		const settle = (accepted: boolean, rest = "") => {
+		const settle = (accepted: boolean, rest = "", ahead = false) => {
 			if (settled) return;
 			settled = true;
 			clearTimeout(timer);
@@ -164,7 +164,7 @@ async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: s
 			socket.off("error", refuse);
 			socket.off("close", refuse);
 			if (!accepted) socket.destroy();
-			resolve(accepted ? { socket, rest } : undefined);
+			resolve(accepted ? { socket, rest, ahead } : undefined);
 		};
 		const refuse = () => settle(false);
 		const onData = (chunk: string) => {
@@ -172,12 +172,15 @@ async function connectHosted(cwd: string): Promise<{ socket: net.Socket; rest: s
 			const newline = buffer.indexOf("\n");
 			if (newline < 0) return;
 			let accepted = false;
+			let ahead = false;
 			try {
-				accepted = JSON.parse(buffer.slice(0, newline)).ok === true;
+				const answer = JSON.parse(buffer.slice(0, newline));
+				accepted = answer.ok === true;
+				ahead = answer.ahead === true;
 			} catch {
 				// not an answer we know
 			}
-			settle(accepted, buffer.slice(newline + 1));
+			settle(accepted, buffer.slice(newline + 1), ahead);
 		};
 		const timer = setTimeout(refuse, HELLO_MS);
 		socket.on("data", onData);
@@ -196,6 +199,8 @@ interface Transport {
 	kill(): void;
 	/** Settles once the other end is gone and everything it wrote was read. */
 	exited: Promise<void>;
+	/** Lets Pi's process end without waiting for the other end (a connection only). */
+	release?(): void;
 }
 
 /** The directory of this package (the checkout or the installed package), if we can tell. */
@@ -333,6 +338,9 @@ interface Link {
 	counted?: boolean;
 	/** Session entries it was given (with an event or a reply): the next event sends the rest. */
 	mirrored: number;
+	/** It takes an event written before the one before it is answered (a watcher that said so
+	 * in its hello answer): see Bridge.send. */
+	ahead?: boolean;
 	/** Events it said it does nothing with (session_start's `skip`): not sent to it. */
 	skip: Set<string>;
 }
@@ -441,7 +449,11 @@ const MISSING: Record<string, string> = {
 class Bridge {
 	private link: Link | undefined;
 	private nextId = 1;
-	private waiting: Waiting | undefined;
+	/** The events written and not answered yet, oldest first. The bridge reads and answers
+	 * them in order, so its calls are for the oldest, whose deadline alone runs. */
+	private inflight: Waiting[] = [];
+	/** Settles once the last event given to {@link send} is written (or found no bridge): the
+	 * next one is written after it, without waiting for its answer. */
 	private queue: Promise<unknown> = Promise.resolve();
 	/** session_shutdown was forwarded and input closed: the bridge's exit is expected. */
 	private closed = false;
@@ -526,7 +538,11 @@ class Bridge {
 	/** Open a bridge: the watcher's hosting if it accepts, else the bridge command. */
 	private async open(ctx: ExtensionContext): Promise<Link> {
 		const hosted = await connectHosted(ctx.cwd);
-		if (hosted) return this.attach(hosted.socket, hosted.rest);
+		if (hosted) {
+			const link = this.attach(hosted.socket, hosted.rest);
+			link.ahead = hosted.ahead;
+			return link;
+		}
 		let plan: Plan;
 		try {
 			plan = bridgePlan();
@@ -579,6 +595,7 @@ class Bridge {
 			},
 			end: () => socket.end(),
 			kill: () => socket.destroy(),
+			release: () => socket.unref(),
 			exited: new Promise<void>((resolve) => socket.on("close", () => resolve())),
 		};
 		socket.on("data", (chunk: string) => this.onData(link, chunk));
@@ -608,20 +625,31 @@ class Bridge {
 		link.cause = cause;
 		if (cause !== "missing" && link.answered === 0 && this.tail(link).some((l) => /No module named/.test(l))) link.cause = "missing";
 		if (this.link === link) this.link = undefined;
-		const waiting = this.waiting;
-		if (waiting && waiting.link === link) {
-			this.waiting = undefined;
-			waiting.reject(new LinkGone(link, waiting.appended));
-		} else if (link.transport) this.lost(link, undefined, []);
+		if (!this.failUnanswered(link) && link.transport) this.lost(link, undefined, []);
+	}
+
+	/** Fail every event written to `link` and not answered, oldest first (each then counts or
+	 * names its loss); whether there was any. */
+	private failUnanswered(link: Link): boolean {
+		const unanswered = this.inflight.filter((w) => w.link === link);
+		if (unanswered.length === 0) return false;
+		this.inflight = this.inflight.filter((w) => w.link !== link);
+		for (const waiting of unanswered) waiting.reject(new LinkGone(link, waiting.appended));
+		return true;
 	}
 
 	/** Count a loss, name what it cost, and decide: restart at the next event (after the back-off)
 	 * or give up. */
 	private lost(link: Link, event: string | undefined, appended: string[], payload?: Params): void {
-		if (link.counted || this.closed || this.off) return;
+		if (this.closed || this.off) return;
+		if (link.counted) {
+			this.miss(event, appended, payload); // an event written behind the one that counted it
+			return;
+		}
 		link.counted = true;
 		if (this.link === link) this.link = undefined;
 		link.transport?.kill();
+		this.failUnanswered(link); // events written behind this one will get no answer either
 		const now = Date.now();
 		const ran = link.answered > 0;
 		this.losses = [...this.losses.filter((t) => now - t < DEATH_WINDOW_MS), now];
@@ -746,7 +774,7 @@ class Bridge {
 		} catch {
 			return; // not protocol output
 		}
-		const waiting = this.waiting?.link === link ? this.waiting : undefined;
+		const waiting = this.inflight.find((w) => w.link === link); // the oldest of this link's
 		if (message.type === "call") {
 			if (!waiting) {
 				this.write(link, { type: "reply", id: message.id, error: "no event in flight" });
@@ -761,12 +789,13 @@ class Bridge {
 			} catch (err) {
 				this.write(link, { type: "reply", id: message.id, error: err instanceof Error ? err.message : String(err) });
 			} finally {
-				if (interactive && this.waiting === waiting) waiting.deadline.resume();
+				if (interactive && this.inflight.includes(waiting)) waiting.deadline.resume();
 			}
 			return;
 		}
 		if ((message.type === "result" || message.type === "error") && waiting && message.id === waiting.id) {
-			this.waiting = undefined;
+			this.inflight.splice(this.inflight.indexOf(waiting), 1);
+			this.inflight.find((w) => w.link === link)?.deadline.resume(); // its time runs from now
 			waiting.resolve(message);
 		}
 	}
@@ -801,13 +830,39 @@ class Bridge {
 		throw new Error(`unknown call ${method}`);
 	}
 
-	/** Forward one event; events are serialized (one in flight at a time). The result is what
-	 * the bridge returned (`cancel`, `skipConversationRestore`, or a command's own fields), or
-	 * undefined when it returned nothing or rewind is not running. */
+	/** Forward one event. Events are written in order. To a bridge that takes it (the
+	 * watcher's hosting says so in its hello answer: `ahead`), each is written once the one
+	 * before it is written, not answered (issue 34, stop 50): the bridge reads and answers them
+	 * in order anyway, and keeps an event that comes while it waits for a reply to its own call;
+	 * so an event Pi does not wait for (`before_agent_start`, `message_end`, print mode's
+	 * `session_start`) no longer holds the next one back until Node's event loop takes its
+	 * answer in, which Pi's own work can delay by milliseconds. Elsewhere one at a time, as
+	 * before. The result is what the bridge returned (`cancel`, `skipConversationRestore`, or a
+	 * command's own fields), or undefined when it returned nothing or rewind is not running. */
 	send(event: string, payload: Params, ctx: ExtensionContext | undefined): Promise<EventResult | undefined> {
-		const run = this.queue.then(() => this.sendNow(event, payload, ctx));
-		this.queue = run.catch(() => undefined);
-		return run;
+		return this.enqueue(event, payload, ctx).answered;
+	}
+
+	/** Send `event` as {@link send} does; settles once it is on its way (written to the watcher
+	 * that accepted this session, or to a bridge process just started), or found no bridge, not
+	 * when it is answered. */
+	sendOff(event: string, payload: Params, ctx: ExtensionContext): Promise<void> {
+		return this.enqueue(event, payload, ctx).linked;
+	}
+
+	private enqueue(
+		event: string,
+		payload: Params,
+		ctx: ExtensionContext | undefined,
+	): { answered: Promise<EventResult | undefined>; linked: Promise<void> } {
+		let onWritten: () => void = () => {};
+		let onLinked: () => void = () => {};
+		const written = new Promise<void>((resolve) => (onWritten = resolve));
+		const linked = new Promise<void>((resolve) => (onLinked = resolve));
+		const answered = this.queue.then(() => this.sendNow(event, payload, ctx, onWritten, onLinked));
+		for (const settle of [onWritten, onLinked]) answered.then(settle, settle); // no bridge took it
+		this.queue = written;
+		return { answered, linked };
 	}
 
 	/** One event and its reply on `link`; rejects with LinkGone when the link ends first. */
@@ -820,7 +875,9 @@ class Bridge {
 				this.end(link, `no answer to ${event} within ${TIMEOUT_MS} ms`, "timeout");
 				link.transport?.kill();
 			});
-			this.waiting = {
+			// Its time runs from when it is the oldest unanswered event of its link (see onMessage).
+			if (this.inflight.some((w) => w.link === link)) deadline.pause();
+			this.inflight.push({
 				id,
 				link,
 				ctx,
@@ -835,7 +892,7 @@ class Bridge {
 					resolve(m);
 				},
 				reject: (e) => (deadline.clear(), reject(e)),
-			};
+			});
 			this.write(link, {
 				type: "event",
 				id,
@@ -904,7 +961,13 @@ class Bridge {
 		return this.link === link ? link : undefined;
 	}
 
-	private async sendNow(event: string, payload: Params, given: ExtensionContext | undefined): Promise<EventResult | undefined> {
+	private async sendNow(
+		event: string,
+		payload: Params,
+		given: ExtensionContext | undefined,
+		onWritten?: () => void,
+		onLinked?: () => void,
+	): Promise<EventResult | undefined> {
 		if (given) this.lastCtx = given;
 		const ctx = given ?? this.lastCtx;
 		if (this.closed || !ctx || this.off) return undefined;
@@ -923,7 +986,10 @@ class Bridge {
 				return undefined;
 			}
 			const fresh = link.answered === 0;
-			const reply = await this.exchange(link, event, payload, ctx);
+			const answered = this.exchange(link, event, payload, ctx); // written now
+			onLinked?.();
+			if (link.ahead) onWritten?.(); // else the next event waits for this one's answer
+			const reply = await answered;
 			if (fresh) this.recovered(link, ctx);
 			return this.present(reply, event, ctx);
 		} catch (err) {
@@ -938,9 +1004,18 @@ class Bridge {
 	/** After session_shutdown: close stdin (the bridge exits on EOF), wait briefly, then kill. */
 	async close(): Promise<void> {
 		this.closed = true;
-		const transport = this.link?.transport;
-		if (!transport) return;
+		const link = this.link;
+		const transport = link?.transport;
+		if (!link || !transport) return;
 		transport.end();
+		if (link.hosted && this.lastCtx?.hasUI === false && transport.release) {
+			// Print mode on the watcher's hosting: every answer is in, session_shutdown's too,
+			// and the watcher ends the session on its own once it reads our end of input; Pi's
+			// exit does not wait for it to close its end (issue 34). Not with a UI: the next
+			// session of this Pi (/new, /fork, /reload) must find this one gone from the watcher.
+			transport.release();
+			return;
+		}
 		let timer: ReturnType<typeof setTimeout> | undefined;
 		const gone = await Promise.race([
 			transport.exited.then(() => true),
@@ -996,6 +1071,71 @@ function here(): string {
 	}
 }
 
+/** The value of `rewind.<name>` in one settings file, or undefined (not set, or the file is
+ * missing or unreadable: a setting of the extension is a convenience, never an error). */
+function settingIn(file: string, name: string): unknown {
+	try {
+		if (fs.statSync(file).size > 1 << 20) return undefined; // a settings file, not a dump
+		const rewind = JSON.parse(fs.readFileSync(file, "utf8"))?.rewind;
+		return rewind && typeof rewind === "object" ? (rewind as Record<string, unknown>)[name] : undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/** `rewind.<name>` from the project's `.pi/settings.json`, else the agent dir's `settings.json`
+ * (the project wins, as in Pi's own settings); undefined when neither sets it. */
+function rewindSetting(cwd: string, name: string): unknown {
+	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
+		const value = settingIn(file, name);
+		if (value !== undefined) return value;
+	}
+	return undefined;
+}
+
+const DEFAULT_KEY = "alt+r";
+
+/** The key that opens the list (docs/pi.md#rewind): `rewind.key` (a key name), else Alt+R;
+ * `false` binds none. A value that is not a key name is ignored. */
+function rewindKey(cwd: string): string | undefined {
+	const key = rewindSetting(cwd, "key");
+	if (key === false) return undefined;
+	if (typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim())) return key.trim().toLowerCase();
+	return DEFAULT_KEY;
+}
+
+/** Register `/rewind` and its key (Alt+R unless `rewind.key` says otherwise). Their module,
+ * rewind-command.ts (the overlay: ~800 lines), is loaded at their first use, not with every Pi
+ * start (~1.5-2.5 ms of each, issue 34); a copy of this one file without it says so then. */
+function registerRewind(pi: ExtensionAPI, bridge: Bridge): void {
+	let loading: Promise<typeof import("./rewind-command.ts")> | undefined;
+	const command = async (ctx: ExtensionContext) => {
+		try {
+			loading ??= import("./rewind-command.ts");
+			return await loading;
+		} catch (err) {
+			loading = undefined;
+			const why = err instanceof Error ? err.message : String(err);
+			show(ctx, `Rewind: /rewind is not available (${why}); copy the whole tools/pi-extension folder to get it`, "warning");
+			return undefined;
+		}
+	};
+	pi.registerCommand("rewind", {
+		description: "Rewind: see every rewind point of this branch, preview what a rewind would do, and do it",
+		handler: async (args, ctx) => {
+			await (await command(ctx))?.rewindCommand(args, bridge, ctx);
+		},
+	});
+	const key = rewindKey(process.cwd());
+	if (!key) return;
+	pi.registerShortcut(key as Parameters<ExtensionAPI["registerShortcut"]>[0], {
+		description: "Rewind: open the /rewind list",
+		handler: async (ctx) => {
+			await (await command(ctx))?.rewindKeyPressed(bridge, ctx);
+		},
+	});
+}
+
 export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 	const claims = globalThis as unknown as Claims;
 	const token = {};
@@ -1021,14 +1161,25 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 			bridge.standAside(ctx, OTHER_WRITER);
 			return;
 		}
-		const started = bridge.send("session_start", { reason: e.reason, previousSessionFile: e.previousSessionFile ?? null }, ctx);
+		const payload = { reason: e.reason, previousSessionFile: e.previousSessionFile ?? null };
 		// A first-run setup of the Python side must not hold up Pi's start: not awaited then (the
-		// events that follow wait for it in the bridge's queue). Nor in print mode (issue 34,
-		// the first pi -p of the day: the bridge's start, ~50 ms, is off the prompt's path):
-		// Pi uses nothing of the answer, its notices still reach stderr before Pi ends (shutdown
-		// waits for the queue), and no tool of the prompt runs before the pre-prompt snapshot
-		// (see tool_call below), which the bridge takes after this event.
-		if (!bridge.willSetUp() && ctx.hasUI) await started;
+		// events that follow wait for it in the bridge's queue).
+		const setUp = bridge.willSetUp();
+		if (ctx.hasUI) {
+			const started = bridge.send("session_start", payload, ctx);
+			if (!setUp) await started;
+			return;
+		}
+		// Print mode (issue 34): the answer is not awaited (the first pi -p of the day: the
+		// bridge's start, ~50 ms, is off the prompt's path). Pi uses nothing of it, its notices
+		// still reach stderr before Pi ends (shutdown waits for the queue), and no tool of the
+		// prompt runs before the pre-prompt snapshot (see tool_call below), which the bridge
+		// takes after this event. Only the connection is: to the watcher, a connect and a hello
+		// (~1.5 ms here, where Node's event loop is free); not awaited, it completed only at
+		// turn_start, after Pi's own start of the prompt (~3.5 ms of work that never yields),
+		// and the watcher began this session_start only then. Now it answers while Pi works.
+		const onItsWay = bridge.sendOff("session_start", payload, ctx);
+		if (!setUp) await onItsWay;
 	});
 	// Pi runs the agent ahead of the extension event queue: a tool may run before our turn_start
 	// handler (the pre-prompt snapshot) has finished, unless a tool_call handler exists, in which
@@ -1121,17 +1272,18 @@ export default async function rewindLedger(pi: ExtensionAPI): Promise<void> {
 			void bridge.send("fork_preference", { mode: d.mode, source: d.source }, undefined);
 		}),
 	);
-	// `/rewind` (tools/pi-extension/rewind-command.ts). Loaded here, not imported at the top: a
-	// copy of this one file into ~/.pi/agent/extensions/ still runs, without /rewind, and says so.
+	registerRewind(pi, bridge); // `/rewind` and its key: their module loads at their first use
+	// The model's own `rewind` tool (tools/pi-extension/rewind-tool.ts, issue 36): registered
+	// now, so that the model is told of it from the first request. Loaded here, not imported at
+	// the top: a copy of this one file into ~/.pi/agent/extensions/ still runs, without the
+	// tool and /rewind, and says so.
 	try {
-		const { registerRewind, rewindSetting } = await import("./rewind-command.ts");
-		registerRewind(pi, bridge);
 		const { registerRewindTool } = await import("./rewind-tool.ts");
-		registerRewindTool(pi, bridge, rewindSetting); // the model's own `rewind` tool (issue 36)
+		registerRewindTool(pi, bridge, rewindSetting);
 	} catch (err) {
 		const why = err instanceof Error ? err.message : String(err);
 		pi.on("session_start", (_e, ctx) => {
-			show(ctx, `Rewind: /rewind is not available (${why}); copy the whole tools/pi-extension folder to get it`, "info");
+			show(ctx, `Rewind: the rewind tool and /rewind are not available (${why}); copy the whole tools/pi-extension folder to get them`, "info");
 		});
 	}
 }

@@ -20,10 +20,12 @@
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { StringEnum } from "@mariozechner/pi-ai";
 import { Type } from "typebox";
-// Types only: erased when Pi's loader transpiles this file. A value imported from
-// rewind-command.ts would evaluate that module a second time (Pi's loader keeps no module
-// cache), ~1-2 ms more of every Pi start (issue 34): rewind-ledger.ts hands over what is needed.
-import type { RewindBridge, RewindSetting } from "./rewind-command.ts";
+// Types only: erased when Pi's loader transpiles this file. rewind-command.ts is loaded at the
+// first `/rewind` (rewind-ledger.ts), not with every Pi start (issue 34).
+import type { RewindBridge } from "./rewind-command.ts";
+
+/** Reads one `rewind` setting (rewind-ledger.ts's `rewindSetting`). */
+export type RewindSetting = (cwd: string, name: string) => unknown;
 
 type Json = Record<string, unknown>;
 
@@ -70,7 +72,7 @@ export function agentToolOn(cwd: string, rewindSetting: RewindSetting): boolean 
 }
 
 /** Register the `rewind` tool (unless `rewind.agentTool` is `false`); `setting` reads the
- * `rewind` settings (rewind-command.ts's `rewindSetting`). */
+ * `rewind` settings. */
 export function registerRewindTool(pi: ExtensionAPI, bridge: RewindBridge, setting: RewindSetting): void {
 	if (!agentToolOn(process.cwd(), setting)) return;
 	pi.registerTool({
