@@ -261,22 +261,7 @@ class FakePi:
         """``facts``: the ``session`` to send instead of the usual ones (with ``self.facts``)."""
         self._ids += 1
         eid = event_id if event_id is not None else self._ids
-        message: dict[str, Any] = {
-            "type": "event",
-            "id": eid,
-            "event": name,
-            "payload": payload or {},
-            "ctx": {
-                "hasUI": self.has_ui,
-                "cwd": str(self.cwd),
-                "sessionFile": str(self.session_file),
-                "leafId": self.leaf,
-            },
-        }
-        if facts is not None:
-            message["session"] = facts
-        elif self.facts:
-            message["session"] = self.session_facts()
+        message = self._event_message(eid, name, payload or {}, facts)
         self.send_raw(orjson.dumps(message))
         calls: list[dict[str, Any]] = []
         for message in self._messages():
@@ -302,6 +287,29 @@ class FakePi:
                 return Reply({}, [], None, calls, error=message["error"])
         raise AssertionError("unreachable")
 
+    def _event_message(
+        self, eid: int, name: str, payload: dict[str, Any], facts: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """An event as the extension writes it (``facts``: the ``session`` to send instead of
+        the usual ones)."""
+        message: dict[str, Any] = {
+            "type": "event",
+            "id": eid,
+            "event": name,
+            "payload": payload,
+            "ctx": {
+                "hasUI": self.has_ui,
+                "cwd": str(self.cwd),
+                "sessionFile": str(self.session_file),
+                "leafId": self.leaf,
+            },
+        }
+        if facts is not None:
+            message["session"] = facts
+        elif self.facts:
+            message["session"] = self.session_facts()
+        return message
+
     def ahead(self, events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Write every event before reading any answer, as the extension does since stop 50
         (each with its facts as they are when it is written), then answer the bridge's calls
@@ -310,21 +318,7 @@ class FakePi:
         for name, payload in events:
             self._ids += 1
             ids.append(self._ids)
-            message: dict[str, Any] = {
-                "type": "event",
-                "id": self._ids,
-                "event": name,
-                "payload": payload,
-                "ctx": {
-                    "hasUI": self.has_ui,
-                    "cwd": str(self.cwd),
-                    "sessionFile": str(self.session_file),
-                    "leafId": self.leaf,
-                },
-            }
-            if self.facts:
-                message["session"] = self.session_facts()
-            self.send_raw(orjson.dumps(message))
+            self.send_raw(orjson.dumps(self._event_message(self._ids, name, payload, None)))
         results: list[dict[str, Any]] = []
         for message in self._messages():
             if message["type"] == "call":

@@ -61,12 +61,7 @@ def test_events_written_ahead_are_answered_in_order_and_each_prompt_records_exac
     assert pi.close() == 0
 
 
-def test_an_event_whose_facts_predate_an_earlier_events_append_is_answered_from_the_session(
-    repo: Path, isolated_env: Path
-) -> None:
-    # agent_end appends the prompt's record through a call; the session_shutdown written behind
-    # it carries facts taken before that append: they do not continue the bridge's mirror, so
-    # the bridge asks for the session instead of trusting them.
+def _one_prompt_up_to_its_agent_end(repo: Path, isolated_env: Path) -> FakePi:
     pi = FakePi(repo, isolated_env / ".pi" / "agent", facts=True)
     pi.event("session_start", {"reason": "startup"})
     pi.event("before_agent_start", {"prompt": "one"})
@@ -75,6 +70,16 @@ def test_an_event_whose_facts_predate_an_earlier_events_append_is_answered_from_
     (repo / "a.txt").write_text("a\n")
     pi.assistant("done")
     pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
+    return pi
+
+
+def test_an_event_written_while_the_bridge_waits_for_its_calls_reply_is_answered_after_it(
+    repo: Path, isolated_env: Path
+) -> None:
+    # agent_end appends the prompt's record through a call; the session_shutdown written behind
+    # it (with facts taken before that append) is kept until agent_end is answered. Before stop
+    # 50 the bridge refused it (`bad-message`: one event at a time).
+    pi = _one_prompt_up_to_its_agent_end(repo, isolated_env)
     calls_before = len(pi.entries)
     results = pi.ahead([("agent_end", {}), ("session_shutdown", {"reason": "quit"})])
     assert [r["type"] for r in results] == ["result", "result"]
@@ -87,51 +92,26 @@ def test_at_most_max_ahead_events_wait_behind_a_call_and_the_next_is_refused(
 ) -> None:
     # A bound on what a host can make the bridge hold: past MAX_AHEAD, an event written while a
     # call waits gets a `bad-message` error at once; the ones kept are answered in order after.
-    pi = FakePi(repo, isolated_env / ".pi" / "agent", facts=True)
-    pi.event("session_start", {"reason": "startup"})
-    pi.event("before_agent_start", {"prompt": "one"})
-    pi.event("turn_start", {"turnIndex": 0})
-    pi.user("one")
-    pi.assistant("done")
-    pi.event("turn_end", {"turnIndex": 0, "role": "assistant"})
-    pi.send_raw(
-        orjson.dumps(
-            {
-                "type": "event",
-                "id": 1000,
-                "event": "agent_end",
-                "payload": {},
-                "ctx": {
-                    "hasUI": True,
-                    "cwd": str(repo),
-                    "sessionFile": str(pi.session_file),
-                    "leafId": pi.leaf,
-                },
-            }
-        )
-    )
+    pi = _one_prompt_up_to_its_agent_end(repo, isolated_env)
+
+    def event(event_id: int, name: str) -> bytes:
+        ctx = {
+            "hasUI": True,
+            "cwd": str(repo),
+            "sessionFile": str(pi.session_file),
+            "leafId": pi.leaf,
+        }
+        message = {"type": "event", "id": event_id, "event": name, "payload": {}, "ctx": ctx}
+        return orjson.dumps(message)
+
+    pi.send_raw(event(1000, "agent_end"))
     call = pi.read()
     while call["method"] == "session":  # the bridge catches up with the session first
         pi.send_raw(orjson.dumps({"type": "reply", "id": call["id"], "result": pi._answer(call)}))
         call = pi.read()
     assert call["type"] == "call" and call["method"] == "appendEntry", call
     for k in range(MAX_AHEAD + 1):
-        pi.send_raw(
-            orjson.dumps(
-                {
-                    "type": "event",
-                    "id": 2000 + k,
-                    "event": "ping",
-                    "payload": {},
-                    "ctx": {
-                        "hasUI": True,
-                        "cwd": str(repo),
-                        "sessionFile": str(pi.session_file),
-                        "leafId": pi.leaf,
-                    },
-                }
-            )
-        )
+        pi.send_raw(event(2000 + k, "ping"))
     refused = pi.read()
     assert refused["type"] == "error" and refused["id"] == 2000 + MAX_AHEAD, refused
     assert refused["error"]["code"] == "bad-message"
