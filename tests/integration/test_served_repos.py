@@ -13,6 +13,7 @@ import pytest
 from ledger.cli import served_repos
 from ledger.cli.context import CliContext
 from ledger.errors import LedgerError
+from ledger.git.locate import Located
 from ledger.git.repo import GitRepo
 from tests.gitkit import git, one_commit_repo
 
@@ -125,8 +126,8 @@ def test_a_repository_changed_while_it_was_being_opened_is_not_kept(
     agent = tmp_path / "agent"
     real = GitRepo.discover
 
-    def discover_then_change(start: Path | str) -> GitRepo:
-        opened = real(start)
+    def discover_then_change(start: Path | str, *, known: Located | None = None) -> GitRepo:
+        opened = real(start, known=known)
         git(repo / "sub", "init", "-q")
         return opened
 
