@@ -1098,9 +1098,11 @@ const DEFAULT_KEY = "alt+r";
 /** The key that opens the list (docs/pi.md#rewind): `rewind.key` (a key name), else Alt+R;
  * `false` binds none. A value that is not a key name is ignored. */
 function rewindKey(cwd: string): string | undefined {
-	const key = rewindSetting(cwd, "key");
-	if (key === false) return undefined;
-	if (typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim())) return key.trim().toLowerCase();
+	for (const file of [path.join(cwd, ".pi", "settings.json"), path.join(getAgentDir(), "settings.json")]) {
+		const key = settingIn(file, "key"); // a value that is no key name: the next file decides
+		if (key === false) return undefined;
+		if (typeof key === "string" && /^[a-z0-9+]+$/i.test(key.trim())) return key.trim().toLowerCase();
+	}
 	return DEFAULT_KEY;
 }
 
