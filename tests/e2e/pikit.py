@@ -45,22 +45,43 @@ class PiUnavailable(Exception):
 
 def ensure_pi() -> Path:
     """The path of Pi's ``cli.js``, installing the package first if needed."""
+    package = _npm_install_once(CACHE, "@mariozechner/pi-coding-agent", PI_VERSION)
+    return package / "dist" / "cli.js"
+
+
+TYPESCRIPT_VERSION = "5.9.3"
+TYPESCRIPT_CACHE = CACHE.parent / f"typescript-{TYPESCRIPT_VERSION}"
+
+
+def ensure_typescript() -> Path:
+    """The path of TypeScript's ``tsc`` (pinned), installing it first if needed, beside Pi's
+    cache (tests/e2e/test_pi_extension_types.py)."""
+    package = _npm_install_once(TYPESCRIPT_CACHE, "typescript", TYPESCRIPT_VERSION)
+    return package / "bin" / "tsc"
+
+
+MARKER = ".installed"
+
+
+def _npm_install_once(cache: Path, name: str, version: str) -> Path:
+    """``npm install name@version`` into ``cache`` unless its marker says it is there: under a
+    lock, so that parallel runs do not clash; the marker is written last, so an interrupted
+    install has none. The package's directory."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         raise PiUnavailable(
             f"{'node' if node is None else 'npm'} is not installed: the end-to-end tests need "
-            f"Node.js and npm to install @mariozechner/pi-coding-agent@{PI_VERSION}"
+            f"Node.js and npm to install {name}@{version}"
         )
-    package = CACHE / "node_modules" / "@mariozechner" / "pi-coding-agent"
-    cli = package / "dist" / "cli.js"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".install.lock", "w") as lock:
+    package = cache / "node_modules" / name
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _installed(package):
-            (CACHE / MARKER).unlink(missing_ok=True)
-            if not (CACHE / "package.json").exists():
-                (CACHE / "package.json").write_text(
-                    '{"name": "rewind-ledger-pi-cache", "private": true}\n'
+        if not _installed(cache, package, version):
+            (cache / MARKER).unlink(missing_ok=True)
+            if not (cache / "package.json").exists():
+                (cache / "package.json").write_text(
+                    '{"name": "rewind-ledger-test-cache", "private": true}\n'
                 )
             result = subprocess.run(
                 [
@@ -69,37 +90,31 @@ def ensure_pi() -> Path:
                     "--no-audit",
                     "--no-fund",
                     "--loglevel=error",
-                    f"@mariozechner/pi-coding-agent@{PI_VERSION}",
+                    f"{name}@{version}",
                 ],
-                cwd=CACHE,
+                cwd=cache,
                 check=False,
                 capture_output=True,
                 text=True,
                 timeout=900,
             )
-            if result.returncode != 0 or not _version_ok(package):
+            if result.returncode != 0 or not _version_ok(package, version):
                 raise PiUnavailable(
-                    f"npm install of pi-coding-agent@{PI_VERSION} into {CACHE} failed: "
-                    f"{result.stderr[-2000:]}"
+                    f"npm install of {name}@{version} into {cache} failed: {result.stderr[-2000:]}"
                 )
-            (CACHE / MARKER).write_text(
-                PI_VERSION + "\n"
-            )  # written last: an interrupted install has none
-    return cli
+            (cache / MARKER).write_text(version + "\n")
+    return package
 
 
-MARKER = ".installed"
-
-
-def _version_ok(package: Path) -> bool:
+def _version_ok(package: Path, version: str) -> bool:
     try:
-        return json.loads((package / "package.json").read_text())["version"] == PI_VERSION
+        return json.loads((package / "package.json").read_text())["version"] == version
     except (OSError, ValueError, KeyError):
         return False
 
 
-def _installed(package: Path) -> bool:
-    return (CACHE / MARKER).is_file() and _version_ok(package)
+def _installed(cache: Path, package: Path, version: str) -> bool:
+    return (cache / MARKER).is_file() and _version_ok(package, version)
 
 
 def pi_env(agent_dir: Path) -> dict[str, str]:
