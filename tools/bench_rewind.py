@@ -487,6 +487,8 @@ def main() -> int:
                 flush=True,
             )
         # The session's first list: a fresh bridge resumes it, as Pi does when it starts.
+        # (Its own warm-up line, not the one of the bridge that built the session.)
+        earlier_warm_ups = len(traced(trace, "warm-up"))
         pi = resume(repo, agent, state)
         t0 = time.perf_counter()
         if pi.event("session_start", {"reason": "resume"}).error is not None:
@@ -503,7 +505,7 @@ def main() -> int:
         counts = reply.result["preview"]["counts"]
         first_files = counts["added"] + counts["modified"] + counts["deleted"]
         verdict = {True: "met", False: "MISSED"}
-        warmed = traced(trace, "warm-up")
+        warmed = traced(trace, "warm-up")[earlier_warm_ups:]
         warm_up = (
             f"its warm-up {float(warmed[0]['ms']):.0f} ms, {warmed[0]['levels']} tree levels read"
             if warmed

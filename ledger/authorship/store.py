@@ -20,8 +20,10 @@ Concurrency (the decisions, each for a reason):
   rewrites are refused (an index that grows is still exact).
 - **Readers** take no lock: they open the file, read from where they stopped and keep an
   incomplete frame at the end for the next read; a new inode (a rewrite) means a full reload.
-- **A missing file** is created by an append as ``partial`` (its history is missing), never as
-  complete: only a rebuild writes a complete file, merging the records appended meanwhile.
+- **A missing file** is created by an append as ``partial`` (its history is missing): a
+  rebuild then writes a complete file, merging the records appended meanwhile. Only where the
+  caller proves there is no history (a repository's first recorded snapshot: the store keeps no
+  other) is it created ``complete``, since a rebuild would write exactly those records.
 
 Invariants: reads are bounded (:data:`MAX_FILE_BYTES`; a larger file is not read, it is rebuilt
 or compacted); a file of a newer format version is neither read nor written; the library never
@@ -35,7 +37,7 @@ import errno
 import fcntl
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -232,27 +234,33 @@ class AuthorshipStore:
     def _temporary(self) -> Path:
         return self.directory / f"{INDEX_NAME}.{os.getpid()}.{time.monotonic_ns()}{TMP_SUFFIX}"
 
-    def append(self, records: Sequence[Record]) -> bool:
-        """Append ``records`` in order (a missing file is created ``partial``). ``False``: not
-        appended because the file is of a newer version or its header is damaged (it is rebuilt
-        or left alone). Raises :class:`AuthorshipIndexError` when a write fails."""
+    def append(
+        self, records: Sequence[Record], *, history_free: Callable[[], bool] | None = None
+    ) -> bool:
+        """Append ``records`` in order. A missing file is created ``partial``, or ``complete``
+        when ``history_free`` (asked then, under the lock) says no point can exist before
+        these records. ``False``: not appended because the file is of a newer version or its
+        header is damaged (it is rebuilt or left alone). Raises :class:`AuthorshipIndexError`
+        when a write fails."""
         frames = [frame for record in records for frame in encode_record(record)]
         if not frames:
             return True
         try:
             with self._locked(False, APPEND_WAIT_S):
-                return self._append_locked(frames)
+                return self._append_locked(frames, history_free)
         except TimeoutError as exc:
             raise AuthorshipIndexError(self.path, str(exc)) from exc
         except OSError as exc:
             raise AuthorshipIndexError(self.path, exc.strerror or str(exc)) from exc
 
-    def _append_locked(self, frames: Sequence[bytes]) -> bool:
+    def _append_locked(
+        self, frames: Sequence[bytes], history_free: Callable[[], bool] | None
+    ) -> bool:
         flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
         try:
             fd = os.open(self.path, flags)
         except FileNotFoundError:
-            self._create("partial")
+            self._create("complete" if history_free is not None and history_free() else "partial")
             fd = os.open(self.path, flags)
         try:
             header = decode_header(os.pread(fd, 64, 0))

@@ -173,7 +173,7 @@ class AuthorshipLog:
     def _append(self, record: Record) -> None:
         try:
             make_private_dir(self.repo.git_dir)
-            if not self.store.append([record]):
+            if not self.store.append([record], history_free=lambda: self._history_free(record)):
                 self.last_error = "the index file is of a newer version or damaged"
         except (AuthorshipIndexError, OSError) as exc:
             # Never fail the capture: the index is only advice, and a rebuild restores it.
@@ -182,6 +182,20 @@ class AuthorshipLog:
                 self.store.invalidate()
         if self._memory is not None:
             self._memory.add(record)
+
+    def _history_free(self, record: Record) -> bool:
+        """Whether no point can exist before ``record``: the store's chain keeps no snapshot but
+        its own (asked only when its append creates the index file). Every point's snapshot is
+        kept there (a pruned one is no point to a rebuild either), so a rebuild would write
+        exactly this record: the file can start ``complete``, and the first ``/rewind`` of a new
+        repository reads it instead of replaying every session. Newest first, so the walk stops
+        at the first other snapshot; any doubt (an unreadable chain) says no."""
+        from ledger.git.store.chain import Store
+
+        try:
+            return all(s == record.snapshot for s in Store(self.repo).iter_snapshots())
+        except Exception:  # an optimization only: the file is then created partial, as before
+            return False
 
     def _last(self) -> str | None:
         """The work tree's latest recorded snapshot (the base of a capture)."""

@@ -122,7 +122,7 @@ def test_the_index_is_written_as_work_happens_and_a_rebuild_answers_the_same(
     kinds = [(r.author.kind, r.author.session) for r in written.records]
     assert ("agent", b.engine.session().id) in kinds
     live = restore(a.engine, first, "files", dry_run=True)
-    assert store.read().status == "ok", "the first read of a partial file rebuilds it"
+    assert store.read().status == "ok", "complete: from its first record, or rebuilt at this read"
 
     store.path.unlink()  # gone: the next plan rebuilds it from the ledgers
     fresh = Agent(repo, tmp_path / "agent", a.session_file)
@@ -151,7 +151,7 @@ def test_a_small_plan_reads_only_the_frames_naming_its_paths(repo: Path, tmp_pat
     first, _ = a.prompt("one", _writes({"a.txt": "a\n"}))
     for n in range(30):
         a.prompt(f"p{n}", _writes({f"f{n}.txt": f"{n}\n"}))
-    restore(a.engine, first, "files", dry_run=True)  # the partial file is rebuilt once
+    restore(a.engine, first, "files", dry_run=True)  # a partial file would be rebuilt here
     fresh = Agent(repo, tmp_path / "agent", a.session_file)
     fresh.engine.session_start("startup")
     _write(repo / "a.txt", "by hand\n")
@@ -170,7 +170,7 @@ def test_a_capture_whose_base_was_pruned_does_not_make_every_file_the_users(
     b = Agent.start(repo, tmp_path / "agent")
     first, _ = a.prompt("one", _writes({"a.txt": "a\n"}))
     b.prompt("b works", _writes({"b.txt": "by B\n"}))
-    restore(a.engine, first, "files", dry_run=True)  # the partial file is rebuilt: "ok"
+    restore(a.engine, first, "files", dry_run=True)  # a partial file would be rebuilt: "ok"
     # The index's latest snapshot is gone (pruned, or from a repository copied away).
     gone = Record("0" * 40, Author("user", "elsewhere"), ((b"x.txt", 0o100644, "1" * 40),))
     AuthorshipStore(private_dir(a.engine.repo.git_dir)).append([gone])
@@ -216,3 +216,47 @@ def test_a_restore_reads_the_index_once_and_then_only_what_another_writer_append
     assert log._last() == store.read().last_snapshot
     start, end = ranges[0]
     assert len(ranges) == 2 and end == grown and 0 < start < size, ranges
+
+
+def _records(store: AuthorshipStore) -> list[tuple[str, str, str | None, tuple[object, ...]]]:
+    return sorted(
+        (r.snapshot, r.author.kind, r.author.session, tuple(sorted(r.entries)))
+        for r in store.read().records
+    )
+
+
+def test_a_new_repositorys_index_starts_complete_and_holds_what_a_rebuild_writes(
+    repo: Path, tmp_path: Path
+) -> None:
+    a = Agent.start(repo, tmp_path / "agent")
+    first, _ = a.prompt("one", _writes({"a.txt": "a\n"}))
+    _write(repo / "mine.txt", "mine\n")
+    a.prompt("two", _writes({"d/e.txt": "e\n"}))
+    store = AuthorshipStore(private_dir(a.engine.repo.git_dir))
+    assert store.read().status == "ok", "created by the first record, with nothing before it"
+    fresh = Agent(repo, tmp_path / "agent", a.session_file)
+    fresh.engine.session_start("startup")
+    live = restore(fresh.engine, first, "files", dry_run=True)
+    assert fresh.engine.authorship.rebuilds == 0, "the first plan reads the file as written"
+    written = _records(store)
+
+    store.path.unlink()
+    again = Agent(repo, tmp_path / "agent", a.session_file)
+    again.engine.session_start("startup")
+    rebuilt = restore(again.engine, first, "files", dry_run=True)
+    assert again.engine.authorship.rebuilds == 1
+    assert _records(store) == written, "a rebuild writes exactly what the appends wrote"
+    assert (_own(rebuilt), _others(rebuilt)) == (_own(live), _others(live)) == (["mine.txt"], {})
+
+
+def test_an_index_created_after_other_snapshots_were_kept_starts_partial(
+    repo: Path, tmp_path: Path
+) -> None:
+    a = Agent.start(repo, tmp_path / "agent")
+    first, _ = a.prompt("one", _writes({"a.txt": "a\n"}))
+    store = AuthorshipStore(private_dir(a.engine.repo.git_dir))
+    store.path.unlink()  # lost, or never written (the reference's sessions write none)
+    a.prompt("two", _writes({"b.txt": "b\n"}))
+    assert store.read().status == "partial", "the store keeps points the file does not hold"
+    restore(a.engine, first, "files", dry_run=True)
+    assert a.engine.authorship.rebuilds == 1 and store.read().status == "ok"
