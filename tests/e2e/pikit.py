@@ -45,76 +45,74 @@ class PiUnavailable(Exception):
 
 def ensure_pi() -> Path:
     """The path of Pi's ``cli.js``, installing the package first if needed."""
-    package = _npm_install_once(CACHE, "@mariozechner/pi-coding-agent", PI_VERSION)
-    return package / "dist" / "cli.js"
+    modules = _npm_install_once(CACHE, {"@mariozechner/pi-coding-agent": PI_VERSION})
+    return modules / "@mariozechner" / "pi-coding-agent" / "dist" / "cli.js"
 
 
-TYPESCRIPT_VERSION = "5.9.3"
-TYPESCRIPT_CACHE = CACHE.parent / f"typescript-{TYPESCRIPT_VERSION}"
+TYPESCRIPT_PACKAGES = {"typescript": "5.9.3", "@types/node": "20.19.43"}
+"""Pinned, both: Pi's own install brings some ``@types/node`` through dependencies that do not
+pin it, which would change the check under us."""
+TYPESCRIPT_CACHE = CACHE.parent / f"typescript-{TYPESCRIPT_PACKAGES['typescript']}"
 
 
 def ensure_typescript() -> Path:
-    """The path of TypeScript's ``tsc`` (pinned), installing it first if needed, beside Pi's
-    cache (tests/e2e/test_pi_extension_types.py)."""
-    package = _npm_install_once(TYPESCRIPT_CACHE, "typescript", TYPESCRIPT_VERSION)
-    return package / "bin" / "tsc"
+    """The ``node_modules`` holding TypeScript's compiler and Node's types (pinned), installed
+    first if needed, beside Pi's cache (tests/e2e/test_pi_extension_types.py)."""
+    return _npm_install_once(TYPESCRIPT_CACHE, TYPESCRIPT_PACKAGES)
 
 
 MARKER = ".installed"
 
 
-def _npm_install_once(cache: Path, name: str, version: str) -> Path:
-    """``npm install name@version`` into ``cache`` unless its marker says it is there: under a
-    lock, so that parallel runs do not clash; the marker is written last, so an interrupted
-    install has none. The package's directory."""
+def _npm_install_once(cache: Path, packages: dict[str, str]) -> Path:
+    """``npm install name@version …`` into ``cache`` unless its marker says they are there:
+    under a lock, so that parallel runs do not clash; the marker is written last, so an
+    interrupted install has none. The cache's ``node_modules``."""
+    specs = [f"{name}@{version}" for name, version in packages.items()]
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         raise PiUnavailable(
             f"{'node' if node is None else 'npm'} is not installed: the end-to-end tests need "
-            f"Node.js and npm to install {name}@{version}"
+            f"Node.js and npm to install {' '.join(specs)}"
         )
-    package = cache / "node_modules" / name
+    modules = cache / "node_modules"
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _installed(cache, package, version):
+        if not _installed(cache, packages):
             (cache / MARKER).unlink(missing_ok=True)
             if not (cache / "package.json").exists():
                 (cache / "package.json").write_text(
                     '{"name": "rewind-ledger-test-cache", "private": true}\n'
                 )
             result = subprocess.run(
-                [
-                    npm,
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel=error",
-                    f"{name}@{version}",
-                ],
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *specs],
                 cwd=cache,
                 check=False,
                 capture_output=True,
                 text=True,
                 timeout=900,
             )
-            if result.returncode != 0 or not _version_ok(package, version):
+            if result.returncode != 0 or not _versions_ok(modules, packages):
                 raise PiUnavailable(
-                    f"npm install of {name}@{version} into {cache} failed: {result.stderr[-2000:]}"
+                    f"npm install of {' '.join(specs)} into {cache} failed: {result.stderr[-2000:]}"
                 )
-            (cache / MARKER).write_text(version + "\n")
-    return package
+            (cache / MARKER).write_text(" ".join(specs) + "\n")
+    return modules
 
 
-def _version_ok(package: Path, version: str) -> bool:
-    try:
-        return json.loads((package / "package.json").read_text())["version"] == version
-    except (OSError, ValueError, KeyError):
-        return False
+def _versions_ok(modules: Path, packages: dict[str, str]) -> bool:
+    for name, version in packages.items():
+        try:
+            if json.loads((modules / name / "package.json").read_text())["version"] != version:
+                return False
+        except (OSError, ValueError, KeyError):
+            return False
+    return True
 
 
-def _installed(cache: Path, package: Path, version: str) -> bool:
-    return (cache / MARKER).is_file() and _version_ok(package, version)
+def _installed(cache: Path, packages: dict[str, str]) -> bool:
+    return (cache / MARKER).is_file() and _versions_ok(cache / "node_modules", packages)
 
 
 def pi_env(agent_dir: Path) -> dict[str, str]:
