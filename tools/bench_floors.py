@@ -61,6 +61,32 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def leave_no_watcher(repo: Path) -> None:
+    """Stop the watcher a benchmark's bridges started for ``repo`` (they outlive it by their
+    ``--idle-exit``, and their idle-time verification would run beside the next benchmark);
+    quietly: a repository already gone or not served is left as it is."""
+    import contextlib
+
+    from ledger.git.private import serving_pid
+
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        git_dir = subprocess.run(
+            ["git", "rev-parse", "--absolute-git-dir"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+        if git_dir and serving_pid(Path(git_dir)) is not None:
+            subprocess.run(
+                [INSTALL_PYTHON or sys.executable, "-m", "ledger", "serve", "--stop"],
+                cwd=repo,
+                env=child_env(),
+                capture_output=True,
+                timeout=60,
+            )
+
+
 def precompile() -> None:
     """Write the bytecode caches of ``ledger`` before the first timed child (a user's install
     has them; a first run without them would pay the compilation)."""

@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_feed import build_repo
+from bench_floors import leave_no_watcher
 from bench_rewind_state import load_state, save_state
 
 from tests.bridgekit import FakePi, Reply
@@ -589,6 +590,7 @@ def main() -> int:
     finally:
         if pi is not None:
             pi.close()
+        leave_no_watcher(tmp / f"feed-{files}")
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0

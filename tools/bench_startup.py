@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from bench_feed import build_repo
+from bench_floors import leave_no_watcher
 
 from tests.bridgekit import FakePi
 
@@ -145,6 +146,7 @@ def bench_cli(runs: int, env: dict[str, str], before: dict[str, str] | None) -> 
         for name, values in times.items():
             report(name, values, None if name == "python -c pass" else floor, "floor")
     finally:
+        leave_no_watcher(tmp / "demo" / "project")  # ledger.demo.build_world's repository
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -294,6 +296,7 @@ def bench_bridge(
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        leave_no_watcher(repo)
         for n in range(prompts + 3):
             for name in (f"startup-{n}.txt", f"startup-warm-{n}.txt"):
                 (repo / name).unlink(missing_ok=True)

@@ -185,11 +185,14 @@ class AuthorshipLog:
 
     def _history_free(self, record: Record) -> bool:
         """Whether no point can exist before ``record``: the store's chain keeps no snapshot but
-        its own (asked only when its append creates the index file). Every point's snapshot is
-        kept there (a pruned one is no point to a rebuild either), so a rebuild would write
-        exactly this record: the file can start ``complete``, and the first ``/rewind`` of a new
-        repository reads it instead of replaying every session. Newest first, so the walk stops
-        at the first other snapshot; any doubt (an unreadable chain) says no."""
+        its own (asked only when its append creates the index file). A point's snapshot stays
+        on the chain until a sweep drops it, and a pruned one is no point to a rebuild either,
+        so a rebuild would write exactly this record: the file can start ``complete``, and the
+        first ``/rewind`` of a new repository reads it instead of replaying every session.
+        (A swept snapshot whose commit git has not pruned yet would be replayed by a rebuild; at
+        worst its changes read as unrecorded, which attribution counts as the user's: more
+        warnings, never fewer.) Newest first, so the walk stops at the first other snapshot; any
+        doubt (an unreadable chain) says no."""
         from ledger.git.store.chain import Store
 
         try:

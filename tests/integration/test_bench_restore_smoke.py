@@ -43,6 +43,8 @@ def test_bench_restore_prints_every_entry_point_with_its_ratio_and_the_floors() 
         "rewind restore, cold (REWIND_SERVED=0)",
         "breakdown: cold, no status prefetch",
         "breakdown: restore_commit in-process",
+        "floor: the capture's git status alone",
+        "floor: python + that status + pygit2/orjson",
         "rewind restore, watcher running",
         "/rewind files only, spawned bridge",
         "/rewind files only, session hosted by watcher",
