@@ -28,6 +28,7 @@ Usage: imported by ``tools/bench_restore.py`` (phase 1 rows), or alone::
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -91,6 +92,32 @@ def python_status_imports(repo: Path, scratch: Path, python: str) -> Callable[[]
     return run
 
 
+def _snapshot_now(repo: Path, scratch: Path) -> str:
+    """A commit of the work tree exactly as it is (untracked files too, as the reference's own
+    capture takes it), made through a throw-away index and no ref: what the reference goes
+    back to after each change. (A commit of tracked files only would make the reference delete
+    the untracked ones.)"""
+    env = {**os.environ, "GIT_INDEX_FILE": str(scratch / "target-index")}
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    git("add", "-A")
+    tree = git("write-tree")
+    return git(
+        "-c",
+        "user.name=Bench",
+        "-c",
+        "user.email=bench@example.com",
+        "commit-tree",
+        tree,
+        "-m",
+        "bench target",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repo", type=Path, help="a repository with a private index (a capture ran)")
@@ -98,11 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from bench_restore import Bench, reference_restore
 
-    # The reference goes back to the work tree as it is now (tracked files), as a snapshot
-    # would: `git stash create` makes that commit without touching a ref (HEAD when clean).
-    made = subprocess.run(["git", "stash", "create"], cwd=args.repo, capture_output=True, text=True)
-    target = made.stdout.strip() or "HEAD"
     with tempfile.TemporaryDirectory(prefix="bench-cold-floor-") as tmp:
+        target = _snapshot_now(args.repo, Path(tmp))
         bench = Bench(args.repo, Path(tmp) / "agent")
 
         def reference() -> float:
