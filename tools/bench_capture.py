@@ -82,12 +82,18 @@ def build_repo(parent: Path, files: int) -> Path:
 
 
 def reference_capture(repo: Path) -> str:
-    """The reference's pipeline (docs/design.md#the-references-methods): fresh index, add -A, write-tree, commit-tree."""
+    """The reference's pipeline (docs/design.md#the-references-methods): fresh index, add -A,
+    write-tree, commit-tree. Its tree."""
+    return reference_snapshot(repo)[0]
+
+
+def reference_snapshot(repo: Path) -> tuple[str, str]:
+    """:func:`reference_capture`'s pipeline: ``(tree, commit)``; the commit is on no ref."""
     with tempfile.TemporaryDirectory(prefix="pi-rewind-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(repo, "-c", "core.autocrlf=false", "add", "-A", env=env)
         tree = _git(repo, "write-tree", env=env).strip()
-    _git(
+    commit = _git(
         repo,
         "-c",
         "user.name=Bench",
@@ -97,8 +103,8 @@ def reference_capture(repo: Path) -> str:
         tree,
         "-m",
         "pi rewind snapshot",
-    )
-    return tree
+    ).strip()
+    return tree, commit
 
 
 def settle() -> None:

@@ -28,7 +28,6 @@ Usage: imported by ``tools/bench_restore.py`` (phase 1 rows), or alone::
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
@@ -92,42 +91,23 @@ def python_status_imports(repo: Path, scratch: Path, python: str) -> Callable[[]
     return run
 
 
-def _snapshot_now(repo: Path, scratch: Path) -> str:
-    """A commit of the work tree exactly as it is (untracked files too, as the reference's own
-    capture takes it), made through a throw-away index and no ref: what the reference goes
-    back to after each change. (A commit of tracked files only would make the reference delete
-    the untracked ones.)"""
-    env = {**os.environ, "GIT_INDEX_FILE": str(scratch / "target-index")}
-
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    git("add", "-A")
-    tree = git("write-tree")
-    return git(
-        "-c",
-        "user.name=Bench",
-        "-c",
-        "user.email=bench@example.com",
-        "commit-tree",
-        tree,
-        "-m",
-        "bench target",
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repo", type=Path, help="a repository with a private index (a capture ran)")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args(argv)
+    from bench_capture import reference_snapshot
     from bench_restore import Bench, reference_restore
 
     with tempfile.TemporaryDirectory(prefix="bench-cold-floor-") as tmp:
-        target = _snapshot_now(args.repo, Path(tmp))
+        # A commit of the whole work tree, untracked files too, as the reference takes it (a
+        # commit of tracked files only would make its restore delete the untracked ones).
+        target = reference_snapshot(args.repo)[1]
         bench = Bench(args.repo, Path(tmp) / "agent")
+        if not bench.pool:
+            parser.error(
+                "REPO has no tracked d*/….txt files to change (tools/bench_feed.py's layout)"
+            )
 
         def reference() -> float:
             rel = bench.change_one()
