@@ -350,6 +350,16 @@ def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_durin
     assert len(ops(first_file)) == 1, "only the checkpoint's record"
 
     second.wait_idle()
+    # Pi's `isStreaming` is false as soon as its agent loop ends, but it hands agent events to
+    # extensions from a queue: under load our agent_end (which lets the gate go) comes later, and
+    # a restore in between is rightly refused (CI saw it once). The entry says "not busy" only
+    # after the gate is let go (bridge/dispatch.py: _turn_ends).
+    wait_for(
+        lambda: not any(
+            e["busy"] for e in _live(agent_dir, project, first_file) if e["sessionId"] == second_id
+        ),
+        "the second session's turn to have ended",
+    )
     first.prompt(GO_BACK)
     *_, done = results_after(first_file, 4)
     now = work_tree(project)
