@@ -65,11 +65,20 @@ def _turns(path: Path) -> list[dict[str, Any]]:
     return [e.raw["data"] for e in read_session(path).entries if e.custom_type == TURN]
 
 
-def _last_prompt(trace: Path) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in trace.read_text().splitlines()]
-    start = max(i for i, line in enumerate(lines) if line["event"] == "before_agent_start")
-    end = next(i for i in range(start, len(lines)) if lines[i]["event"] == "agent_end")
-    return lines[start : end + 1]
+def _last_prompt(trace: Path, timeout: float = 30) -> list[dict[str, Any]]:
+    """The last prompt's trace lines, once its agent_end line is there: the bridge writes an
+    event's line after its handler, and agent_end's handler appends the prompt's record, so the
+    record (what `_prompts` waits for) can be in the session before the line is in the trace."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # Whole lines only: a line being written has no newline yet.
+        lines = [json.loads(line) for line in trace.read_bytes().split(b"\n")[:-1]]
+        start = max(i for i, line in enumerate(lines) if line["event"] == "before_agent_start")
+        end = next((i for i in range(start, len(lines)) if lines[i]["event"] == "agent_end"), None)
+        if end is not None:
+            return lines[start : end + 1]
+        assert time.monotonic() < deadline, f"no agent_end after the last prompt: {lines[start:]}"
+        time.sleep(0.05)
 
 
 def _bound_roles(path: Path) -> list[list[str]]:
