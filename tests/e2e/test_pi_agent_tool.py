@@ -332,12 +332,12 @@ def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_durin
 
     # The second agent runs a slow tool: the first agent's restore is refused, nothing written.
     second.command({"type": "prompt", "message": "slow " + turns([bash("sleep 10")])})
-    wait_for(
-        lambda: any(
-            e["busy"] for e in _live(agent_dir, project, first_file) if e["sessionId"] == second_id
-        ),
-        "the second session's turn to be in flight",
-    )
+
+    def second_in_a_turn() -> bool:
+        entries = _live(agent_dir, project, first_file)
+        return any(e["busy"] for e in entries if e["sessionId"] == second_id)
+
+    wait_for(second_in_a_turn, "the second session's turn to be in flight")
     during = work_tree(project)
     first.prompt("now " + turns([rewind("restore", point="before")]))
     assert second.state()["isStreaming"], "the other turn was still running (else retry slower)"
@@ -354,12 +354,7 @@ def test_another_sessions_file_is_left_alone_and_named_and_no_restore_runs_durin
     # extensions from a queue: under load our agent_end (which lets the gate go) comes later, and
     # a restore in between is rightly refused (CI saw it once). The entry says "not busy" only
     # after the gate is let go (bridge/dispatch.py: _turn_ends).
-    wait_for(
-        lambda: not any(
-            e["busy"] for e in _live(agent_dir, project, first_file) if e["sessionId"] == second_id
-        ),
-        "the second session's turn to have ended",
-    )
+    wait_for(lambda: not second_in_a_turn(), "the second session's turn to have ended")
     first.prompt(GO_BACK)
     *_, done = results_after(first_file, 4)
     now = work_tree(project)
