@@ -71,8 +71,10 @@ def _last_prompt(trace: Path, timeout: float = 30) -> list[dict[str, Any]]:
     record (what `_prompts` waits for) can be in the session before the line is in the trace."""
     deadline = time.monotonic() + timeout
     while True:
-        # Whole lines only: a line being written has no newline yet.
-        lines = [json.loads(line) for line in trace.read_bytes().split(b"\n")[:-1]]
+        # Whole lines only (a line being written has no newline yet), events only (the warm-up
+        # writes a line of its own from another thread, whenever it ends).
+        read = [json.loads(line) for line in trace.read_bytes().split(b"\n")[:-1]]
+        lines = [line for line in read if line["event"] != "warm-up"]
         start = max(i for i, line in enumerate(lines) if line["event"] == "before_agent_start")
         end = next((i for i in range(start, len(lines)) if lines[i]["event"] == "agent_end"), None)
         if end is not None:
