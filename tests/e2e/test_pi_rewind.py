@@ -33,6 +33,16 @@ def wait_files(project: Path, expected: dict[str, str], timeout: float = 30) -> 
         time.sleep(0.1)
 
 
+def wait_ops(path: Path, count: int, timeout: float = 30) -> list[dict]:
+    """The session's op records once there are ``count``: a restore writes the files first and
+    appends its record after, so files that match come a moment before the record does."""
+    deadline = time.monotonic() + timeout
+    while len(found := records(path, OP)) < count:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.1)
+    return found
+
+
 def three_prompts(tui: TmuxPi, project: Path, agent_dir: Path) -> Path:
     tui.wait_for("◆ 0 points / 0 snapshots")
     tui.prompt(FIRST, "Done: first-ok")
@@ -147,7 +157,7 @@ def test_the_list_previews_names_own_work_shows_a_diff_and_restores_files_then_u
     assert '↶ Redo: back to the files before "first' in screen
     tui.keys("Enter")
     wait_files(project, BEFORE_FIRST)
-    assert len(records(path, OP)) == 3, "restore, undo, redo: one op each"
+    assert len(wait_ops(path, 3)) == 3, "restore, undo, redo: one op each"
 
 
 def test_files_and_conversation_records_what_tree_records_and_moves_the_conversation(
