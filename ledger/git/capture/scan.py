@@ -184,6 +184,7 @@ class Capturer:
         first = state is None or state.tree is None
         fresh = state is None or state.fingerprint != fingerprint or facts.ignore_case
         if state is None or fresh:
+            prefetch.discard()  # an early status must not write the old index back after this
             self.index.reset()
             state = CaptureState(fingerprint=fingerprint)
         try:
@@ -195,6 +196,7 @@ class Capturer:
                 raise
             if fresh:
                 raise
+            prefetch.discard()  # nothing of ours may write the index being rebuilt
             self.index.reset()
             return self._capture(CaptureState(fingerprint=fingerprint), fresh=True, first=first)
 
@@ -207,11 +209,10 @@ class Capturer:
         self.index.begin()
         saved_dirs = dict(state.dirs)
 
-        # Rule files and embedded .git directories, compared before status runs: a change
-        # after this point is seen by the next capture. Every known directory, unless the last
-        # capture left the signatures in step with git's untracked cache: then only those
-        # holding a rule file or .git (an edit in place changes no directory), and status
-        # itself says whether any other directory changed (docs/capture.md#start-up).
+        # Rule files and embedded .git directories, compared before status runs (a change after
+        # this is the next capture's). Every known directory, unless the last capture left the
+        # signatures in step with git's untracked cache: then only those holding a rule file or
+        # .git; status says if any other changed (docs/capture.md#start-up).
         changes = RuleChanges()
         everywhere = fresh or not state.synced
         self._compare_rules(
@@ -492,12 +493,11 @@ class Capturer:
     def _update_index(
         self, options: list[str], paths: Sequence[str], *, forget_untracked: bool = False
     ) -> None:
-        """``update-index`` on the private index. ``forget_untracked`` also drops git's
-        untracked cache (rebuilt by the next status): needed when a directory became an embedded
-        repository. With ``status.showUntrackedFiles=all`` git invalidates only the directory of
-        a removed entry, not its parents, and nothing when the index held no file there (only
-        untracked ones, in lazy trees): the parent's cached "recurse into it" would stand and
-        status list its files, not ``dir/`` (git 2.39, dir.c ``invalidate_one_component``)."""
+        """``update-index`` on the private index, after stopping an early status (it may hold
+        git's index.lock). ``forget_untracked`` also drops git's untracked cache (a new embedded
+        repository): git invalidates only a removed entry's directory, nothing where the index held
+        no file, so status would list its files, not ``dir/`` (git 2.39, dir.c)."""
+        prefetch.discard()
         config = PRIVATE_CONFIG
         if forget_untracked:
             options = [*options, "--no-untracked-cache"]
