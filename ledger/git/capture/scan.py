@@ -196,7 +196,7 @@ class Capturer:
                 raise
             if fresh:
                 raise
-            prefetch.discard()  # nothing of ours may write the index being rebuilt
+            prefetch.discard()  # as above
             self.index.reset()
             return self._capture(CaptureState(fingerprint=fingerprint), fresh=True, first=first)
 
@@ -209,10 +209,9 @@ class Capturer:
         self.index.begin()
         saved_dirs = dict(state.dirs)
 
-        # Rule files and embedded .git directories, compared before status runs (a change after
-        # this is the next capture's). Every known directory, unless the last capture left the
-        # signatures in step with git's untracked cache: then only those holding a rule file or
-        # .git; status says if any other changed (docs/capture.md#start-up).
+        # Rule files and .git directories, before status (a later change is the next capture's):
+        # in every known directory, or, when the last capture left them in step with git's
+        # untracked cache, only where one is; status tells the rest (docs/capture.md#start-up).
         changes = RuleChanges()
         everywhere = fresh or not state.synced
         self._compare_rules(
@@ -494,9 +493,10 @@ class Capturer:
         self, options: list[str], paths: Sequence[str], *, forget_untracked: bool = False
     ) -> None:
         """``update-index`` on the private index, after stopping an early status (it may hold
-        git's index.lock). ``forget_untracked`` also drops git's untracked cache (a new embedded
-        repository): git invalidates only a removed entry's directory, nothing where the index held
-        no file, so status would list its files, not ``dir/`` (git 2.39, dir.c)."""
+        git's index.lock). ``forget_untracked`` also drops the untracked cache, for a directory
+        that became a repository: with ``showUntrackedFiles=all`` git invalidates a removed entry's
+        directory, not its parents, nor one that held no entry (lazy trees), so their cached
+        "recurse into it" would list its files, not ``dir/`` (dir.c invalidate_one_component)."""
         prefetch.discard()
         config = PRIVATE_CONFIG
         if forget_untracked:
